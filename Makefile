@@ -1,0 +1,60 @@
+# edgecount's commands. Each installs what it needs first (scripts/bootstrap.sh, pinned and
+# skipped when present), so a fresh clone needs nothing but `make dev` or `make test`.
+
+SHELL := /bin/bash
+# Node 22, wrangler, vitest, esbuild and wasm-opt come from node_modules.
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# No internet here or in CI: do not wait on the fetch of Cloudflare's Request.cf data.
+export CLOUDFLARE_CF_FETCH_ENABLED := false
+export WRANGLER_SEND_METRICS := false
+
+.PHONY: help tools build dev deploy test lint fmt test-native test-worker bench clean
+
+help:
+	@echo "make dev    build and serve the API on http://127.0.0.1:8787 (state kept in .dev-state/)"
+	@echo "make test   lint, native Rust tests, Wasm build, vitest integration tests in workerd"
+	@echo "make bench  the k6 comparison against Redis and Ehcache (see loadtest/README.md)"
+	@echo "make fmt    format Rust and TypeScript"
+	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
+
+tools:
+	@scripts/bootstrap.sh build
+
+build: tools
+	@scripts/build-worker.sh
+
+dev: build
+	wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .dev-state --show-interactive-dev-session=false
+
+deploy: build
+	wrangler deploy
+
+lint: tools
+	@echo "[lint] cargo fmt --check"
+	@cargo fmt --all -- --check
+	@echo "[lint] cargo clippy -D warnings"
+	@cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
+	@echo "[lint] prettier --check"
+	@prettier --check --log-level warn tests vitest.config.ts
+
+fmt: tools
+	cargo fmt --all
+	prettier --write --log-level warn tests vitest.config.ts
+
+test-native: tools
+	@echo "[test] native Rust tests"
+	@cargo test --locked --workspace --quiet
+
+test-worker: build
+	@echo "[test] vitest in workerd"
+	@vitest run
+
+test: lint test-native test-worker
+
+bench:
+	@scripts/bootstrap.sh bench
+	@scripts/build-worker.sh
+	@loadtest/run.sh
+
+clean:
+	rm -rf build target .wrangler

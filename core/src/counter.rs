@@ -1,0 +1,152 @@
+//! The counter state machine: exact signed 64-bit arithmetic, versions, and TTL expiry.
+//!
+//! A counter that was never written, was deleted, or has expired does not exist and reads 0.
+//! A write with a TTL of S seconds makes the counter expire S seconds after that write; a later
+//! write without a TTL keeps the counter's TTL and restarts its clock, so "expires S seconds
+//! after its last write" holds for every write.
+
+use serde::{Deserialize, Serialize};
+
+use crate::CoreError;
+
+/// The stored state of one live counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    pub value: i64,
+    /// Starts at 1 and grows by one with every write; it becomes the read's `ETag`.
+    pub version: u64,
+    /// The TTL the counter was last written with, if any.
+    pub ttl_seconds: Option<u32>,
+    /// When the counter stops existing, in ms since the epoch.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// A change to a counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterWrite {
+    Add(i64),
+    Subtract(i64),
+    Set(i64),
+}
+
+impl Counter {
+    /// Whether the counter has expired at `now_ms`.
+    #[must_use]
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_some_and(|at| at <= now_ms)
+    }
+
+    /// The counter after `write`, starting from `current` (`None` when it does not exist).
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] when the result leaves the `i64` range; the caller then keeps
+    /// `current` unchanged.
+    pub fn apply(
+        current: Option<&Counter>,
+        write: CounterWrite,
+        ttl_seconds: Option<u32>,
+        now_ms: u64,
+    ) -> Result<Counter, CoreError> {
+        let live = current.filter(|c| !c.is_expired(now_ms));
+        let old = live.map_or(0, |c| c.value);
+        let value = match write {
+            CounterWrite::Add(by) => old.checked_add(by),
+            CounterWrite::Subtract(by) => old.checked_sub(by),
+            CounterWrite::Set(value) => Some(value),
+        }
+        .ok_or(CoreError::Overflow)?;
+        let ttl_seconds = ttl_seconds.or_else(|| live.and_then(|c| c.ttl_seconds));
+        Ok(Counter {
+            value,
+            version: live.map_or(1, |c| c.version + 1),
+            ttl_seconds,
+            expires_at_ms: ttl_seconds.map(|s| now_ms.saturating_add(u64::from(s) * 1000)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn counter(value: i64) -> Counter {
+        Counter {
+            value,
+            version: 1,
+            ttl_seconds: None,
+            expires_at_ms: None,
+        }
+    }
+
+    #[test]
+    fn add_to_missing_counter_starts_from_zero() {
+        let c = Counter::apply(None, CounterWrite::Add(5), None, NOW).unwrap();
+        assert_eq!((c.value, c.version), (5, 1));
+    }
+
+    #[test]
+    fn writes_bump_the_version() {
+        let c = Counter::apply(Some(&counter(1)), CounterWrite::Subtract(3), None, NOW).unwrap();
+        assert_eq!((c.value, c.version), (-2, 2));
+    }
+
+    #[test]
+    fn overflow_at_both_ends_is_an_error() {
+        let max = counter(i64::MAX);
+        let min = counter(i64::MIN);
+        assert_eq!(
+            Counter::apply(Some(&max), CounterWrite::Add(1), None, NOW),
+            Err(CoreError::Overflow)
+        );
+        assert_eq!(
+            Counter::apply(Some(&min), CounterWrite::Subtract(1), None, NOW),
+            Err(CoreError::Overflow)
+        );
+        assert_eq!(
+            Counter::apply(Some(&min), CounterWrite::Add(-1), None, NOW),
+            Err(CoreError::Overflow)
+        );
+        assert_eq!(
+            Counter::apply(
+                Some(&counter(0)),
+                CounterWrite::Subtract(i64::MIN),
+                None,
+                NOW
+            ),
+            Err(CoreError::Overflow)
+        );
+        assert_eq!(
+            Counter::apply(
+                Some(&counter(-1)),
+                CounterWrite::Subtract(i64::MIN),
+                None,
+                NOW
+            )
+            .unwrap()
+            .value,
+            i64::MAX
+        );
+    }
+
+    #[test]
+    fn ttl_is_kept_and_clock_restarts_on_each_write() {
+        let first = Counter::apply(None, CounterWrite::Add(1), Some(10), NOW).unwrap();
+        assert_eq!(first.expires_at_ms, Some(NOW + 10_000));
+        let second = Counter::apply(Some(&first), CounterWrite::Add(1), None, NOW + 5_000).unwrap();
+        assert_eq!(second.ttl_seconds, Some(10));
+        assert_eq!(second.expires_at_ms, Some(NOW + 15_000));
+    }
+
+    #[test]
+    fn expired_counter_restarts_from_zero_without_its_ttl() {
+        let first = Counter::apply(None, CounterWrite::Add(7), Some(1), NOW).unwrap();
+        assert!(first.is_expired(NOW + 1_000));
+        let again = Counter::apply(Some(&first), CounterWrite::Add(1), None, NOW + 2_000).unwrap();
+        assert_eq!(
+            (again.value, again.version, again.ttl_seconds),
+            (1, 1, None)
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! Every way the core refuses an operation, each with a stable snake_case code for the API.
+
+use serde::{Deserialize, Serialize};
+
+/// An operation the core refuses. The worker maps each variant to an HTTP status in one place;
+/// the code and message travel to clients unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum CoreError {
+    #[error("The namespace {reason}.")]
+    InvalidNamespace { reason: String },
+    #[error("The key {reason}.")]
+    InvalidKey { reason: String },
+    #[error("The parameter `{name}` must be a whole number, like 1 or -5.")]
+    InvalidNumber { name: String },
+    #[error("The parameter `{name}` was given more than once.")]
+    DuplicateParameter { name: String },
+    #[error("The parameter `{name}` must be {expected}.")]
+    InvalidParameter { name: String, expected: String },
+    #[error("The TTL must be a whole number of seconds from 1 to {max}.")]
+    InvalidTtl { max: u32 },
+    #[error("The request body {reason}.")]
+    InvalidBody { reason: String },
+    #[error("The result would not fit in a signed 64-bit integer, so nothing was changed.")]
+    Overflow,
+    /// Storage failed; `detail` is for the operator's logs, never shown to clients.
+    #[error("The shard could not reach its storage, so nothing was changed; retry shortly.")]
+    StorageUnavailable { detail: String },
+}
+
+impl CoreError {
+    /// The stable code clients match on, e.g. `invalid_key`.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidNamespace { .. } => "invalid_namespace",
+            Self::InvalidKey { .. } => "invalid_key",
+            Self::InvalidNumber { .. } => "invalid_number",
+            Self::DuplicateParameter { .. } => "duplicate_parameter",
+            Self::InvalidParameter { .. } => "invalid_parameter",
+            Self::InvalidTtl { .. } => "invalid_ttl",
+            Self::InvalidBody { .. } => "invalid_body",
+            Self::Overflow => "overflow",
+            Self::StorageUnavailable { .. } => "storage_unavailable",
+        }
+    }
+
+    /// Whether the request was well formed but cannot be applied (HTTP 422) rather than
+    /// malformed (HTTP 400).
+    #[must_use]
+    pub fn is_semantic(&self) -> bool {
+        matches!(self, Self::Overflow)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_tag_matches_code() {
+        let errors = [
+            CoreError::InvalidKey {
+                reason: "is empty".into(),
+            },
+            CoreError::Overflow,
+            CoreError::InvalidTtl { max: 10 },
+        ];
+        for error in errors {
+            let json = serde_json::to_value(&error).unwrap();
+            assert_eq!(json["code"], error.code());
+            let back: CoreError = serde_json::from_value(json).unwrap();
+            assert_eq!(back, error);
+        }
+    }
+
+    #[test]
+    fn messages_are_sentences() {
+        let message = CoreError::InvalidKey {
+            reason: "is empty".into(),
+        }
+        .to_string();
+        assert_eq!(message, "The key is empty.");
+    }
+}

@@ -1,0 +1,35 @@
+//! `edgecount-core`: the logic of edgecount, free of any Workers, JavaScript or clock types, so
+//! it builds and is tested both natively and for `wasm32-unknown-unknown`.
+//!
+//! Layout:
+//! - [`error`]: [`CoreError`], every way an operation can be refused, with its stable code.
+//! - [`names`]: the namespace and key rules ([`Namespace`], [`Key`]).
+//! - [`partition`]: which shard owns a key ([`ShardId`], [`shard_for`]).
+//! - [`number`]: exact parsing of signed 64-bit numbers and TTLs from queries and JSON.
+//! - [`body`]: the JSON request bodies of the counter routes.
+//! - [`counter`]: the counter state machine ([`Counter`], [`CounterWrite`]).
+//! - [`protocol`]: the operations a shard executes and their results ([`CounterOp`],
+//!   [`OpResult`]), shared by the worker and the shard so both speak one format.
+//! - [`table`]: a shard's counters in memory in front of its storage ([`CounterTable`]).
+//! - [`query`]: the query parameters of the counter routes.
+//! - [`negotiate`]: whether a client asked for `text/plain` instead of JSON.
+//!
+//! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
+
+pub mod body;
+pub mod counter;
+pub mod error;
+pub mod names;
+pub mod negotiate;
+pub mod number;
+pub mod partition;
+pub mod protocol;
+pub mod query;
+pub mod table;
+
+pub use counter::{Counter, CounterWrite};
+pub use error::CoreError;
+pub use names::{Key, Namespace};
+pub use partition::{shard_for, ShardId};
+pub use protocol::{CounterOp, OpResult, ShardRequest, ShardResponse};
+pub use table::{CounterStore, CounterTable};

@@ -1,0 +1,118 @@
+//! The query parameters of the counter routes: `by`, `ttl` and `consistency`.
+//!
+//! Unknown parameters are ignored, so cache-busting suffixes such as `?_=123` that browsers and
+//! frameworks add keep working; a known parameter given twice is refused, since either reading
+//! could be wrong.
+
+use crate::number::{parse_i64, parse_ttl};
+use crate::CoreError;
+
+/// The parsed query of a counter request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CounterQuery {
+    /// `?by=N` for incr and decr.
+    pub by: Option<i64>,
+    /// `?ttl=S` for writes.
+    pub ttl: Option<u32>,
+    /// `?consistency=strong`: the reader wants the shard's value, never a cached one.
+    pub strong: bool,
+}
+
+impl CounterQuery {
+    /// Parses a raw query string (without the `?`).
+    ///
+    /// # Errors
+    /// The first bad parameter's error.
+    pub fn parse(query: &str) -> Result<Self, CoreError> {
+        let mut parsed = Self::default();
+        let mut seen = [false; 3];
+        for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+            let slot = match name.as_ref() {
+                "by" => 0,
+                "ttl" => 1,
+                "consistency" => 2,
+                _ => continue,
+            };
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(CoreError::DuplicateParameter {
+                    name: name.into_owned(),
+                });
+            }
+            match slot {
+                0 => parsed.by = Some(parse_i64("by", &value)?),
+                1 => parsed.ttl = Some(parse_ttl(&value)?),
+                _ => {
+                    parsed.strong = match value.as_ref() {
+                        "strong" => true,
+                        "eventual" => false,
+                        _ => {
+                            return Err(CoreError::InvalidParameter {
+                                name: "consistency".to_owned(),
+                                expected: "`strong` or `eventual`".to_owned(),
+                            })
+                        }
+                    }
+                }
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_query_is_all_defaults() {
+        assert_eq!(CounterQuery::parse(""), Ok(CounterQuery::default()));
+    }
+
+    #[test]
+    fn reads_every_known_parameter_and_ignores_others() {
+        let q = CounterQuery::parse("by=-3&ttl=60&consistency=strong&_=123").unwrap();
+        assert_eq!(
+            q,
+            CounterQuery {
+                by: Some(-3),
+                ttl: Some(60),
+                strong: true
+            }
+        );
+    }
+
+    #[test]
+    fn percent_encoded_values_are_decoded() {
+        assert_eq!(CounterQuery::parse("by=%2B5").unwrap().by, Some(5));
+    }
+
+    #[test]
+    fn refuses_repeats_and_bad_values() {
+        assert_eq!(
+            CounterQuery::parse("by=1&by=2").unwrap_err().code(),
+            "duplicate_parameter"
+        );
+        assert_eq!(
+            CounterQuery::parse("by=x").unwrap_err().code(),
+            "invalid_number"
+        );
+        assert_eq!(
+            CounterQuery::parse("by=").unwrap_err().code(),
+            "invalid_number"
+        );
+        assert_eq!(
+            CounterQuery::parse("ttl=0").unwrap_err().code(),
+            "invalid_ttl"
+        );
+        assert_eq!(
+            CounterQuery::parse("consistency=maybe").unwrap_err().code(),
+            "invalid_parameter"
+        );
+        assert_eq!(
+            CounterQuery::parse("by=99999999999999999999")
+                .unwrap_err()
+                .code(),
+            "overflow"
+        );
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the worker to Wasm with worker-build, into build/ (wrangler.toml's `main`).
+# worker-build would download wasm-bindgen, esbuild and wasm-opt from the internet; the three
+# overrides point it at the pinned copies the bootstrap installed instead.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, "", $0); print; exit}' Cargo.lock)"
+
+export WASM_BINDGEN_BIN="$ROOT/.tools/wasm-bindgen-$WASM_BINDGEN_VERSION/bin/wasm-bindgen"
+export ESBUILD_BIN="$ROOT/node_modules/.bin/esbuild"
+export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
+export PATH="$ROOT/node_modules/.bin:$PATH"
+
+echo "[build] worker -> build/ (release Wasm)"
+"$ROOT/.tools/bin/worker-build" --release --out-dir "$ROOT/build" "$ROOT/worker"

@@ -1,0 +1,340 @@
+// Every bad-input rule of DESIGN.md: the right 4xx, the right code, and nothing changed.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshNamespace, startService, type Service } from "./service";
+
+let service: Service;
+beforeAll(async () => {
+  service = await startService();
+});
+afterAll(() => service.stop());
+
+interface Case {
+  name: string;
+  method?: string;
+  /** Path with {c} standing for the guarded counter's `/v1/counters/ns/key`. */
+  path: string;
+  body?: string;
+  headers?: Record<string, string>;
+  status: number;
+  code: string;
+}
+
+const MAX = "9223372036854775807";
+const MIN = "-9223372036854775808";
+const cases: Case[] = [
+  {
+    name: "namespace with a space",
+    path: "/v1/counters/bad%20ns/k",
+    status: 400,
+    code: "invalid_namespace",
+  },
+  {
+    name: "namespace with a bang",
+    path: "/v1/counters/a!b/k/incr",
+    method: "POST",
+    status: 400,
+    code: "invalid_namespace",
+  },
+  {
+    name: "namespace of 65 characters",
+    path: `/v1/counters/${"n".repeat(65)}/k`,
+    status: 400,
+    code: "invalid_namespace",
+  },
+  {
+    name: "empty namespace",
+    path: "/v1/counters//k",
+    status: 400,
+    code: "invalid_namespace",
+  },
+  {
+    name: "empty key",
+    path: "/v1/counters/ns/",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "key of 257 bytes",
+    path: `/v1/counters/ns/${"k".repeat(257)}`,
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "key with a control character",
+    path: "/v1/counters/ns/a%00b",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "key with a stray percent",
+    path: "/v1/counters/ns/a%zz/incr",
+    method: "POST",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "key that is not UTF-8",
+    path: "/v1/counters/ns/%FF/incr",
+    method: "POST",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "by that is not a number",
+    path: "{c}/incr?by=abc",
+    method: "POST",
+    status: 400,
+    code: "invalid_number",
+  },
+  {
+    name: "by with a fraction",
+    path: "{c}/incr?by=1.5",
+    method: "POST",
+    status: 400,
+    code: "invalid_number",
+  },
+  {
+    name: "by that is empty",
+    path: "{c}/decr?by=",
+    method: "POST",
+    status: 400,
+    code: "invalid_number",
+  },
+  {
+    name: "by given twice",
+    path: "{c}/incr?by=1&by=2",
+    method: "POST",
+    status: 400,
+    code: "duplicate_parameter",
+  },
+  {
+    name: "by past i64",
+    path: "{c}/incr?by=9223372036854775808",
+    method: "POST",
+    status: 422,
+    code: "overflow",
+  },
+  {
+    name: "ttl of zero",
+    path: "{c}/incr?ttl=0",
+    method: "POST",
+    status: 400,
+    code: "invalid_ttl",
+  },
+  {
+    name: "negative ttl",
+    path: "{c}/incr?ttl=-5",
+    method: "POST",
+    status: 400,
+    code: "invalid_ttl",
+  },
+  {
+    name: "bad consistency",
+    path: "{c}?consistency=sometimes",
+    status: 400,
+    code: "invalid_parameter",
+  },
+  {
+    name: "increment past the maximum",
+    path: `{c}/incr?by=${MAX}`,
+    method: "POST",
+    status: 422,
+    code: "overflow",
+  },
+  {
+    name: "decrement past the minimum",
+    path: "{c}/decr",
+    method: "POST",
+    status: 422,
+    code: "overflow",
+  },
+  {
+    name: "malformed JSON",
+    path: "{c}",
+    method: "PUT",
+    body: "{",
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "empty body",
+    path: "{c}",
+    method: "PUT",
+    body: "",
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "value as a string",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":"1"}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "value with a fraction",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":1.5}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "missing value",
+    path: "{c}",
+    method: "PUT",
+    body: "{}",
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "value given twice",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":1,"value":2}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "unknown field",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":1,"x":2}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "deeply nested value",
+    path: "{c}",
+    method: "PUT",
+    body: `{"value":${"[".repeat(5000)}${"]".repeat(5000)}}`,
+    status: 413,
+    code: "payload_too_large",
+  },
+  {
+    name: "nesting under the size limit",
+    path: "{c}",
+    method: "PUT",
+    body: `{"value":${"[".repeat(1000)}${"]".repeat(1000)}}`,
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "value past i64",
+    path: "{c}",
+    method: "PUT",
+    body: `{"value":${MAX}0}`,
+    status: 422,
+    code: "overflow",
+  },
+  {
+    name: "value below i64",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":-9223372036854775809}',
+    status: 422,
+    code: "overflow",
+  },
+  {
+    name: "body that is not JSON",
+    path: "{c}",
+    method: "PUT",
+    body: "value=1",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    status: 415,
+    code: "unsupported_media_type",
+  },
+  {
+    name: "body over 4 KiB",
+    path: "{c}",
+    method: "PUT",
+    body: `{"value":1${" ".repeat(5000)}}`,
+    status: 413,
+    code: "payload_too_large",
+  },
+  {
+    name: "POST to a counter",
+    path: "{c}",
+    method: "POST",
+    status: 405,
+    code: "method_not_allowed",
+  },
+  {
+    name: "PATCH to a counter",
+    path: "{c}",
+    method: "PATCH",
+    body: "{}",
+    status: 405,
+    code: "method_not_allowed",
+  },
+  {
+    name: "GET on incr",
+    path: "{c}/incr",
+    status: 405,
+    code: "method_not_allowed",
+  },
+  {
+    name: "DELETE on decr",
+    path: "{c}/decr",
+    method: "DELETE",
+    status: 405,
+    code: "method_not_allowed",
+  },
+  {
+    name: "unknown route",
+    path: "/v1/nothing-here",
+    status: 404,
+    code: "not_found",
+  },
+  {
+    name: "extra path segment",
+    path: "{c}/incr/more",
+    method: "POST",
+    status: 404,
+    code: "not_found",
+  },
+];
+
+describe("bad input", () => {
+  for (const c of cases) {
+    it(`${c.name}: ${c.status} ${c.code}, nothing changed`, async () => {
+      const ns = freshNamespace("bad");
+      const guarded = `/v1/counters/${ns}/guarded`;
+      const initial = c.name.includes("maximum")
+        ? MAX
+        : c.name.includes("minimum")
+          ? MIN
+          : "5";
+      const seed = await service.fetch(guarded, {
+        method: "PUT",
+        body: `{"value":${initial}}`,
+      });
+      expect(seed.status).toBe(200);
+
+      const response = await service.fetch(c.path.replace("{c}", guarded), {
+        method: c.method ?? "GET",
+        headers: { "content-type": "application/json", ...c.headers },
+        body: c.body,
+      });
+      expect(response.status).toBe(c.status);
+      expect(response.headers.get("content-type")).toBe(
+        "application/json; charset=utf-8",
+      );
+      const body = await response.json();
+      expect(body.error.code).toBe(c.code);
+      expect(body.error.message).toMatch(/^[A-Z].*\.$/);
+      if (c.status === 405) {
+        expect(response.headers.get("allow")).toMatch(/OPTIONS$/);
+      }
+      expect(await service.value(ns, "guarded")).toBe(BigInt(initial));
+    });
+  }
+
+  it("answers a 405 with the methods the route accepts", async () => {
+    const response = await service.fetch("/v1/counters/ns/k", {
+      method: "POST",
+    });
+    expect(response.headers.get("allow")).toBe("GET, PUT, DELETE, OPTIONS");
+  });
+});

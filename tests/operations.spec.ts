@@ -1,0 +1,104 @@
+// Health, stats, metrics and CORS.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshNamespace, startService, type Service } from "./service";
+
+let service: Service;
+beforeAll(async () => {
+  service = await startService();
+});
+afterAll(() => service.stop());
+
+describe("operations", () => {
+  it("reports health, shard count and open access", async () => {
+    const response = await service.fetch("/v1/health");
+    expect(response.status).toBe(200);
+    const body = await response.json();
+    expect(body).toMatchObject({ status: "ok", shards: 16, auth: "open" });
+    expect(body.version).toMatch(/^\d+\.\d+\.\d+$/);
+  });
+
+  it("counts ops and keys per shard in /v1/stats", async () => {
+    const before = await (await service.fetch("/v1/stats")).json();
+    const ns = freshNamespace("stats");
+    for (const key of ["a", "b", "c"]) {
+      await service.fetch(`/v1/counters/${ns}/${key}/incr`, { method: "POST" });
+    }
+    await service.fetch(`/v1/counters/${ns}/a`);
+    const after = await (await service.fetch("/v1/stats")).json();
+    expect(after.shards).toHaveLength(16);
+    expect(after.totals.keys - before.totals.keys).toBe(3);
+    expect(after.totals.ops - before.totals.ops).toBe(4);
+    const shard = Number(
+      (await service.fetch(`/v1/counters/${ns}/a`)).headers.get(
+        "x-edgecount-shard",
+      ),
+    );
+    expect(after.shards[shard].keys).toBeGreaterThanOrEqual(1);
+  });
+
+  it("exposes Prometheus metrics", async () => {
+    const response = await service.fetch("/metrics");
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toContain("text/plain");
+    const text = await response.text();
+    expect(text).toContain("# TYPE edgecount_shard_ops_total counter");
+    expect(text).toMatch(/edgecount_shard_keys\{shard="15"\} \d+/);
+  });
+
+  it("answers CORS preflights and marks responses for any origin", async () => {
+    const preflight = await service.fetch("/v1/counters/ns/k/incr", {
+      method: "OPTIONS",
+      headers: {
+        origin: "https://site.example",
+        "access-control-request-method": "POST",
+      },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get("access-control-allow-origin")).toBe("*");
+    expect(preflight.headers.get("access-control-allow-methods")).toBe(
+      "POST, OPTIONS",
+    );
+    expect(preflight.headers.get("access-control-allow-headers")).toContain(
+      "Content-Type",
+    );
+    const read = await service.fetch("/v1/counters/ns/k", {
+      headers: { origin: "https://x.example" },
+    });
+    expect(read.headers.get("access-control-allow-origin")).toBe("*");
+    expect(read.headers.get("access-control-expose-headers")).toContain(
+      "X-Edgecount-Shard",
+    );
+  });
+
+  it("allows only the configured origins when a list is set", async () => {
+    const strict = await startService({
+      vars: { EDGECOUNT_CORS_ORIGINS: "https://good.example" },
+    });
+    try {
+      const good = await strict.fetch("/v1/health", {
+        headers: { origin: "https://good.example" },
+      });
+      expect(good.headers.get("access-control-allow-origin")).toBe(
+        "https://good.example",
+      );
+      expect(good.headers.get("vary")).toContain("Origin");
+      const bad = await strict.fetch("/v1/health", {
+        headers: { origin: "https://evil.example" },
+      });
+      expect(bad.headers.get("access-control-allow-origin")).toBeNull();
+    } finally {
+      await strict.stop();
+    }
+  });
+
+  it("refuses a misconfigured shard count instead of misplacing keys", async () => {
+    const broken = await startService({ vars: { EDGECOUNT_SHARDS: "zero" } });
+    try {
+      const response = await broken.fetch("/v1/counters/ns/k");
+      expect(response.status).toBe(500);
+      expect((await response.json()).error.code).toBe("misconfigured");
+    } finally {
+      await broken.stop();
+    }
+  });
+});

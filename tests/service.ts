@@ -1,0 +1,94 @@
+// Runs the built worker inside workerd with Miniflare, configured from wrangler.toml, and
+// gives specs a small client for it. Every spec shares this one setup.
+import { dirname, join } from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+
+export interface ServiceOptions {
+  /** Folder for Durable Object state; omit for in-memory state. */
+  persistDir?: string;
+  /** Vars that replace wrangler.toml's. */
+  vars?: Record<string, string>;
+}
+
+export interface Service {
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** The exact value of a counter, read as text so values past 2^53 stay exact. */
+  value(ns: string, key: string): Promise<bigint>;
+  stop(): Promise<void>;
+}
+
+export async function startService(
+  options: ServiceOptions = {},
+): Promise<Service> {
+  const { workerOptions, main } =
+    unstable_getMiniflareWorkerOptions("wrangler.toml");
+  if (!main) throw new Error("wrangler.toml has no `main`");
+  // wrangler hands out options in Miniflare 4's shape; Miniflare 5 converts them.
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      workers: [
+        {
+          ...workerOptions,
+          // worker-build's output: the JS shim and the Wasm module it imports.
+          modulesRoot: dirname(main),
+          modules: [
+            { type: "ESModule", path: main },
+            {
+              type: "CompiledWasm",
+              path: join(dirname(main), "index_bg.wasm"),
+            },
+          ],
+          bindings: { ...workerOptions.bindings, ...options.vars },
+        },
+      ],
+      resourcePersistencePath: options.persistDir,
+      cf: false,
+    } as never),
+  );
+  await mf.ready;
+  const service: Service = {
+    async fetch(path, init) {
+      const response = await mf.dispatchFetch(
+        `http://edgecount.test${path}`,
+        init as never,
+      );
+      // Buffer the body at once: with many requests in flight, Miniflare may drain a body
+      // that is left unread for a while, and the spec would then find it already consumed.
+      const body = await response.arrayBuffer();
+      const nullBody = [101, 204, 205, 304].includes(response.status);
+      return new Response(nullBody ? null : body, {
+        status: response.status,
+        headers: response.headers as unknown as Headers,
+      });
+    },
+    async value(ns, key) {
+      const response = await service.fetch(
+        `/v1/counters/${ns}/${encodeURIComponent(key)}`,
+        {
+          headers: { accept: "text/plain" },
+        },
+      );
+      if (response.status !== 200) {
+        throw new Error(
+          `reading ${ns}/${key}: ${response.status} ${await response.text()}`,
+        );
+      }
+      return BigInt(await response.text());
+    },
+    stop: () => mf.dispose(),
+  };
+  return service;
+}
+
+/** The `value` field of a JSON body, exactly (JSON.parse would round it past 2^53). */
+export function exactValue(body: string): bigint {
+  const match = /"value":(-?\d+)/.exec(body);
+  if (!match) throw new Error(`no value in ${body}`);
+  return BigInt(match[1]);
+}
+
+/** A namespace unique to one test, so tests never see each other's counters. */
+export function freshNamespace(label: string): string {
+  return `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}

@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+// Each spec starts the built worker (build/) in workerd through Miniflare; see tests/service.ts.
+export default defineConfig({
+  test: {
+    include: ["tests/**/*.spec.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // Two cores: one workerd per spec file at a time keeps timings sane.
+    fileParallelism: false,
+  },
+});

@@ -1,0 +1,127 @@
+//! Every error a client can see, and the one place that maps each to an HTTP status.
+
+use edgecount_core::CoreError;
+use serde_json::json;
+
+/// An error answered to a client as `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    Core(CoreError),
+    RouteNotFound,
+    MethodNotAllowed {
+        allow: &'static str,
+    },
+    UnsupportedMediaType {
+        expected: &'static str,
+    },
+    PayloadTooLarge {
+        limit_bytes: usize,
+    },
+    ShardUnavailable,
+    Misconfigured {
+        var: &'static str,
+    },
+    /// The runtime failed in a way no request can cause; the detail goes to the logs only.
+    Internal(String),
+}
+
+impl From<CoreError> for ApiError {
+    fn from(error: CoreError) -> Self {
+        Self::Core(error)
+    }
+}
+
+impl From<worker::Error> for ApiError {
+    fn from(error: worker::Error) -> Self {
+        Self::Internal(error.to_string())
+    }
+}
+
+impl ApiError {
+    /// The HTTP status: the single mapping from errors to statuses.
+    #[must_use]
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::Core(CoreError::StorageUnavailable { .. }) | Self::ShardUnavailable => 503,
+            Self::Core(e) if e.is_semantic() => 422,
+            Self::Core(_) => 400,
+            Self::RouteNotFound => 404,
+            Self::MethodNotAllowed { .. } => 405,
+            Self::PayloadTooLarge { .. } => 413,
+            Self::UnsupportedMediaType { .. } => 415,
+            Self::Misconfigured { .. } | Self::Internal(_) => 500,
+        }
+    }
+
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Core(e) => e.code(),
+            Self::RouteNotFound => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::UnsupportedMediaType { .. } => "unsupported_media_type",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::ShardUnavailable => "shard_unavailable",
+            Self::Misconfigured { .. } => "misconfigured",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    #[must_use]
+    pub fn message(&self) -> String {
+        match self {
+            Self::Core(e) => e.to_string(),
+            Self::RouteNotFound => {
+                "There is no such route; see the API reference in the README.".into()
+            }
+            Self::MethodNotAllowed { allow } => format!("This route only accepts {allow}."),
+            Self::UnsupportedMediaType { expected } => {
+                format!("The request body must be sent as {expected}.")
+            }
+            Self::PayloadTooLarge { limit_bytes } => {
+                format!("The request body is larger than the limit of {limit_bytes} bytes.")
+            }
+            Self::ShardUnavailable => {
+                "The shard that owns this key is unavailable; retry shortly.".into()
+            }
+            Self::Misconfigured { var } => {
+                format!("The service is misconfigured: {var} is invalid.")
+            }
+            Self::Internal(_) => "The service failed unexpectedly; retry shortly.".into(),
+        }
+    }
+
+    /// The JSON body.
+    #[must_use]
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"code": self.code(), "message": self.message()}})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_the_design() {
+        assert_eq!(
+            ApiError::Core(CoreError::InvalidKey { reason: "x".into() }).status(),
+            400
+        );
+        assert_eq!(ApiError::Core(CoreError::Overflow).status(), 422);
+        assert_eq!(
+            ApiError::Core(CoreError::StorageUnavailable { detail: "x".into() }).status(),
+            503
+        );
+        assert_eq!(ApiError::MethodNotAllowed { allow: "GET" }.status(), 405);
+        assert_eq!(ApiError::PayloadTooLarge { limit_bytes: 1 }.status(), 413);
+    }
+
+    #[test]
+    fn storage_details_stay_out_of_the_message() {
+        let error = ApiError::Core(CoreError::StorageUnavailable {
+            detail: "SQLITE_FULL at /x".into(),
+        });
+        assert!(!error.message().contains("SQLITE"));
+    }
+}

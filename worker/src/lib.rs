@@ -1,0 +1,27 @@
+//! `edgecount-worker`: the Workers glue around `edgecount-core`.
+//!
+//! Layout:
+//! - [`config`]: the `wrangler.toml` vars, read once per request into a typed [`config::Config`].
+//! - [`routes`]: which handler serves a path, and the 404 / 405 answers.
+//! - [`counters`]: the counter routes of API v1.
+//! - [`operations`]: `/v1/health`, `/v1/stats` and `/metrics`.
+//! - [`shard`]: the `Shard` Durable Object that owns and stores a slice of the keys.
+//! - [`shard_client`]: how the worker calls shards.
+//! - [`api_error`]: every error a client can see, mapped to its HTTP status in one place.
+//! - [`respond`]: JSON and text responses, and the CORS headers every response carries.
+
+use worker::{event, Context, Env, Request, Response, Result};
+
+pub mod api_error;
+pub mod config;
+pub mod counters;
+pub mod operations;
+pub mod respond;
+pub mod routes;
+pub mod shard;
+pub mod shard_client;
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    routes::handle(req, env).await
+}

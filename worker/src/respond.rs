@@ -1,0 +1,94 @@
+//! Building responses: JSON and plain-text bodies, errors, and the CORS headers.
+
+use serde::Serialize;
+use worker::{Headers, Response};
+
+use crate::api_error::ApiError;
+use crate::config::{Config, CorsOrigins};
+
+const JSON: &str = "application/json; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// Headers a browser script may read from a cross-origin response.
+const EXPOSED_HEADERS: &str = "X-Edgecount-Shard, ETag, X-Cache, Retry-After, RateLimit-Limit, \
+                               RateLimit-Remaining, RateLimit-Reset";
+/// Request headers a browser may send cross-origin.
+const ALLOWED_HEADERS: &str =
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match";
+
+/// A response with a JSON body.
+///
+/// # Errors
+/// Only if the runtime refuses to build a response.
+pub fn json(status: u16, body: &impl Serialize) -> Result<Response, ApiError> {
+    let text = serde_json::to_string(body).map_err(|e| ApiError::Internal(e.to_string()))?;
+    with_body(status, text, JSON)
+}
+
+/// A response with a plain-text body.
+///
+/// # Errors
+/// Only if the runtime refuses to build a response.
+pub fn text(status: u16, body: String) -> Result<Response, ApiError> {
+    with_body(status, body, TEXT)
+}
+
+fn with_body(status: u16, body: String, content_type: &str) -> Result<Response, ApiError> {
+    let headers = Headers::new();
+    headers.set("content-type", content_type)?;
+    Ok(Response::ok(body)?
+        .with_status(status)
+        .with_headers(headers))
+}
+
+/// The JSON answer for an error, with `Allow` on a 405.
+///
+/// # Errors
+/// Only if the runtime refuses to build a response.
+pub fn error(error: &ApiError) -> Result<Response, ApiError> {
+    let response = json(error.status(), &error.body())?;
+    if let ApiError::MethodNotAllowed { allow } = error {
+        response.headers().set("allow", allow)?;
+    }
+    Ok(response)
+}
+
+/// The answer to a CORS preflight for a route that accepts `allow`.
+///
+/// # Errors
+/// Only if the runtime refuses to build a response.
+pub fn preflight(allow: &str) -> Result<Response, ApiError> {
+    let response = Response::empty()?.with_status(204);
+    let headers = response.headers();
+    headers.set("allow", allow)?;
+    headers.set("access-control-allow-methods", allow)?;
+    headers.set("access-control-allow-headers", ALLOWED_HEADERS)?;
+    headers.set("access-control-max-age", "86400")?;
+    Ok(response)
+}
+
+/// Adds the CORS headers for the request's `Origin`, if the origin is allowed.
+///
+/// # Errors
+/// Only if the runtime refuses to change the headers.
+pub fn add_cors(
+    response: &Response,
+    config: &Config,
+    origin: Option<&str>,
+) -> Result<(), ApiError> {
+    let headers = response.headers();
+    let allowed = match (&config.cors_origins, origin) {
+        (CorsOrigins::Any, _) => Some("*"),
+        (CorsOrigins::List(list), Some(origin)) if list.iter().any(|o| o == origin) => Some(origin),
+        (CorsOrigins::List(_), _) => None,
+    };
+    if config.cors_origins != CorsOrigins::Any {
+        // The answer differs by origin, so shared caches must key on it.
+        headers.append("vary", "Origin")?;
+    }
+    if let Some(allowed) = allowed {
+        headers.set("access-control-allow-origin", allowed)?;
+        headers.set("access-control-expose-headers", EXPOSED_HEADERS)?;
+    }
+    Ok(())
+}

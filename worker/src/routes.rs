@@ -1,0 +1,166 @@
+//! Which handler serves a request: path matching with `matchit`, then the method check, so a
+//! known path with the wrong method is a 405 with `Allow` rather than a 404.
+
+use worker::{console_error, Env, Method, Request, Response, Result};
+
+use crate::api_error::ApiError;
+use crate::config::Config;
+use crate::counters::{self, CounterAction};
+use crate::{operations, respond};
+
+/// The routes of API v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Health,
+    Stats,
+    Metrics,
+    Counter,
+    CounterIncr,
+    CounterDecr,
+}
+
+impl Route {
+    /// The methods the route accepts, as sent in `Allow`.
+    fn allow(self) -> &'static str {
+        match self {
+            Self::Health | Self::Stats | Self::Metrics => "GET, OPTIONS",
+            Self::Counter => "GET, PUT, DELETE, OPTIONS",
+            Self::CounterIncr | Self::CounterDecr => "POST, OPTIONS",
+        }
+    }
+}
+
+thread_local! {
+    static ROUTER: matchit::Router<Route> = build_router();
+}
+
+fn build_router() -> matchit::Router<Route> {
+    let mut router = matchit::Router::new();
+    let routes = [
+        ("/v1/health", Route::Health),
+        ("/v1/stats", Route::Stats),
+        ("/metrics", Route::Metrics),
+        ("/v1/counters/:ns/:key", Route::Counter),
+        ("/v1/counters/:ns/:key/incr", Route::CounterIncr),
+        ("/v1/counters/:ns/:key/decr", Route::CounterDecr),
+    ];
+    for (path, route) in routes {
+        router
+            .insert(path, route)
+            .expect("route patterns are distinct");
+    }
+    router
+}
+
+/// A matched route and its raw (still percent-encoded) path parameters.
+struct Matched {
+    route: Route,
+    ns: String,
+    key: String,
+}
+
+fn match_path(path: &str) -> Option<Matched> {
+    ROUTER.with(|router| {
+        let found = router.at(path).ok()?;
+        let param = |name| found.params.get(name).unwrap_or_default().to_owned();
+        Some(Matched {
+            route: *found.value,
+            ns: param("ns"),
+            key: param("key"),
+        })
+    })
+}
+
+/// Serves one request; every failure becomes a JSON error and every response gets CORS headers.
+///
+/// # Errors
+/// Only if the runtime cannot build a response at all.
+pub async fn handle(req: Request, env: Env) -> Result<Response> {
+    let origin = req.headers().get("origin")?;
+    let config = match Config::from_env(&env) {
+        Ok(config) => config,
+        Err(error) => return error_response(&error),
+    };
+    let response = match dispatch(req, &env, &config).await {
+        Ok(response) => response,
+        Err(error) => error_response(&error)?,
+    };
+    respond::add_cors(&response, &config, origin.as_deref()).map_err(to_worker_error)?;
+    Ok(response)
+}
+
+async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, ApiError> {
+    let path = req.path();
+    let Some(matched) = match_path(&path) else {
+        return Err(counters::unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
+    };
+    let method = req.method();
+    if method == Method::Options {
+        return respond::preflight(matched.route.allow());
+    }
+    let not_allowed = ApiError::MethodNotAllowed {
+        allow: matched.route.allow(),
+    };
+    let action = match (matched.route, method) {
+        (Route::Health, Method::Get) => return operations::health(config),
+        (Route::Stats, Method::Get) => return operations::stats(env, config).await,
+        (Route::Metrics, Method::Get) => return operations::metrics(env, config).await,
+        (Route::Counter, Method::Get) => CounterAction::Read,
+        (Route::Counter, Method::Put) => CounterAction::Set,
+        (Route::Counter, Method::Delete) => CounterAction::Delete,
+        (Route::CounterIncr, Method::Post) => CounterAction::Incr,
+        (Route::CounterDecr, Method::Post) => CounterAction::Decr,
+        _ => return Err(not_allowed),
+    };
+    counters::serve(action, req, env, config, &matched.ns, &matched.key).await
+}
+
+fn error_response(error: &ApiError) -> Result<Response> {
+    match error {
+        ApiError::Internal(detail) => console_error!("internal error: {detail}"),
+        ApiError::Core(edgecount_core::CoreError::StorageUnavailable { detail }) => {
+            console_error!("storage error: {detail}");
+        }
+        _ => {}
+    }
+    respond::error(error).map_err(to_worker_error)
+}
+
+fn to_worker_error(error: ApiError) -> worker::Error {
+    worker::Error::RustError(error.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_paths_match_with_raw_params() {
+        let m = match_path("/v1/counters/pages/a%2Fb").unwrap();
+        assert_eq!(
+            (m.route, m.ns.as_str(), m.key.as_str()),
+            (Route::Counter, "pages", "a%2Fb")
+        );
+        assert_eq!(
+            match_path("/v1/counters/pages/incr").unwrap().route,
+            Route::Counter
+        );
+        assert_eq!(
+            match_path("/v1/counters/pages/k/incr").unwrap().route,
+            Route::CounterIncr
+        );
+    }
+
+    #[test]
+    fn unknown_paths_do_not_match() {
+        for path in [
+            "/",
+            "/v1",
+            "/v1/counters/pages",
+            "/v1/counters/pages/k/incr/x",
+            "/v2/health",
+        ] {
+            assert!(match_path(path).is_none(), "{path}");
+        }
+    }
+}
