@@ -47,7 +47,8 @@ test-native: tools
 
 test-worker: build
 	@echo "[test] vitest in workerd"
-	@vitest run
+	@vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-report.json
+	@node -e 'const r = require("./build/vitest-report.json"); console.log(`vitest: $${r.numPassedTests} passed, $${r.numFailedTests} failed`)'
 
 test: lint test-native test-worker
 

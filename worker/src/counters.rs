@@ -7,12 +7,22 @@ use edgecount_core::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BOD
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::{shard_for, CoreError, CounterOp, Key, Namespace, OpResult, ShardId};
+use serde::Serialize;
 use serde_json::json;
 use worker::{Env, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
 use crate::{respond, shard_client};
+
+/// A counter as the API shows it, fields in the documented order.
+#[derive(Serialize)]
+struct CounterBody<'a> {
+    ns: &'a str,
+    key: &'a str,
+    value: i64,
+    exists: bool,
+}
 
 /// What a counter request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +110,12 @@ async fn apply(
         }
         OpResult::Value { value, exists, .. } => respond::json(
             200,
-            &json!({ "ns": ns.as_str(), "key": key.as_str(), "value": value, "exists": exists }),
+            &CounterBody {
+                ns: ns.as_str(),
+                key: key.as_str(),
+                value,
+                exists,
+            },
         )?,
     };
     // Reads must be revalidated until hot-key caching decides otherwise; writes never cached.
