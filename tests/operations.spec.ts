@@ -42,7 +42,9 @@ describe("operations", () => {
     expect(response.headers.get("content-type")).toContain("text/plain");
     const text = await response.text();
     expect(text).toContain("# TYPE edgecount_shard_ops_total counter");
+    expect(text).toContain("# TYPE edgecount_shard_cache_bytes gauge");
     expect(text).toMatch(/edgecount_shard_keys\{shard="15"\} \d+/);
+    expect(text).toMatch(/edgecount_shard_evictions_total\{shard="0"\} \d+/);
   });
 
   it("answers CORS preflights and marks responses for any origin", async () => {

@@ -18,12 +18,7 @@ pub fn is_json_content_type(content_type: Option<&str>) -> bool {
     let Some(content_type) = content_type else {
         return true;
     };
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     media == "application/json"
         || media == "text/plain"
         || (media.starts_with("application/") && media.ends_with("+json"))
@@ -44,10 +39,7 @@ struct SetBody {
 /// that is not an integer; [`CoreError::Overflow`] for an integer outside `i64`.
 pub fn parse_set_body(text: &str) -> Result<i64, CoreError> {
     let body: SetBody = serde_json::from_str(text).map_err(|e| CoreError::InvalidBody {
-        reason: format!(
-            "must be a JSON object like {{\"value\": 42}} ({})",
-            describe(&e)
-        ),
+        reason: format!("must be a JSON object like {{\"value\": 42}} ({})", describe(&e)),
     })?;
     i64_from_json("value", &body.value)
 }
@@ -68,14 +60,8 @@ mod tests {
 
     #[test]
     fn reads_exact_values() {
-        assert_eq!(
-            parse_set_body(r#"{"value": 9007199254740993}"#),
-            Ok(9_007_199_254_740_993)
-        );
-        assert_eq!(
-            parse_set_body(r#"{"value":-9223372036854775808}"#),
-            Ok(i64::MIN)
-        );
+        assert_eq!(parse_set_body(r#"{"value": 9007199254740993}"#), Ok(9_007_199_254_740_993));
+        assert_eq!(parse_set_body(r#"{"value":-9223372036854775808}"#), Ok(i64::MIN));
     }
 
     #[test]
@@ -92,47 +78,26 @@ mod tests {
             r#"{"value": 1, "extra": true}"#,
             r#"{"VALUE": 1}"#,
         ] {
-            assert_eq!(
-                parse_set_body(bad).unwrap_err().code(),
-                "invalid_body",
-                "{bad:?}"
-            );
+            assert_eq!(parse_set_body(bad).unwrap_err().code(), "invalid_body", "{bad:?}");
         }
         let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
-        assert_eq!(
-            parse_set_body(&format!(r#"{{"value": {deep}}}"#))
-                .unwrap_err()
-                .code(),
-            "invalid_body"
-        );
+        assert_eq!(parse_set_body(&format!(r#"{{"value": {deep}}}"#)).unwrap_err().code(), "invalid_body");
     }
 
     #[test]
     fn out_of_range_values_overflow() {
-        assert_eq!(
-            parse_set_body(r#"{"value": 9223372036854775808}"#),
-            Err(CoreError::Overflow)
-        );
-        assert_eq!(
-            parse_set_body(r#"{"value": -9223372036854775809}"#),
-            Err(CoreError::Overflow)
-        );
+        assert_eq!(parse_set_body(r#"{"value": 9223372036854775808}"#), Err(CoreError::Overflow));
+        assert_eq!(parse_set_body(r#"{"value": -9223372036854775809}"#), Err(CoreError::Overflow));
     }
 
     #[test]
     fn content_types() {
         assert!(is_json_content_type(None));
-        assert!(is_json_content_type(Some(
-            "application/json; charset=utf-8"
-        )));
+        assert!(is_json_content_type(Some("application/json; charset=utf-8")));
         assert!(is_json_content_type(Some("application/merge-patch+json")));
         assert!(is_json_content_type(Some("text/plain;charset=UTF-8")));
         assert!(!is_json_content_type(Some("text/html")));
-        assert!(!is_json_content_type(Some(
-            "multipart/form-data; boundary=x"
-        )));
-        assert!(!is_json_content_type(Some(
-            "application/x-www-form-urlencoded"
-        )));
+        assert!(!is_json_content_type(Some("multipart/form-data; boundary=x")));
+        assert!(!is_json_content_type(Some("application/x-www-form-urlencoded")));
     }
 }

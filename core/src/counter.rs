@@ -72,12 +72,7 @@ mod tests {
     const NOW: u64 = 1_700_000_000_000;
 
     fn counter(value: i64) -> Counter {
-        Counter {
-            value,
-            version: 1,
-            ttl_seconds: None,
-            expires_at_ms: None,
-        }
+        Counter { value, version: 1, ttl_seconds: None, expires_at_ms: None }
     }
 
     #[test]
@@ -96,36 +91,18 @@ mod tests {
     fn overflow_at_both_ends_is_an_error() {
         let max = counter(i64::MAX);
         let min = counter(i64::MIN);
-        assert_eq!(
-            Counter::apply(Some(&max), CounterWrite::Add(1), None, NOW),
-            Err(CoreError::Overflow)
-        );
+        assert_eq!(Counter::apply(Some(&max), CounterWrite::Add(1), None, NOW), Err(CoreError::Overflow));
         assert_eq!(
             Counter::apply(Some(&min), CounterWrite::Subtract(1), None, NOW),
             Err(CoreError::Overflow)
         );
+        assert_eq!(Counter::apply(Some(&min), CounterWrite::Add(-1), None, NOW), Err(CoreError::Overflow));
         assert_eq!(
-            Counter::apply(Some(&min), CounterWrite::Add(-1), None, NOW),
+            Counter::apply(Some(&counter(0)), CounterWrite::Subtract(i64::MIN), None, NOW),
             Err(CoreError::Overflow)
         );
         assert_eq!(
-            Counter::apply(
-                Some(&counter(0)),
-                CounterWrite::Subtract(i64::MIN),
-                None,
-                NOW
-            ),
-            Err(CoreError::Overflow)
-        );
-        assert_eq!(
-            Counter::apply(
-                Some(&counter(-1)),
-                CounterWrite::Subtract(i64::MIN),
-                None,
-                NOW
-            )
-            .unwrap()
-            .value,
+            Counter::apply(Some(&counter(-1)), CounterWrite::Subtract(i64::MIN), None, NOW).unwrap().value,
             i64::MAX
         );
     }
@@ -144,9 +121,6 @@ mod tests {
         let first = Counter::apply(None, CounterWrite::Add(7), Some(1), NOW).unwrap();
         assert!(first.is_expired(NOW + 1_000));
         let again = Counter::apply(Some(&first), CounterWrite::Add(1), None, NOW + 2_000).unwrap();
-        assert_eq!(
-            (again.value, again.version, again.ttl_seconds),
-            (1, 1, None)
-        );
+        assert_eq!((again.value, again.version, again.ttl_seconds), (1, 1, None));
     }
 }

@@ -23,6 +23,14 @@ pub enum CoreError {
     InvalidBody { reason: String },
     #[error("The result would not fit in a signed 64-bit integer, so nothing was changed.")]
     Overflow,
+    #[error("No live entry has this key.")]
+    NotFound,
+    #[error("The value is larger than the limit of {limit_bytes} bytes.")]
+    EntryTooLarge { limit_bytes: u64 },
+    #[error("A batch may hold at most {max} ops.")]
+    TooManyOps { max: usize },
+    #[error("The op {reason}.")]
+    InvalidOp { reason: String },
     /// Storage failed; `detail` is for the operator's logs, never shown to clients.
     #[error("The shard could not reach its storage, so nothing was changed; retry shortly.")]
     StorageUnavailable { detail: String },
@@ -41,6 +49,10 @@ impl CoreError {
             Self::InvalidTtl { .. } => "invalid_ttl",
             Self::InvalidBody { .. } => "invalid_body",
             Self::Overflow => "overflow",
+            Self::NotFound => "not_found",
+            Self::EntryTooLarge { .. } => "payload_too_large",
+            Self::TooManyOps { .. } => "too_many_ops",
+            Self::InvalidOp { .. } => "invalid_op",
             Self::StorageUnavailable { .. } => "storage_unavailable",
         }
     }
@@ -60,9 +72,7 @@ mod tests {
     #[test]
     fn serde_tag_matches_code() {
         let errors = [
-            CoreError::InvalidKey {
-                reason: "is empty".into(),
-            },
+            CoreError::InvalidKey { reason: "is empty".into() },
             CoreError::Overflow,
             CoreError::InvalidTtl { max: 10 },
         ];
@@ -76,10 +86,7 @@ mod tests {
 
     #[test]
     fn messages_are_sentences() {
-        let message = CoreError::InvalidKey {
-            reason: "is empty".into(),
-        }
-        .to_string();
+        let message = CoreError::InvalidKey { reason: "is empty".into() }.to_string();
         assert_eq!(message, "The key is empty.");
     }
 }

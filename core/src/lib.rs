@@ -8,16 +8,23 @@
 //! - [`number`]: exact parsing of signed 64-bit numbers and TTLs from queries and JSON.
 //! - [`body`]: the JSON request bodies of the counter routes.
 //! - [`counter`]: the counter state machine ([`Counter`], [`CounterWrite`]).
-//! - [`protocol`]: the operations a shard executes and their results ([`CounterOp`],
+//! - [`protocol`]: the operations a shard executes and their results ([`ShardOp`],
 //!   [`OpResult`]), shared by the worker and the shard so both speak one format.
-//! - [`table`]: a shard's counters in memory in front of its storage ([`CounterTable`]).
+//! - [`counter_table`]: a shard's counters in memory in front of its storage.
+//! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
+//! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
+//! - [`batch`]: the `POST /v1/batch` codec: ops in, per-op results out.
 //! - [`query`]: the query parameters of the counter routes.
 //! - [`negotiate`]: whether a client asked for `text/plain` instead of JSON.
 //!
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
+pub mod batch;
 pub mod body;
+pub mod cache_table;
 pub mod counter;
+pub mod counter_table;
+pub mod engine;
 pub mod error;
 pub mod names;
 pub mod negotiate;
@@ -25,11 +32,14 @@ pub mod number;
 pub mod partition;
 pub mod protocol;
 pub mod query;
-pub mod table;
+#[cfg(test)]
+mod test_store;
 
+pub use cache_table::{CacheStore, CacheTable};
 pub use counter::{Counter, CounterWrite};
+pub use counter_table::{CounterStore, CounterTable};
+pub use engine::{ShardEngine, ShardStore};
 pub use error::CoreError;
 pub use names::{Key, Namespace};
 pub use partition::{shard_for, ShardId};
-pub use protocol::{CounterOp, OpResult, ShardRequest, ShardResponse};
-pub use table::{CounterStore, CounterTable};
+pub use protocol::{OpResult, ShardOp, ShardRequest, ShardResponse};

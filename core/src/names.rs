@@ -27,19 +27,14 @@ impl Namespace {
     /// # Errors
     /// [`CoreError::InvalidNamespace`] when the rule is broken.
     pub fn new(raw: &str) -> Result<Self, CoreError> {
-        let invalid = |reason: &str| CoreError::InvalidNamespace {
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| CoreError::InvalidNamespace { reason: reason.to_owned() };
         if raw.is_empty() {
             return Err(invalid("is empty"));
         }
         if raw.len() > MAX_NAMESPACE_LEN {
             return Err(invalid("is longer than 64 characters"));
         }
-        if !raw
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-        {
+        if !raw.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) {
             return Err(invalid("may only hold letters, digits, `_`, `.` and `-`"));
         }
         Ok(Self(raw.to_owned()))
@@ -62,9 +57,7 @@ impl Key {
     /// # Errors
     /// [`CoreError::InvalidKey`] when the rule is broken.
     pub fn new(decoded: &str) -> Result<Self, CoreError> {
-        let invalid = |reason: &str| CoreError::InvalidKey {
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| CoreError::InvalidKey { reason: reason.to_owned() };
         if decoded.is_empty() {
             return Err(invalid("is empty"));
         }
@@ -91,11 +84,9 @@ impl Key {
                 reason: "has a `%` that is not followed by two hex digits".to_owned(),
             });
         }
-        let decoded = percent_decode_str(raw)
-            .decode_utf8()
-            .map_err(|_| CoreError::InvalidKey {
-                reason: "is not valid UTF-8 once percent-decoded".to_owned(),
-            })?;
+        let decoded = percent_decode_str(raw).decode_utf8().map_err(|_| CoreError::InvalidKey {
+            reason: "is not valid UTF-8 once percent-decoded".to_owned(),
+        })?;
         Self::new(&decoded)
     }
 
@@ -182,9 +173,7 @@ mod tests {
 
     #[test]
     fn key_refuses_malformed_escapes_bad_utf8_controls_and_dots() {
-        for bad in [
-            "", "%", "%2", "%zz", "a%g1", "%FF", "%C3", "a%00b", "%7F", "%C2%85", ".", "..", "%2E",
-        ] {
+        for bad in ["", "%", "%2", "%zz", "a%g1", "%FF", "%C3", "a%00b", "%7F", "%C2%85", ".", "..", "%2E"] {
             let err = Key::from_segment(bad).unwrap_err();
             assert_eq!(err.code(), "invalid_key", "{bad:?}");
         }

@@ -12,11 +12,7 @@ pub fn prefers_text_plain(accept: Option<&str>) -> bool {
         let mut parts = range.split(';');
         let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
         let q = parts
-            .filter_map(|p| {
-                p.trim()
-                    .strip_prefix("q=")
-                    .and_then(|v| v.trim().parse::<f32>().ok())
-            })
+            .filter_map(|p| p.trim().strip_prefix("q=").and_then(|v| v.trim().parse::<f32>().ok()))
             .next()
             .unwrap_or(1.0);
         match media.as_str() {
@@ -48,9 +44,7 @@ mod tests {
 
     #[test]
     fn weights_decide() {
-        assert!(!prefers_text_plain(Some(
-            "text/plain;q=0.5, application/json"
-        )));
+        assert!(!prefers_text_plain(Some("text/plain;q=0.5, application/json")));
         assert!(!prefers_text_plain(Some("text/plain;q=0")));
         assert!(!prefers_text_plain(Some("text/plain, application/json")));
     }

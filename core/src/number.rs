@@ -18,9 +18,7 @@ pub const MAX_TTL_SECONDS: u32 = 315_360_000;
 pub fn parse_i64(name: &str, raw: &str) -> Result<i64, CoreError> {
     let digits = raw.strip_prefix(['+', '-']).unwrap_or(raw);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(CoreError::InvalidNumber {
-            name: name.to_owned(),
-        });
+        return Err(CoreError::InvalidNumber { name: name.to_owned() });
     }
     // The text is a well-formed integer, so the only way `parse` can fail is range.
     raw.parse::<i64>().map_err(|_| CoreError::Overflow)
@@ -31,9 +29,7 @@ pub fn parse_i64(name: &str, raw: &str) -> Result<i64, CoreError> {
 /// # Errors
 /// [`CoreError::InvalidTtl`] for anything else.
 pub fn parse_ttl(raw: &str) -> Result<u32, CoreError> {
-    let invalid = CoreError::InvalidTtl {
-        max: MAX_TTL_SECONDS,
-    };
+    let invalid = CoreError::InvalidTtl { max: MAX_TTL_SECONDS };
     if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
         return Err(invalid);
     }
@@ -49,9 +45,7 @@ pub fn parse_ttl(raw: &str) -> Result<u32, CoreError> {
 /// [`CoreError::InvalidBody`] when the value is not an integer, [`CoreError::Overflow`] when it
 /// is an integer outside the `i64` range (serde_json hands those over as `u64` or as `f64`).
 pub fn i64_from_json(name: &str, value: &Value) -> Result<i64, CoreError> {
-    let not_integer = || CoreError::InvalidBody {
-        reason: format!("field `{name}` must be a whole number"),
-    };
+    let not_integer = || CoreError::InvalidBody { reason: format!("field `{name}` must be a whole number") };
     let Value::Number(number) = value else {
         return Err(not_integer());
     };
@@ -63,9 +57,7 @@ pub fn i64_from_json(name: &str, value: &Value) -> Result<i64, CoreError> {
     }
     // A float: only an integral one past the i64 range is an overflow; 1.5 is simply wrong.
     match number.as_f64() {
-        Some(f) if f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_776e18 => {
-            Err(CoreError::Overflow)
-        }
+        Some(f) if f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_776e18 => Err(CoreError::Overflow),
         _ => Err(not_integer()),
     }
 }
@@ -82,12 +74,8 @@ pub fn ttl_from_json(value: Option<&Value>) -> Result<Option<u32>, CoreError> {
             .and_then(|s| u32::try_from(s).ok())
             .filter(|s| (1..=MAX_TTL_SECONDS).contains(s))
             .map(Some)
-            .ok_or(CoreError::InvalidTtl {
-                max: MAX_TTL_SECONDS,
-            }),
-        Some(_) => Err(CoreError::InvalidTtl {
-            max: MAX_TTL_SECONDS,
-        }),
+            .ok_or(CoreError::InvalidTtl { max: MAX_TTL_SECONDS }),
+        Some(_) => Err(CoreError::InvalidTtl { max: MAX_TTL_SECONDS }),
     }
 }
 
@@ -106,25 +94,15 @@ mod tests {
 
     #[test]
     fn out_of_range_integers_overflow() {
-        assert_eq!(
-            parse_i64("by", "9223372036854775808"),
-            Err(CoreError::Overflow)
-        );
-        assert_eq!(
-            parse_i64("by", "-9223372036854775809"),
-            Err(CoreError::Overflow)
-        );
+        assert_eq!(parse_i64("by", "9223372036854775808"), Err(CoreError::Overflow));
+        assert_eq!(parse_i64("by", "-9223372036854775809"), Err(CoreError::Overflow));
         assert_eq!(parse_i64("by", &"9".repeat(400)), Err(CoreError::Overflow));
     }
 
     #[test]
     fn malformed_numbers_are_invalid() {
         for bad in ["", "-", "+", "1.5", "1e3", " 1", "0x10", "١", "--1", "NaN"] {
-            assert_eq!(
-                parse_i64("by", bad).unwrap_err().code(),
-                "invalid_number",
-                "{bad:?}"
-            );
+            assert_eq!(parse_i64("by", bad).unwrap_err().code(), "invalid_number", "{bad:?}");
         }
     }
 
@@ -139,26 +117,14 @@ mod tests {
 
     #[test]
     fn json_integers_are_exact_and_range_checked() {
-        assert_eq!(
-            i64_from_json("value", &json!(9_007_199_254_740_993_i64)),
-            Ok(9_007_199_254_740_993)
-        );
-        assert_eq!(
-            i64_from_json("value", &json!(u64::MAX)),
-            Err(CoreError::Overflow)
-        );
+        assert_eq!(i64_from_json("value", &json!(9_007_199_254_740_993_i64)), Ok(9_007_199_254_740_993));
+        assert_eq!(i64_from_json("value", &json!(u64::MAX)), Err(CoreError::Overflow));
         let huge: Value = serde_json::from_str("1e30").unwrap();
         assert_eq!(i64_from_json("value", &huge), Err(CoreError::Overflow));
         let big_literal: Value = serde_json::from_str("99999999999999999999999").unwrap();
-        assert_eq!(
-            i64_from_json("value", &big_literal),
-            Err(CoreError::Overflow)
-        );
+        assert_eq!(i64_from_json("value", &big_literal), Err(CoreError::Overflow));
         for bad in [json!(1.5), json!("1"), json!(null), json!(true), json!([1])] {
-            assert_eq!(
-                i64_from_json("value", &bad).unwrap_err().code(),
-                "invalid_body"
-            );
+            assert_eq!(i64_from_json("value", &bad).unwrap_err().code(), "invalid_body");
         }
     }
 
@@ -166,13 +132,7 @@ mod tests {
     fn json_ttl() {
         assert_eq!(ttl_from_json(None), Ok(None));
         assert_eq!(ttl_from_json(Some(&json!(60))), Ok(Some(60)));
-        for bad in [
-            json!(0),
-            json!(-1),
-            json!(1.5),
-            json!("60"),
-            json!(4_000_000_000_u64),
-        ] {
+        for bad in [json!(0), json!(-1), json!(1.5), json!("60"), json!(4_000_000_000_u64)] {
             assert!(ttl_from_json(Some(&bad)).is_err(), "{bad}");
         }
     }

@@ -67,10 +67,7 @@ mod tests {
     #[test]
     fn one_shard_owns_everything() {
         for i in 0..100 {
-            assert_eq!(
-                shard_for_hash(key_hash("ns", &i.to_string()), 1),
-                ShardId(0)
-            );
+            assert_eq!(shard_for_hash(key_hash("ns", &i.to_string()), 1), ShardId(0));
         }
     }
 

@@ -34,9 +34,7 @@ impl CounterQuery {
                 _ => continue,
             };
             if std::mem::replace(&mut seen[slot], true) {
-                return Err(CoreError::DuplicateParameter {
-                    name: name.into_owned(),
-                });
+                return Err(CoreError::DuplicateParameter { name: name.into_owned() });
             }
             match slot {
                 0 => parsed.by = Some(parse_i64("by", &value)?),
@@ -71,14 +69,7 @@ mod tests {
     #[test]
     fn reads_every_known_parameter_and_ignores_others() {
         let q = CounterQuery::parse("by=-3&ttl=60&consistency=strong&_=123").unwrap();
-        assert_eq!(
-            q,
-            CounterQuery {
-                by: Some(-3),
-                ttl: Some(60),
-                strong: true
-            }
-        );
+        assert_eq!(q, CounterQuery { by: Some(-3), ttl: Some(60), strong: true });
     }
 
     #[test]
@@ -88,31 +79,11 @@ mod tests {
 
     #[test]
     fn refuses_repeats_and_bad_values() {
-        assert_eq!(
-            CounterQuery::parse("by=1&by=2").unwrap_err().code(),
-            "duplicate_parameter"
-        );
-        assert_eq!(
-            CounterQuery::parse("by=x").unwrap_err().code(),
-            "invalid_number"
-        );
-        assert_eq!(
-            CounterQuery::parse("by=").unwrap_err().code(),
-            "invalid_number"
-        );
-        assert_eq!(
-            CounterQuery::parse("ttl=0").unwrap_err().code(),
-            "invalid_ttl"
-        );
-        assert_eq!(
-            CounterQuery::parse("consistency=maybe").unwrap_err().code(),
-            "invalid_parameter"
-        );
-        assert_eq!(
-            CounterQuery::parse("by=99999999999999999999")
-                .unwrap_err()
-                .code(),
-            "overflow"
-        );
+        assert_eq!(CounterQuery::parse("by=1&by=2").unwrap_err().code(), "duplicate_parameter");
+        assert_eq!(CounterQuery::parse("by=x").unwrap_err().code(), "invalid_number");
+        assert_eq!(CounterQuery::parse("by=").unwrap_err().code(), "invalid_number");
+        assert_eq!(CounterQuery::parse("ttl=0").unwrap_err().code(), "invalid_ttl");
+        assert_eq!(CounterQuery::parse("consistency=maybe").unwrap_err().code(), "invalid_parameter");
+        assert_eq!(CounterQuery::parse("by=99999999999999999999").unwrap_err().code(), "overflow");
     }
 }

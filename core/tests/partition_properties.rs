@@ -26,21 +26,8 @@ fn known_answer_vectors_match() {
     for v in &vectors.vectors {
         let ns = Namespace::new(&v.ns).unwrap();
         let key = Key::new(&v.key).unwrap();
-        assert_eq!(
-            format!("{:016x}", key_hash(&v.ns, &v.key)),
-            v.hash,
-            "{}/{}",
-            v.ns,
-            v.key
-        );
-        assert_eq!(
-            shard_for(&ns, &key, v.shards).0,
-            v.shard,
-            "{}/{} over {}",
-            v.ns,
-            v.key,
-            v.shards
-        );
+        assert_eq!(format!("{:016x}", key_hash(&v.ns, &v.key)), v.hash, "{}/{}", v.ns, v.key);
+        assert_eq!(shard_for(&ns, &key, v.shards).0, v.shard, "{}/{} over {}", v.ns, v.key, v.shards);
     }
 }
 
@@ -55,10 +42,7 @@ fn a_million_keys_spread_within_five_percent_of_the_mean() {
         }
         let mean = f64::from(KEYS) / f64::from(shards);
         let largest = f64::from(*load.iter().max().unwrap());
-        assert!(
-            largest <= mean * 1.05,
-            "{shards} shards: largest {largest}, mean {mean}"
-        );
+        assert!(largest <= mean * 1.05, "{shards} shards: largest {largest}, mean {mean}");
     }
 }
 

@@ -43,9 +43,10 @@ impl ApiError {
     pub fn status(&self) -> u16 {
         match self {
             Self::Core(CoreError::StorageUnavailable { .. }) | Self::ShardUnavailable => 503,
+            Self::Core(CoreError::NotFound) | Self::RouteNotFound => 404,
+            Self::Core(CoreError::EntryTooLarge { .. } | CoreError::TooManyOps { .. }) => 413,
             Self::Core(e) if e.is_semantic() => 422,
             Self::Core(_) => 400,
-            Self::RouteNotFound => 404,
             Self::MethodNotAllowed { .. } => 405,
             Self::PayloadTooLarge { .. } => 413,
             Self::UnsupportedMediaType { .. } => 415,
@@ -71,9 +72,7 @@ impl ApiError {
     pub fn message(&self) -> String {
         match self {
             Self::Core(e) => e.to_string(),
-            Self::RouteNotFound => {
-                "There is no such route; see the API reference in the README.".into()
-            }
+            Self::RouteNotFound => "There is no such route; see the API reference in the README.".into(),
             Self::MethodNotAllowed { allow } => format!("This route only accepts {allow}."),
             Self::UnsupportedMediaType { expected } => {
                 format!("The request body must be sent as {expected}.")
@@ -81,9 +80,7 @@ impl ApiError {
             Self::PayloadTooLarge { limit_bytes } => {
                 format!("The request body is larger than the limit of {limit_bytes} bytes.")
             }
-            Self::ShardUnavailable => {
-                "The shard that owns this key is unavailable; retry shortly.".into()
-            }
+            Self::ShardUnavailable => "The shard that owns this key is unavailable; retry shortly.".into(),
             Self::Misconfigured { var } => {
                 format!("The service is misconfigured: {var} is invalid.")
             }
@@ -104,24 +101,19 @@ mod tests {
 
     #[test]
     fn statuses_follow_the_design() {
-        assert_eq!(
-            ApiError::Core(CoreError::InvalidKey { reason: "x".into() }).status(),
-            400
-        );
+        assert_eq!(ApiError::Core(CoreError::InvalidKey { reason: "x".into() }).status(), 400);
         assert_eq!(ApiError::Core(CoreError::Overflow).status(), 422);
-        assert_eq!(
-            ApiError::Core(CoreError::StorageUnavailable { detail: "x".into() }).status(),
-            503
-        );
+        assert_eq!(ApiError::Core(CoreError::StorageUnavailable { detail: "x".into() }).status(), 503);
         assert_eq!(ApiError::MethodNotAllowed { allow: "GET" }.status(), 405);
         assert_eq!(ApiError::PayloadTooLarge { limit_bytes: 1 }.status(), 413);
+        assert_eq!(ApiError::Core(CoreError::NotFound).status(), 404);
+        assert_eq!(ApiError::Core(CoreError::TooManyOps { max: 1 }).status(), 413);
+        assert_eq!(ApiError::Core(CoreError::EntryTooLarge { limit_bytes: 1 }).status(), 413);
     }
 
     #[test]
     fn storage_details_stay_out_of_the_message() {
-        let error = ApiError::Core(CoreError::StorageUnavailable {
-            detail: "SQLITE_FULL at /x".into(),
-        });
+        let error = ApiError::Core(CoreError::StorageUnavailable { detail: "SQLITE_FULL at /x".into() });
         assert!(!error.message().contains("SQLITE"));
     }
 }

@@ -8,6 +8,9 @@ use crate::api_error::ApiError;
 /// Shard count used when `EDGECOUNT_SHARDS` is not set.
 pub const DEFAULT_SHARDS: u32 = 16;
 
+/// Per-shard bound on cache values when `EDGECOUNT_SHARD_CACHE_BYTES` is not set: 64 MiB.
+pub const DEFAULT_SHARD_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Which origins may call the API from a browser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CorsOrigins {
@@ -20,6 +23,8 @@ pub enum CorsOrigins {
 pub struct Config {
     pub shards: u32,
     pub cors_origins: CorsOrigins,
+    /// Most bytes of cache values one shard keeps before evicting.
+    pub shard_cache_bytes: u64,
 }
 
 impl Config {
@@ -30,32 +35,33 @@ impl Config {
     /// request than to place keys on the wrong shards.
     pub fn from_env(env: &Env) -> Result<Self, ApiError> {
         let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
-        let shards = match var("EDGECOUNT_SHARDS") {
-            None => DEFAULT_SHARDS,
-            Some(raw) => raw
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=MAX_SHARDS).contains(n))
-                .ok_or(ApiError::Misconfigured {
-                    var: "EDGECOUNT_SHARDS",
-                })?,
-        };
+        let shards = parse_number(var("EDGECOUNT_SHARDS"), DEFAULT_SHARDS, 1..=MAX_SHARDS)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARDS" })?;
+        let shard_cache_bytes =
+            parse_number(var("EDGECOUNT_SHARD_CACHE_BYTES"), DEFAULT_SHARD_CACHE_BYTES, 1..=u64::MAX)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_CACHE_BYTES" })?;
         Ok(Self {
             shards,
             cors_origins: parse_origins(var("EDGECOUNT_CORS_ORIGINS").as_deref()),
+            shard_cache_bytes,
         })
     }
 }
 
+/// `default` when the var is unset, the number when it parses within `range`, else `None`.
+fn parse_number<T>(raw: Option<String>, default: T, range: std::ops::RangeInclusive<T>) -> Option<T>
+where
+    T: std::str::FromStr + PartialOrd,
+{
+    match raw {
+        None => Some(default),
+        Some(raw) => raw.trim().parse::<T>().ok().filter(|n| range.contains(n)),
+    }
+}
+
 fn parse_origins(raw: Option<&str>) -> CorsOrigins {
-    let origins: Vec<String> = raw
-        .unwrap_or("*")
-        .split(',')
-        .map(str::trim)
-        .filter(|o| !o.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let origins: Vec<String> =
+        raw.unwrap_or("*").split(',').map(str::trim).filter(|o| !o.is_empty()).map(str::to_owned).collect();
     if origins.is_empty() || origins.iter().any(|o| o == "*") {
         CorsOrigins::Any
     } else {
@@ -66,6 +72,14 @@ fn parse_origins(raw: Option<&str>) -> CorsOrigins {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_default_parse_and_range_check() {
+        assert_eq!(parse_number(None, 16_u32, 1..=1024), Some(16));
+        assert_eq!(parse_number(Some(" 4 ".into()), 16_u32, 1..=1024), Some(4));
+        assert_eq!(parse_number(Some("0".into()), 16_u32, 1..=1024), None);
+        assert_eq!(parse_number(Some("lots".into()), 16_u32, 1..=1024), None);
+    }
 
     #[test]
     fn origins_default_to_any() {

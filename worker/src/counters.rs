@@ -6,7 +6,7 @@
 use edgecount_core::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::query::CounterQuery;
-use edgecount_core::{shard_for, CoreError, CounterOp, Key, Namespace, OpResult, ShardId};
+use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardId, ShardOp};
 use serde::Serialize;
 use serde_json::json;
 use worker::{Env, Request, Response};
@@ -53,9 +53,7 @@ pub async fn serve(
         Ok(response) => response,
         Err(error) => respond::error(&error)?,
     };
-    response
-        .headers()
-        .set("x-edgecount-shard", &shard.to_string())?;
+    response.headers().set("x-edgecount-shard", &shard.to_string())?;
     Ok(response)
 }
 
@@ -70,34 +68,13 @@ async fn apply(
     let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
     let (ttl, by) = (query.ttl, query.by.unwrap_or(1));
     let op = match action {
-        CounterAction::Read => CounterOp::Get {
-            ns: ns.clone(),
-            key: key.clone(),
-        },
-        CounterAction::Delete => CounterOp::Delete {
-            ns: ns.clone(),
-            key: key.clone(),
-        },
-        CounterAction::Incr => CounterOp::Incr {
-            ns: ns.clone(),
-            key: key.clone(),
-            by,
-            ttl,
-        },
-        CounterAction::Decr => CounterOp::Decr {
-            ns: ns.clone(),
-            key: key.clone(),
-            by,
-            ttl,
-        },
+        CounterAction::Read => ShardOp::Get { ns: ns.clone(), key: key.clone() },
+        CounterAction::Delete => ShardOp::Delete { ns: ns.clone(), key: key.clone() },
+        CounterAction::Incr => ShardOp::Incr { ns: ns.clone(), key: key.clone(), by, ttl },
+        CounterAction::Decr => ShardOp::Decr { ns: ns.clone(), key: key.clone(), by, ttl },
         CounterAction::Set => {
             let value = read_set_body(req).await?;
-            CounterOp::Set {
-                ns: ns.clone(),
-                key: key.clone(),
-                value,
-                ttl,
-            }
+            ShardOp::Set { ns: ns.clone(), key: key.clone(), value, ttl }
         }
     };
     let result = shard_client::execute_one(env, shard, op).await?;
@@ -105,25 +82,16 @@ async fn apply(
     let response = match result {
         OpResult::Failed { error } => return Err(error.into()),
         OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
+        OpResult::Entry { .. } | OpResult::Stored => return Err(ApiError::ShardUnavailable),
         OpResult::Value { value, .. } if prefers_text_plain(accept.as_deref()) => {
             respond::text(200, value.to_string())?
         }
-        OpResult::Value { value, exists, .. } => respond::json(
-            200,
-            &CounterBody {
-                ns: ns.as_str(),
-                key: key.as_str(),
-                value,
-                exists,
-            },
-        )?,
+        OpResult::Value { value, exists, .. } => {
+            respond::json(200, &CounterBody { ns: ns.as_str(), key: key.as_str(), value, exists })?
+        }
     };
     // Reads must be revalidated until hot-key caching decides otherwise; writes never cached.
-    let cache_control = if action == CounterAction::Read {
-        "no-cache"
-    } else {
-        "no-store"
-    };
+    let cache_control = if action == CounterAction::Read { "no-cache" } else { "no-store" };
     response.headers().set("cache-control", cache_control)?;
     Ok(response)
 }
@@ -132,27 +100,11 @@ async fn apply(
 async fn read_set_body(req: &mut Request) -> Result<i64, ApiError> {
     let content_type = req.headers().get("content-type")?;
     if !is_json_content_type(content_type.as_deref()) {
-        return Err(ApiError::UnsupportedMediaType {
-            expected: "application/json",
-        });
+        return Err(ApiError::UnsupportedMediaType { expected: "application/json" });
     }
-    let too_large = ApiError::PayloadTooLarge {
-        limit_bytes: MAX_COUNTER_BODY_BYTES,
-    };
-    let declared = req
-        .headers()
-        .get("content-length")?
-        .and_then(|l| l.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > MAX_COUNTER_BODY_BYTES) {
-        return Err(too_large);
-    }
-    let bytes = req.bytes().await?;
-    if bytes.len() > MAX_COUNTER_BODY_BYTES {
-        return Err(too_large);
-    }
-    let text = String::from_utf8(bytes).map_err(|_| CoreError::InvalidBody {
-        reason: "is not valid UTF-8".to_owned(),
-    })?;
+    let bytes = respond::read_bounded_body(req, MAX_COUNTER_BODY_BYTES).await?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| CoreError::InvalidBody { reason: "is not valid UTF-8".to_owned() })?;
     Ok(parse_set_body(&text)?)
 }
 
@@ -168,12 +120,9 @@ pub fn unmatched_path_error(path: &str) -> Option<ApiError> {
         return Some(error.into());
     }
     match (key, segments.next()) {
-        (Some(""), None | Some("incr" | "decr")) => Some(
-            CoreError::InvalidKey {
-                reason: "is empty".to_owned(),
-            }
-            .into(),
-        ),
+        (Some(""), None | Some("incr" | "decr")) => {
+            Some(CoreError::InvalidKey { reason: "is empty".to_owned() }.into())
+        }
         _ => None,
     }
 }
@@ -184,20 +133,9 @@ mod tests {
 
     #[test]
     fn empty_names_get_name_errors() {
-        assert_eq!(
-            unmatched_path_error("/v1/counters//k").unwrap().code(),
-            "invalid_namespace"
-        );
-        assert_eq!(
-            unmatched_path_error("/v1/counters/ns/").unwrap().code(),
-            "invalid_key"
-        );
-        assert_eq!(
-            unmatched_path_error("/v1/counters/ns//incr")
-                .unwrap()
-                .code(),
-            "invalid_key"
-        );
+        assert_eq!(unmatched_path_error("/v1/counters//k").unwrap().code(), "invalid_namespace");
+        assert_eq!(unmatched_path_error("/v1/counters/ns/").unwrap().code(), "invalid_key");
+        assert_eq!(unmatched_path_error("/v1/counters/ns//incr").unwrap().code(), "invalid_key");
         assert!(unmatched_path_error("/v1/counters/ns/k/zzz").is_none());
         assert!(unmatched_path_error("/v1/other").is_none());
     }

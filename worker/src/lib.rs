@@ -4,8 +4,11 @@
 //! - [`config`]: the `wrangler.toml` vars, read once per request into a typed [`config::Config`].
 //! - [`routes`]: which handler serves a path, and the 404 / 405 answers.
 //! - [`counters`]: the counter routes of API v1.
+//! - [`cache`]: the cache-entry routes.
+//! - [`batch`]: `POST /v1/batch`, ops grouped into one call per shard.
 //! - [`operations`]: `/v1/health`, `/v1/stats` and `/metrics`.
 //! - [`shard`]: the `Shard` Durable Object that owns and stores a slice of the keys.
+//! - [`shard_store`]: the shard's SQLite tables.
 //! - [`shard_client`]: how the worker calls shards.
 //! - [`api_error`]: every error a client can see, mapped to its HTTP status in one place.
 //! - [`respond`]: JSON and text responses, and the CORS headers every response carries.
@@ -13,6 +16,8 @@
 use worker::{event, Context, Env, Request, Response, Result};
 
 pub mod api_error;
+pub mod batch;
+pub mod cache;
 pub mod config;
 pub mod counters;
 pub mod operations;
@@ -20,6 +25,7 @@ pub mod respond;
 pub mod routes;
 pub mod shard;
 pub mod shard_client;
+pub mod shard_store;
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {

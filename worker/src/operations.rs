@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use edgecount_core::protocol::ShardStats;
 use edgecount_core::ShardId;
 use futures_util::future::join_all;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 use worker::{Env, Response};
 
 use crate::api_error::ApiError;
@@ -30,55 +30,54 @@ pub fn health(config: &Config) -> Result<Response, ApiError> {
 
 /// Every shard's statistics, asked concurrently.
 async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
-    join_all((0..config.shards).map(|i| shard_client::stats(env, ShardId(i))))
-        .await
-        .into_iter()
-        .collect()
+    join_all((0..config.shards).map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
 }
 
-/// `GET /v1/stats`.
+/// `GET /v1/stats`: each shard's statistics and their totals.
 ///
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when a shard does not answer.
 pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
     let per_shard = all_shard_stats(env, config).await?;
-    let shards: Vec<_> = per_shard
-        .iter()
-        .enumerate()
-        .map(|(i, s)| json!({"shard": i, "ops": s.ops, "keys": s.keys}))
-        .collect();
-    let total_ops: u64 = per_shard.iter().map(|s| s.ops).sum();
-    let total_keys: u64 = per_shard.iter().map(|s| s.keys).sum();
-    let response = respond::json(
-        200,
-        &json!({"shards": shards, "totals": {"ops": total_ops, "keys": total_keys}}),
-    )?;
+    let mut totals = Map::new();
+    let mut shards = Vec::with_capacity(per_shard.len());
+    for (index, stats) in per_shard.iter().enumerate() {
+        let mut shard = Map::new();
+        shard.insert("shard".into(), json!(index));
+        for (name, value) in stats.fields() {
+            shard.insert(name.into(), json!(value));
+            let total = totals.entry(name).or_insert(json!(0_u64));
+            *total = json!(total.as_u64().unwrap_or(0) + value);
+        }
+        shards.push(Value::Object(shard));
+    }
+    let response = respond::json(200, &json!({ "shards": shards, "totals": totals }))?;
     response.headers().set("cache-control", "no-store")?;
     Ok(response)
 }
 
-/// `GET /metrics`.
+/// `GET /metrics`: the same statistics, one Prometheus series per field.
 ///
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when a shard does not answer.
 pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
     let per_shard = all_shard_stats(env, config).await?;
     let mut text = String::new();
-    text.push_str(
-        "# HELP edgecount_shard_ops_total Ops executed by a shard since its object started.\n",
-    );
-    text.push_str("# TYPE edgecount_shard_ops_total counter\n");
-    for (i, s) in per_shard.iter().enumerate() {
-        let _ = writeln!(text, "edgecount_shard_ops_total{{shard=\"{i}\"}} {}", s.ops);
-    }
-    text.push_str("# HELP edgecount_shard_keys Live counters stored by a shard.\n");
-    text.push_str("# TYPE edgecount_shard_keys gauge\n");
-    for (i, s) in per_shard.iter().enumerate() {
-        let _ = writeln!(text, "edgecount_shard_keys{{shard=\"{i}\"}} {}", s.keys);
+    for (field, _) in ShardStats::default().fields() {
+        let (kind, name) = match field {
+            "calls" | "ops" | "evictions" | "reclaimed" => {
+                ("counter", format!("edgecount_shard_{field}_total"))
+            }
+            _ => ("gauge", format!("edgecount_shard_{field}")),
+        };
+        let _ = writeln!(text, "# HELP {name} Shard statistic `{field}` (see /v1/stats).");
+        let _ = writeln!(text, "# TYPE {name} {kind}");
+        for (index, stats) in per_shard.iter().enumerate() {
+            let value = stats.fields().iter().find(|(f, _)| *f == field).map_or(0, |(_, v)| *v);
+            let _ = writeln!(text, "{name}{{shard=\"{index}\"}} {value}");
+        }
     }
     let response = respond::text(200, text)?;
-    response
-        .headers()
-        .set("content-type", "text/plain; version=0.0.4; charset=utf-8")?;
+    response.headers().set("content-type", "text/plain; version=0.0.4; charset=utf-8")?;
     Ok(response)
 }

@@ -1,7 +1,7 @@
 //! Building responses: JSON and plain-text bodies, errors, and the CORS headers.
 
 use serde::Serialize;
-use worker::{Headers, Response};
+use worker::{Headers, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::{Config, CorsOrigins};
@@ -13,8 +13,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const EXPOSED_HEADERS: &str = "X-Edgecount-Shard, ETag, X-Cache, Retry-After, RateLimit-Limit, \
                                RateLimit-Remaining, RateLimit-Reset";
 /// Request headers a browser may send cross-origin.
-const ALLOWED_HEADERS: &str =
-    "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match";
+const ALLOWED_HEADERS: &str = "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match";
 
 /// A response with a JSON body.
 ///
@@ -36,9 +35,7 @@ pub fn text(status: u16, body: String) -> Result<Response, ApiError> {
 fn with_body(status: u16, body: String, content_type: &str) -> Result<Response, ApiError> {
     let headers = Headers::new();
     headers.set("content-type", content_type)?;
-    Ok(Response::ok(body)?
-        .with_status(status)
-        .with_headers(headers))
+    Ok(Response::ok(body)?.with_status(status).with_headers(headers))
 }
 
 /// The JSON answer for an error, with `Allow` on a 405.
@@ -71,11 +68,7 @@ pub fn preflight(allow: &str) -> Result<Response, ApiError> {
 ///
 /// # Errors
 /// Only if the runtime refuses to change the headers.
-pub fn add_cors(
-    response: &Response,
-    config: &Config,
-    origin: Option<&str>,
-) -> Result<(), ApiError> {
+pub fn add_cors(response: &Response, config: &Config, origin: Option<&str>) -> Result<(), ApiError> {
     let headers = response.headers();
     let allowed = match (&config.cors_origins, origin) {
         (CorsOrigins::Any, _) => Some("*"),
@@ -91,4 +84,22 @@ pub fn add_cors(
         headers.set("access-control-expose-headers", EXPOSED_HEADERS)?;
     }
     Ok(())
+}
+
+/// Reads a request body of at most `limit` bytes, refusing larger ones by their declared
+/// length before reading when possible.
+///
+/// # Errors
+/// [`ApiError::PayloadTooLarge`] past the limit.
+pub async fn read_bounded_body(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let too_large = ApiError::PayloadTooLarge { limit_bytes: limit };
+    let declared = req.headers().get("content-length")?.and_then(|l| l.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > limit) {
+        return Err(too_large);
+    }
+    let bytes = req.bytes().await?;
+    if bytes.len() > limit {
+        return Err(too_large);
+    }
+    Ok(bytes)
 }

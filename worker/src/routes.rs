@@ -4,9 +4,10 @@
 use worker::{console_error, Env, Method, Request, Response, Result};
 
 use crate::api_error::ApiError;
+use crate::cache::CacheAction;
 use crate::config::Config;
 use crate::counters::{self, CounterAction};
-use crate::{operations, respond};
+use crate::{batch, cache, operations, respond};
 
 /// The routes of API v1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,8 @@ enum Route {
     Counter,
     CounterIncr,
     CounterDecr,
+    Batch,
+    Cache,
 }
 
 impl Route {
@@ -25,7 +28,8 @@ impl Route {
         match self {
             Self::Health | Self::Stats | Self::Metrics => "GET, OPTIONS",
             Self::Counter => "GET, PUT, DELETE, OPTIONS",
-            Self::CounterIncr | Self::CounterDecr => "POST, OPTIONS",
+            Self::CounterIncr | Self::CounterDecr | Self::Batch => "POST, OPTIONS",
+            Self::Cache => "GET, PUT, DELETE, OPTIONS",
         }
     }
 }
@@ -43,11 +47,11 @@ fn build_router() -> matchit::Router<Route> {
         ("/v1/counters/:ns/:key", Route::Counter),
         ("/v1/counters/:ns/:key/incr", Route::CounterIncr),
         ("/v1/counters/:ns/:key/decr", Route::CounterDecr),
+        ("/v1/batch", Route::Batch),
+        ("/v1/cache/:ns/:key", Route::Cache),
     ];
     for (path, route) in routes {
-        router
-            .insert(path, route)
-            .expect("route patterns are distinct");
+        router.insert(path, route).expect("route patterns are distinct");
     }
     router
 }
@@ -63,11 +67,7 @@ fn match_path(path: &str) -> Option<Matched> {
     ROUTER.with(|router| {
         let found = router.at(path).ok()?;
         let param = |name| found.params.get(name).unwrap_or_default().to_owned();
-        Some(Matched {
-            route: *found.value,
-            ns: param("ns"),
-            key: param("key"),
-        })
+        Some(Matched { route: *found.value, ns: param("ns"), key: param("key") })
     })
 }
 
@@ -98,13 +98,17 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
     if method == Method::Options {
         return respond::preflight(matched.route.allow());
     }
-    let not_allowed = ApiError::MethodNotAllowed {
-        allow: matched.route.allow(),
-    };
+    let not_allowed = ApiError::MethodNotAllowed { allow: matched.route.allow() };
     let action = match (matched.route, method) {
         (Route::Health, Method::Get) => return operations::health(config),
         (Route::Stats, Method::Get) => return operations::stats(env, config).await,
         (Route::Metrics, Method::Get) => return operations::metrics(env, config).await,
+        (Route::Batch, Method::Post) => return batch::serve(req, env, config).await,
+        (Route::Cache, Method::Get) => return cache(CacheAction::Get, req, env, config, &matched).await,
+        (Route::Cache, Method::Put) => return cache(CacheAction::Put, req, env, config, &matched).await,
+        (Route::Cache, Method::Delete) => {
+            return cache(CacheAction::Delete, req, env, config, &matched).await
+        }
         (Route::Counter, Method::Get) => CounterAction::Read,
         (Route::Counter, Method::Put) => CounterAction::Set,
         (Route::Counter, Method::Delete) => CounterAction::Delete,
@@ -113,6 +117,16 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
         _ => return Err(not_allowed),
     };
     counters::serve(action, req, env, config, &matched.ns, &matched.key).await
+}
+
+async fn cache(
+    action: CacheAction,
+    req: Request,
+    env: &Env,
+    config: &Config,
+    matched: &Matched,
+) -> Result<Response, ApiError> {
+    cache::serve(action, req, env, config, &matched.ns, &matched.key).await
 }
 
 fn error_response(error: &ApiError) -> Result<Response> {
@@ -137,29 +151,14 @@ mod tests {
     #[test]
     fn counter_paths_match_with_raw_params() {
         let m = match_path("/v1/counters/pages/a%2Fb").unwrap();
-        assert_eq!(
-            (m.route, m.ns.as_str(), m.key.as_str()),
-            (Route::Counter, "pages", "a%2Fb")
-        );
-        assert_eq!(
-            match_path("/v1/counters/pages/incr").unwrap().route,
-            Route::Counter
-        );
-        assert_eq!(
-            match_path("/v1/counters/pages/k/incr").unwrap().route,
-            Route::CounterIncr
-        );
+        assert_eq!((m.route, m.ns.as_str(), m.key.as_str()), (Route::Counter, "pages", "a%2Fb"));
+        assert_eq!(match_path("/v1/counters/pages/incr").unwrap().route, Route::Counter);
+        assert_eq!(match_path("/v1/counters/pages/k/incr").unwrap().route, Route::CounterIncr);
     }
 
     #[test]
     fn unknown_paths_do_not_match() {
-        for path in [
-            "/",
-            "/v1",
-            "/v1/counters/pages",
-            "/v1/counters/pages/k/incr/x",
-            "/v2/health",
-        ] {
+        for path in ["/", "/v1", "/v1/counters/pages", "/v1/counters/pages/k/incr/x", "/v2/health"] {
             assert!(match_path(path).is_none(), "{path}");
         }
     }

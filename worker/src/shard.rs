@@ -1,181 +1,158 @@
 //! The `Shard` Durable Object: the authority for the keys that hash to it.
 //!
-//! Counters live in the object's SQLite storage and in a [`CounterTable`] in memory. SQLite
-//! calls are synchronous and the runtime's output gate holds every response until the writes
-//! made before it are durable, so an answered write is a kept write, and ops from concurrent
-//! requests never interleave (nothing awaits between reading and writing a counter).
+//! Counters and cache entries live in the object's SQLite storage, with a [`ShardEngine`] in
+//! memory in front. SQLite calls are synchronous and the runtime's output gate holds every
+//! response until the writes made before it are durable, so an answered write is a kept
+//! write; and since nothing awaits between reading and writing a key, ops from concurrent
+//! requests never interleave. An alarm reclaims the storage of expired keys.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
-use edgecount_core::{Counter, CounterStore, CounterTable, Key, Namespace};
-use serde::Deserialize;
+use edgecount_core::{ShardEngine, ShardOp};
 use worker::{
-    durable_object, Date, DurableObject, Env, Method, Request, Response, Result, SqlStorage,
-    SqlStorageValue, State,
+    console_error, durable_object, Date, DurableObject, Env, Method, Request, Response, Result, State,
 };
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS counters (
-    ns TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value INTEGER NOT NULL,
-    version INTEGER NOT NULL,
-    ttl_seconds INTEGER,
-    expires_at_ms INTEGER,
-    PRIMARY KEY (ns, key)
-) WITHOUT ROWID";
-
-/// Counters in the object's SQLite database. Values are bound and read as decimal text because
-/// the JavaScript boundary carries numbers as doubles, which are exact only up to 2^53; SQLite
-/// still stores them as 64-bit integers (the column has integer affinity).
-pub struct SqlCounterStore {
-    sql: SqlStorage,
-}
-
-#[derive(Deserialize)]
-struct CounterRow {
-    value: String,
-    version: u64,
-    ttl_seconds: Option<u32>,
-    expires_at_ms: Option<u64>,
-}
-
-fn sql_error(error: worker::Error) -> String {
-    error.to_string()
-}
-
-fn optional_integer(value: Option<u64>) -> SqlStorageValue {
-    value.map_or(SqlStorageValue::Null, |v| {
-        SqlStorageValue::Integer(v.cast_signed())
-    })
-}
-
-impl CounterStore for SqlCounterStore {
-    fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
-        let rows: Vec<CounterRow> = self
-            .sql
-            .exec(
-                "SELECT CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms \
-                 FROM counters WHERE ns = ? AND key = ?",
-                vec![ns.as_str().into(), key.as_str().into()],
-            )
-            .and_then(|cursor| cursor.to_array())
-            .map_err(sql_error)?;
-        rows.into_iter()
-            .next()
-            .map(|row| {
-                let value = row
-                    .value
-                    .parse()
-                    .map_err(|_| format!("stored value {:?} is not an i64", row.value))?;
-                Ok(Counter {
-                    value,
-                    version: row.version,
-                    ttl_seconds: row.ttl_seconds,
-                    expires_at_ms: row.expires_at_ms,
-                })
-            })
-            .transpose()
-    }
-
-    fn save(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        counter: &Counter,
-    ) -> std::result::Result<(), String> {
-        self.sql
-            .exec(
-                "INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms) \
-                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
-                 value = excluded.value, version = excluded.version, \
-                 ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms",
-                vec![
-                    ns.as_str().into(),
-                    key.as_str().into(),
-                    counter.value.to_string().into(),
-                    optional_integer(Some(counter.version)),
-                    optional_integer(counter.ttl_seconds.map(u64::from)),
-                    optional_integer(counter.expires_at_ms),
-                ],
-            )
-            .map(drop)
-            .map_err(sql_error)
-    }
-
-    fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
-        self.sql
-            .exec(
-                "DELETE FROM counters WHERE ns = ? AND key = ?",
-                vec![ns.as_str().into(), key.as_str().into()],
-            )
-            .map(drop)
-            .map_err(sql_error)
-    }
-}
-
-impl SqlCounterStore {
-    fn live_keys(&self, now_ms: u64) -> Result<u64> {
-        #[derive(Deserialize)]
-        struct Count {
-            n: u64,
-        }
-        let rows: Vec<Count> = self
-            .sql
-            .exec(
-                "SELECT COUNT(*) AS n FROM counters WHERE expires_at_ms IS NULL OR expires_at_ms > ?",
-                vec![optional_integer(Some(now_ms))],
-            )?
-            .to_array()?;
-        Ok(rows.first().map_or(0, |c| c.n))
-    }
-}
+use crate::config::Config;
+use crate::shard_store::SqlShardStore;
 
 #[durable_object]
 pub struct Shard {
-    store: SqlCounterStore,
-    table: RefCell<CounterTable>,
+    state: State,
+    store: SqlShardStore,
+    engine: RefCell<ShardEngine>,
+    /// The alarm this object has scheduled: `None` until read from storage, then the time in
+    /// ms, or `Some(None)` for no alarm.
+    alarm_at: Cell<Option<Option<u64>>>,
+    /// Expired counters and entries reclaimed since the object started.
+    reclaimed: Cell<u64>,
+    /// Op calls served since the object started.
+    calls: Cell<u64>,
 }
 
 fn now_ms() -> u64 {
     Date::now().as_millis()
 }
 
+/// When the earliest TTL among `ops` ends, if any op carries one.
+fn earliest_expiry(ops: &[ShardOp], now: u64) -> Option<u64> {
+    ops.iter()
+        .filter_map(|op| match op {
+            ShardOp::Incr { ttl, .. }
+            | ShardOp::Decr { ttl, .. }
+            | ShardOp::Set { ttl, .. }
+            | ShardOp::CachePut { ttl, .. } => *ttl,
+            _ => None,
+        })
+        .map(|ttl| now + u64::from(ttl) * 1000)
+        .min()
+}
+
+impl Shard {
+    async fn run_ops(&self, mut req: Request) -> Result<Response> {
+        let text = req.text().await?;
+        let Ok(request) = serde_json::from_str::<ShardRequest>(&text) else {
+            return Response::error("malformed shard request", 400);
+        };
+        self.calls.set(self.calls.get() + 1);
+        let now = now_ms();
+        let results = {
+            let mut engine = self.engine.borrow_mut();
+            request.ops.iter().map(|op| engine.execute(&self.store, op, now)).collect()
+        };
+        if let Some(expiry) = earliest_expiry(&request.ops, now) {
+            self.schedule_reclaim(expiry, now).await?;
+        }
+        Response::from_json(&ShardResponse { results })
+    }
+
+    /// Makes sure an alarm fires no later than `at`.
+    async fn schedule_reclaim(&self, at: u64, now: u64) -> Result<()> {
+        let storage = self.state.storage();
+        let scheduled = match self.alarm_at.get() {
+            Some(known) => known,
+            None => storage.get_alarm().await?.map(|ms| ms.max(0).cast_unsigned()),
+        };
+        if scheduled.is_some_and(|s| s <= at) {
+            self.alarm_at.set(Some(scheduled));
+            return Ok(());
+        }
+        storage.set_alarm((at.saturating_sub(now)).cast_signed()).await?;
+        self.alarm_at.set(Some(Some(at)));
+        Ok(())
+    }
+
+    fn stats(&self) -> Result<Response> {
+        let now = now_ms();
+        let engine = self.engine.borrow();
+        let stats = ShardStats {
+            calls: self.calls.get(),
+            ops: engine.ops(),
+            keys: self.store.live_counters(now)?,
+            stored_counters: self.store.stored_counters()?,
+            cache_entries: engine.cache.len() as u64,
+            cache_bytes: engine.cache.bytes(),
+            evictions: engine.cache.evictions(),
+            reclaimed: self.reclaimed.get(),
+        };
+        Response::from_json(&stats)
+    }
+}
+
 impl DurableObject for Shard {
-    fn new(state: State, _env: Env) -> Self {
-        let sql = state.storage().sql();
-        // A failure here surfaces on the first op as a storage error, never as a panic.
-        let _ = sql.exec(SCHEMA, None);
+    fn new(state: State, env: Env) -> Self {
+        let capacity = match Config::from_env(&env) {
+            Ok(config) => config.shard_cache_bytes,
+            Err(error) => {
+                // The worker refuses every request in this case, so this object is not reached.
+                console_error!("{}", error.message());
+                crate::config::DEFAULT_SHARD_CACHE_BYTES
+            }
+        };
+        let mut engine = ShardEngine::new(capacity);
+        let store = SqlShardStore::open(state.storage().sql()).and_then(|store| {
+            store.restore_cache_index(&mut engine.cache)?;
+            Ok(store)
+        });
+        let store = store.unwrap_or_else(|error| {
+            // Later ops then fail with storage_unavailable (503) instead of the object crashing.
+            console_error!("shard storage failed to open: {error}");
+            SqlShardStore::unopened(state.storage().sql())
+        });
         Self {
-            store: SqlCounterStore { sql },
-            table: RefCell::new(CounterTable::new()),
+            state,
+            store,
+            engine: RefCell::new(engine),
+            alarm_at: Cell::new(None),
+            reclaimed: Cell::new(0),
+            calls: Cell::new(0),
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    async fn fetch(&self, req: Request) -> Result<Response> {
         match (req.method(), req.path().as_str()) {
-            (Method::Post, "/ops") => {
-                let text = req.text().await?;
-                let Ok(request) = serde_json::from_str::<ShardRequest>(&text) else {
-                    return Response::error("malformed shard request", 400);
-                };
-                let now = now_ms();
-                let mut table = self.table.borrow_mut();
-                let results = request
-                    .ops
-                    .iter()
-                    .map(|op| table.execute(&self.store, op, now))
-                    .collect();
-                Response::from_json(&ShardResponse { results })
-            }
-            (Method::Get, "/stats") => {
-                let stats = ShardStats {
-                    ops: self.table.borrow().ops(),
-                    keys: self.store.live_keys(now_ms())?,
-                };
-                Response::from_json(&stats)
-            }
+            (Method::Post, "/ops") => self.run_ops(req).await,
+            (Method::Get, "/stats") => self.stats(),
             _ => Response::error("no such shard route", 404),
         }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let now = now_ms();
+        let counters = self.store.reclaim_expired_counters(now)?;
+        let next_counter = self.store.next_counter_expiry()?;
+        let (entries, next_entry) = {
+            let mut engine = self.engine.borrow_mut();
+            engine.counters.forget_expired(now);
+            (engine.cache.reclaim_expired(&self.store, now), engine.cache.next_expiry())
+        };
+        self.reclaimed.set(self.reclaimed.get() + counters + entries);
+        let next = [next_counter, next_entry].into_iter().flatten().min();
+        self.alarm_at.set(Some(None));
+        if let Some(at) = next {
+            self.schedule_reclaim(at, now).await?;
+        }
+        Response::ok("reclaimed")
     }
 }

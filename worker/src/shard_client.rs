@@ -2,7 +2,7 @@
 //! list of ops, so a batch costs one hop per shard rather than one per op.
 
 use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
-use edgecount_core::{CounterOp, OpResult, ShardId};
+use edgecount_core::{OpResult, ShardId, ShardOp};
 use worker::{Env, Headers, Method, Request, RequestInit, Stub};
 
 use crate::api_error::ApiError;
@@ -19,34 +19,21 @@ fn stub(env: &Env, shard: ShardId) -> Result<Stub, ApiError> {
 ///
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached or answers out of protocol.
-pub async fn execute(
-    env: &Env,
-    shard: ShardId,
-    ops: Vec<CounterOp>,
-) -> Result<Vec<OpResult>, ApiError> {
+pub async fn execute(env: &Env, shard: ShardId, ops: Vec<ShardOp>) -> Result<Vec<OpResult>, ApiError> {
     let expected = ops.len();
-    let body = serde_json::to_string(&ShardRequest { ops })
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let body = serde_json::to_string(&ShardRequest { ops }).map_err(|e| ApiError::Internal(e.to_string()))?;
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(body.into()));
+    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
     let request = Request::new_with_init("https://shard/ops", &init)?;
-    let mut response = stub(env, shard)?
-        .fetch_with_request(request)
-        .await
-        .map_err(|_| ApiError::ShardUnavailable)?;
+    let mut response =
+        stub(env, shard)?.fetch_with_request(request).await.map_err(|_| ApiError::ShardUnavailable)?;
     if response.status_code() != 200 {
         return Err(ApiError::ShardUnavailable);
     }
-    let text = response
-        .text()
-        .await
-        .map_err(|_| ApiError::ShardUnavailable)?;
-    let answer: ShardResponse =
-        serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
+    let text = response.text().await.map_err(|_| ApiError::ShardUnavailable)?;
+    let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
     if answer.results.len() != expected {
         return Err(ApiError::ShardUnavailable);
     }
@@ -57,7 +44,7 @@ pub async fn execute(
 ///
 /// # Errors
 /// As [`execute`].
-pub async fn execute_one(env: &Env, shard: ShardId, op: CounterOp) -> Result<OpResult, ApiError> {
+pub async fn execute_one(env: &Env, shard: ShardId, op: ShardOp) -> Result<OpResult, ApiError> {
     let mut results = execute(env, shard, vec![op]).await?;
     results.pop().ok_or(ApiError::ShardUnavailable)
 }
@@ -71,9 +58,6 @@ pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
         .fetch_with_str("https://shard/stats")
         .await
         .map_err(|_| ApiError::ShardUnavailable)?;
-    let text = response
-        .text()
-        .await
-        .map_err(|_| ApiError::ShardUnavailable)?;
+    let text = response.text().await.map_err(|_| ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
 }

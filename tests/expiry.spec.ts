@@ -1,0 +1,68 @@
+// TTL expiry: expired keys vanish at once, and their storage is reclaimed by the shard's alarm
+// even if nobody reads them again.
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { freshNamespace, startService, type Service } from "./service";
+
+let service: Service;
+beforeAll(async () => {
+  service = await startService({ vars: { EDGECOUNT_SHARDS: "1" } });
+});
+afterAll(() => service.stop());
+
+const shardStats = async () =>
+  (await (await service.fetch("/v1/stats")).json()).shards[0];
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+it("reclaims expired counters and cache entries without being read", async () => {
+  const ns = freshNamespace("reclaim");
+  await service.fetch(`/v1/counters/${ns}/short/incr?ttl=1`, {
+    method: "POST",
+  });
+  await service.fetch(`/v1/counters/${ns}/kept/incr`, { method: "POST" });
+  await service.fetch(`/v1/cache/${ns}/short?ttl=1`, {
+    method: "PUT",
+    body: "x",
+  });
+  await service.fetch(`/v1/cache/${ns}/kept`, { method: "PUT", body: "y" });
+  const before = await shardStats();
+  expect(before).toMatchObject({
+    keys: 2,
+    stored_counters: 2,
+    cache_entries: 2,
+    cache_bytes: 2,
+  });
+
+  await sleep(2_500);
+  const after = await shardStats();
+  expect(after).toMatchObject({
+    keys: 1,
+    stored_counters: 1,
+    cache_entries: 1,
+    cache_bytes: 1,
+  });
+  expect(after.reclaimed - before.reclaimed).toBe(2);
+  expect(await service.value(ns, "kept")).toBe(1n);
+  expect((await service.fetch(`/v1/cache/${ns}/kept`)).status).toBe(200);
+});
+
+it("hides an expired counter at once, before any reclaiming", async () => {
+  const ns = freshNamespace("hide");
+  await service.fetch(`/v1/counters/${ns}/c`, {
+    method: "PUT",
+    body: '{"value": 9}',
+  });
+  await service.fetch(`/v1/counters/${ns}/c/incr?ttl=1`, { method: "POST" });
+  await sleep(1_050);
+  const response = await service.fetch(`/v1/counters/${ns}/c`);
+  expect(await response.json()).toEqual({
+    ns,
+    key: "c",
+    value: 0,
+    exists: false,
+  });
+  const batch = await service.fetch("/v1/batch", {
+    method: "POST",
+    body: JSON.stringify({ ops: [{ op: "incr", ns, key: "c" }] }),
+  });
+  expect((await batch.json()).results[0]).toEqual({ value: 1, exists: true });
+});

@@ -1,0 +1,69 @@
+//! `POST /v1/batch`: many ops in one request, grouped so each shard gets one call.
+//!
+//! Shard calls run concurrently; each shard runs its ops in request order, so ops on one key
+//! apply in the order sent. A shard that cannot be reached fails only its own ops.
+
+use std::collections::BTreeMap;
+
+use edgecount_core::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
+use edgecount_core::body::is_json_content_type;
+use edgecount_core::{shard_for, CoreError, ShardId, ShardOp};
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+use worker::{Env, Request, Response};
+
+use crate::api_error::ApiError;
+use crate::config::Config;
+use crate::{respond, shard_client};
+
+/// Serves `POST /v1/batch`.
+///
+/// # Errors
+/// A body that is not a batch (400), too many ops or bytes (413), a non-JSON body (415).
+pub async fn serve(mut req: Request, env: &Env, config: &Config) -> Result<Response, ApiError> {
+    let text = read_body(&mut req).await?;
+    let parsed = parse_batch(&text)?;
+    let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
+    let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardOp>)> = BTreeMap::new();
+    for (index, op) in parsed.into_iter().enumerate() {
+        match op {
+            Ok(op) => {
+                let (ns, key) = op.target();
+                let group = by_shard.entry(shard_for(ns, key, config.shards)).or_default();
+                group.0.push(index);
+                group.1.push(op);
+            }
+            Err(error) => results[index] = error_json(error.code(), &error.to_string()),
+        }
+    }
+    let calls = by_shard.into_iter().map(|(shard, (indexes, ops))| async move {
+        (indexes, shard_client::execute(env, shard, ops).await)
+    });
+    for (indexes, outcome) in join_all(calls).await {
+        match outcome {
+            Ok(shard_results) => {
+                for (index, result) in indexes.into_iter().zip(shard_results) {
+                    results[index] = result_json(&result);
+                }
+            }
+            Err(error) => {
+                for index in indexes {
+                    results[index] = error_json(error.code(), &error.message());
+                }
+            }
+        }
+    }
+    let response = respond::json(200, &json!({ "results": results }))?;
+    response.headers().set("cache-control", "no-store")?;
+    Ok(response)
+}
+
+async fn read_body(req: &mut Request) -> Result<String, ApiError> {
+    let content_type = req.headers().get("content-type")?;
+    if !is_json_content_type(content_type.as_deref()) {
+        return Err(ApiError::UnsupportedMediaType { expected: "application/json" });
+    }
+    let bytes = respond::read_bounded_body(req, MAX_BATCH_BODY_BYTES).await?;
+    String::from_utf8(bytes)
+        .map_err(|_| CoreError::InvalidBody { reason: "is not valid UTF-8".to_owned() }.into())
+}

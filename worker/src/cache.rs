@@ -1,0 +1,85 @@
+//! The cache routes: `PUT|GET|DELETE /v1/cache/:ns/:key`, opaque bytes with their content type.
+
+use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
+use edgecount_core::query::CounterQuery;
+use edgecount_core::{shard_for, Key, Namespace, OpResult, ShardOp};
+use serde_json::json;
+use worker::{Env, Headers, Request, Response};
+
+use crate::api_error::ApiError;
+use crate::config::Config;
+use crate::{respond, shard_client};
+
+/// Content type kept for a value sent without one.
+const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// What a cache request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheAction {
+    Get,
+    Put,
+    Delete,
+}
+
+/// Serves one cache request; every answer, errors included, names the shard it reached.
+///
+/// # Errors
+/// Bad names or TTLs, oversized values, missing entries, unavailable shards.
+pub async fn serve(
+    action: CacheAction,
+    mut req: Request,
+    env: &Env,
+    config: &Config,
+    raw_ns: &str,
+    raw_key: &str,
+) -> Result<Response, ApiError> {
+    let ns = Namespace::new(raw_ns)?;
+    let key = Key::from_segment(raw_key)?;
+    let shard = shard_for(&ns, &key, config.shards);
+    let response = match apply(action, &mut req, env, shard, ns, key).await {
+        Ok(response) => response,
+        Err(error) => respond::error(&error)?,
+    };
+    response.headers().set("x-edgecount-shard", &shard.to_string())?;
+    Ok(response)
+}
+
+async fn apply(
+    action: CacheAction,
+    req: &mut Request,
+    env: &Env,
+    shard: edgecount_core::ShardId,
+    ns: Namespace,
+    key: Key,
+) -> Result<Response, ApiError> {
+    let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let op = match action {
+        CacheAction::Get => ShardOp::CacheGet { ns, key },
+        CacheAction::Delete => ShardOp::CacheDelete { ns, key },
+        CacheAction::Put => {
+            let content_type = req
+                .headers()
+                .get("content-type")?
+                .filter(|c| !c.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_owned());
+            let value = respond::read_bounded_body(req, MAX_CACHE_VALUE_BYTES).await?;
+            ShardOp::CachePut { ns, key, value, content_type, ttl: query.ttl }
+        }
+    };
+    match shard_client::execute_one(env, shard, op).await? {
+        OpResult::Failed { error } => Err(error.into()),
+        OpResult::Stored => {
+            let response = Response::empty()?.with_status(204);
+            response.headers().set("cache-control", "no-store")?;
+            Ok(response)
+        }
+        OpResult::Entry { value, content_type } => {
+            let headers = Headers::new();
+            headers.set("content-type", &content_type)?;
+            headers.set("cache-control", "no-cache")?;
+            Ok(Response::from_bytes(value)?.with_headers(headers))
+        }
+        OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted })),
+        OpResult::Value { .. } => Err(ApiError::ShardUnavailable),
+    }
+}

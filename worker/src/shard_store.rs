@@ -1,0 +1,277 @@
+//! A shard's SQLite storage, behind the core's [`CounterStore`] and [`CacheStore`] traits.
+//!
+//! Counter values are bound and read as decimal text because the JavaScript boundary carries
+//! numbers as doubles, exact only up to 2^53; SQLite still stores them as 64-bit integers (the
+//! column has integer affinity). Cache values are BLOBs.
+
+use edgecount_core::cache_table::EntryMeta;
+use edgecount_core::{CacheStore, CacheTable, Counter, CounterStore, Key, Namespace};
+use serde::Deserialize;
+use worker::{Result, SqlStorage, SqlStorageValue};
+
+const SCHEMA: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS counters (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        ttl_seconds INTEGER,
+        expires_at_ms INTEGER,
+        PRIMARY KEY (ns, key)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS cache_entries (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BLOB NOT NULL,
+        content_type TEXT NOT NULL,
+        expires_at_ms INTEGER,
+        written_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (ns, key)
+    ) WITHOUT ROWID",
+];
+
+/// The shard's tables.
+pub struct SqlShardStore {
+    sql: SqlStorage,
+}
+
+#[derive(Deserialize)]
+struct CounterRow {
+    value: String,
+    version: u64,
+    ttl_seconds: Option<u32>,
+    expires_at_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct EntryIndexRow {
+    ns: String,
+    key: String,
+    bytes: u64,
+    expires_at_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Count {
+    n: Option<u64>,
+}
+
+fn text(value: &str) -> SqlStorageValue {
+    value.into()
+}
+
+fn integer(value: Option<u64>) -> SqlStorageValue {
+    value.map_or(SqlStorageValue::Null, |v| SqlStorageValue::Integer(v.cast_signed()))
+}
+
+fn describe(error: &worker::Error) -> String {
+    error.to_string()
+}
+
+impl SqlShardStore {
+    /// Opens the tables, creating them on first use.
+    ///
+    /// # Errors
+    /// When SQLite refuses the schema.
+    pub fn open(sql: SqlStorage) -> Result<Self> {
+        for statement in SCHEMA {
+            sql.exec(statement, None)?;
+        }
+        Ok(Self { sql })
+    }
+
+    /// The tables without creating them, for when [`Self::open`] failed: every op then reports
+    /// a storage error rather than the object failing to start.
+    #[must_use]
+    pub fn unopened(sql: SqlStorage) -> Self {
+        Self { sql }
+    }
+
+    /// Rebuilds the cache index from storage, oldest write first.
+    ///
+    /// # Errors
+    /// When SQLite fails.
+    pub fn restore_cache_index(&self, cache: &mut CacheTable) -> Result<()> {
+        let rows: Vec<EntryIndexRow> = self
+            .sql
+            .exec(
+                "SELECT ns, key, length(value) AS bytes, expires_at_ms FROM cache_entries \
+                 ORDER BY written_at_ms",
+                None,
+            )?
+            .to_array()?;
+        for row in rows {
+            // Rows were validated when written; skip any that no longer pass the rules.
+            if let (Ok(ns), Ok(key)) = (Namespace::new(&row.ns), Key::new(&row.key)) {
+                cache.restore(ns, key, EntryMeta { bytes: row.bytes, expires_at_ms: row.expires_at_ms });
+            }
+        }
+        Ok(())
+    }
+
+    fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
+        let rows: Vec<Count> = self.sql.exec(query, bindings)?.to_array()?;
+        Ok(rows.first().and_then(|c| c.n).unwrap_or(0))
+    }
+
+    /// Live counters at `now_ms`.
+    ///
+    /// # Errors
+    /// When SQLite fails.
+    pub fn live_counters(&self, now_ms: u64) -> Result<u64> {
+        self.count(
+            "SELECT COUNT(*) AS n FROM counters WHERE expires_at_ms IS NULL OR expires_at_ms > ?",
+            vec![integer(Some(now_ms))],
+        )
+    }
+
+    /// Counter rows, expired or not.
+    ///
+    /// # Errors
+    /// When SQLite fails.
+    pub fn stored_counters(&self) -> Result<u64> {
+        self.count("SELECT COUNT(*) AS n FROM counters", vec![])
+    }
+
+    /// Deletes expired counters; returns how many.
+    ///
+    /// # Errors
+    /// When SQLite fails.
+    pub fn reclaim_expired_counters(&self, now_ms: u64) -> Result<u64> {
+        let cursor = self.sql.exec(
+            "DELETE FROM counters WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?",
+            vec![integer(Some(now_ms))],
+        )?;
+        // The cursor runs the statement lazily; draining it makes the count final.
+        let _ = cursor.raw().count();
+        Ok(cursor.rows_written() as u64)
+    }
+
+    /// When the next counter expires, if any has a TTL.
+    ///
+    /// # Errors
+    /// When SQLite fails.
+    pub fn next_counter_expiry(&self) -> Result<Option<u64>> {
+        let next = self.count("SELECT MIN(expires_at_ms) AS n FROM counters", vec![])?;
+        Ok((next > 0).then_some(next))
+    }
+}
+
+impl CounterStore for SqlShardStore {
+    fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
+        let rows: Vec<CounterRow> = self
+            .sql
+            .exec(
+                "SELECT CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms \
+                 FROM counters WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .and_then(|cursor| cursor.to_array())
+            .map_err(|e| describe(&e))?;
+        let Some(row) = rows.into_iter().next() else {
+            return Ok(None);
+        };
+        let value = row.value.parse().map_err(|_| format!("stored value {:?} is not an i64", row.value))?;
+        Ok(Some(Counter {
+            value,
+            version: row.version,
+            ttl_seconds: row.ttl_seconds,
+            expires_at_ms: row.expires_at_ms,
+        }))
+    }
+
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
+                 value = excluded.value, version = excluded.version, \
+                 ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms",
+                vec![
+                    text(ns.as_str()),
+                    text(key.as_str()),
+                    text(&counter.value.to_string()),
+                    integer(Some(counter.version)),
+                    integer(counter.ttl_seconds.map(u64::from)),
+                    integer(counter.expires_at_ms),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+
+    fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "DELETE FROM counters WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+}
+
+impl CacheStore for SqlShardStore {
+    fn load_entry(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+    ) -> std::result::Result<Option<(Vec<u8>, String)>, String> {
+        let cursor = self
+            .sql
+            .exec(
+                "SELECT value, content_type FROM cache_entries WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .map_err(|e| describe(&e))?;
+        let Some(row) = cursor.raw().next() else {
+            return Ok(None);
+        };
+        match row.map_err(|e| describe(&e))?.as_slice() {
+            [SqlStorageValue::Blob(value), SqlStorageValue::String(content_type)] => {
+                Ok(Some((value.clone(), content_type.clone())))
+            }
+            // An empty BLOB may come back as an empty string or null.
+            [_, SqlStorageValue::String(content_type)] => Ok(Some((Vec::new(), content_type.clone()))),
+            other => Err(format!("unexpected cache row shape: {} columns", other.len())),
+        }
+    }
+
+    fn save_entry(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        value: &[u8],
+        content_type: &str,
+        expires_at_ms: Option<u64>,
+        now_ms: u64,
+    ) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
+                 value = excluded.value, content_type = excluded.content_type, \
+                 expires_at_ms = excluded.expires_at_ms, written_at_ms = excluded.written_at_ms",
+                vec![
+                    text(ns.as_str()),
+                    text(key.as_str()),
+                    SqlStorageValue::Blob(value.to_vec()),
+                    text(content_type),
+                    integer(expires_at_ms),
+                    integer(Some(now_ms)),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "DELETE FROM cache_entries WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+}
