@@ -13,8 +13,9 @@ beforeAll(async () => {
 });
 afterAll(() => service.stop());
 
-it("1,000 concurrent increments on one key give exactly 1,000 and distinct values", async () => {
+it("1,000 concurrent increments on one key give exactly 1,000, distinct values, few shard calls", async () => {
   const ns = freshNamespace("race");
+  const before = (await (await service.fetch("/v1/stats")).json()).edge;
   const responses = await Promise.all(
     Array.from({ length: 1_000 }, () =>
       service.fetch(`/v1/counters/${ns}/hot/incr`, { method: "POST" }),
@@ -29,4 +30,13 @@ it("1,000 concurrent increments on one key give exactly 1,000 and distinct value
   expect(new Set(values).size).toBe(1_000);
   expect(values.reduce((a, b) => (a > b ? a : b))).toBe(1_000n);
   expect(await service.value(ns, "hot")).toBe(1_000n);
+  const after = (await (await service.fetch("/v1/stats")).json()).edge;
+  const calls = after.shard_calls - before.shard_calls;
+  const ops = after.ops_submitted - before.ops_submitted;
+  expect(ops).toBe(1_001); // the increments and the final read
+  expect(calls).toBeLessThan(ops / 4); // coalesced: far fewer shard calls than requests
+  expect(after.coalesced_ops - before.coalesced_ops).toBe(ops - calls);
+  console.log(
+    `1,000 increments: ${calls} shard calls (${(ops / calls).toFixed(1)} ops per call)`,
+  );
 });

@@ -13,6 +13,9 @@
 //! - [`counter_table`]: a shard's counters in memory in front of its storage.
 //! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
+//! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
+//! - [`edge_cache`]: the worker's cache of hot reads and the max-age policy ([`EdgeCache`]).
+//! - [`coalesce`]: merging concurrent single-key ops into one shard call ([`Coalescer`]).
 //! - [`batch`]: the `POST /v1/batch` codec: ops in, per-op results out.
 //! - [`query`]: the query parameters of the counter routes.
 //! - [`negotiate`]: whether a client asked for `text/plain` instead of JSON.
@@ -22,10 +25,13 @@
 pub mod batch;
 pub mod body;
 pub mod cache_table;
+pub mod coalesce;
 pub mod counter;
 pub mod counter_table;
+pub mod edge_cache;
 pub mod engine;
 pub mod error;
+pub mod hot_keys;
 pub mod names;
 pub mod negotiate;
 pub mod number;
@@ -36,10 +42,13 @@ pub mod query;
 mod test_store;
 
 pub use cache_table::{CacheStore, CacheTable};
+pub use coalesce::Coalescer;
 pub use counter::{Counter, CounterWrite};
 pub use counter_table::{CounterStore, CounterTable};
+pub use edge_cache::EdgeCache;
 pub use engine::{ShardEngine, ShardStore};
 pub use error::CoreError;
+pub use hot_keys::HotKeys;
 pub use names::{Key, Namespace};
 pub use partition::{shard_for, ShardId};
 pub use protocol::{OpResult, ShardOp, ShardRequest, ShardResponse};

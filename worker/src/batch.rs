@@ -7,14 +7,16 @@ use std::collections::BTreeMap;
 
 use edgecount_core::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
 use edgecount_core::body::is_json_content_type;
-use edgecount_core::{shard_for, CoreError, ShardId, ShardOp};
+use edgecount_core::edge_cache::CachedRead;
+use edgecount_core::{shard_for, CoreError, OpResult, ShardId, ShardOp};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
-use crate::{respond, shard_client};
+use crate::counters::now_ms;
+use crate::{edge, respond, shard_client};
 
 /// Serves `POST /v1/batch`.
 ///
@@ -36,18 +38,23 @@ pub async fn serve(mut req: Request, env: &Env, config: &Config) -> Result<Respo
             Err(error) => results[index] = error_json(error.code(), &error.to_string()),
         }
     }
+    let sent_at = now_ms();
     let calls = by_shard.into_iter().map(|(shard, (indexes, ops))| async move {
-        (indexes, shard_client::execute(env, shard, ops).await)
+        let outcome = shard_client::execute(env, shard, ops.clone()).await;
+        (indexes, ops, outcome)
     });
-    for (indexes, outcome) in join_all(calls).await {
+    for (indexes, ops, outcome) in join_all(calls).await {
         match outcome {
             Ok(shard_results) => {
-                for (index, result) in indexes.into_iter().zip(shard_results) {
+                for ((index, op), result) in indexes.into_iter().zip(&ops).zip(shard_results) {
+                    keep_edge_cache_current(config, op, &result, sent_at);
                     results[index] = result_json(&result);
                 }
             }
             Err(error) => {
-                for index in indexes {
+                for (index, op) in indexes.into_iter().zip(&ops) {
+                    let (ns, key) = op.target();
+                    edge::forget(config, ns, key);
                     results[index] = error_json(error.code(), &error.message());
                 }
             }
@@ -56,6 +63,20 @@ pub async fn serve(mut req: Request, env: &Env, config: &Config) -> Result<Respo
     let response = respond::json(200, &json!({ "results": results }))?;
     response.headers().set("cache-control", "no-store")?;
     Ok(response)
+}
+
+/// Counter writes through a batch update this isolate's kept reads, as single writes do.
+fn keep_edge_cache_current(config: &Config, op: &ShardOp, result: &OpResult, sent_at: u64) {
+    let (ns, key) = op.target();
+    match (op, result) {
+        (ShardOp::Get { .. }, _) | (_, OpResult::Failed { .. }) => {}
+        (_, OpResult::Value { value, exists, version }) => {
+            let read = CachedRead { value: *value, exists: *exists, version: *version, read_at_ms: sent_at };
+            edge::refresh(config, ns, key, read);
+        }
+        (ShardOp::Delete { .. }, _) => edge::forget(config, ns, key),
+        _ => {}
+    }
 }
 
 async fn read_body(req: &mut Request) -> Result<String, ApiError> {

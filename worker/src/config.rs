@@ -11,6 +11,11 @@ pub const DEFAULT_SHARDS: u32 = 16;
 /// Per-shard bound on cache values when `EDGECOUNT_SHARD_CACHE_BYTES` is not set: 64 MiB.
 pub const DEFAULT_SHARD_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Reads per second past which a key is hot, when `EDGECOUNT_HOT_THRESHOLD` is not set.
+pub const DEFAULT_HOT_THRESHOLD_PER_S: f64 = 50.0;
+/// Max age of hot reads in seconds, when `EDGECOUNT_HOT_MAX_AGE` is not set.
+pub const DEFAULT_HOT_MAX_AGE_S: u64 = 1;
+
 /// Which origins may call the API from a browser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CorsOrigins {
@@ -25,6 +30,10 @@ pub struct Config {
     pub cors_origins: CorsOrigins,
     /// Most bytes of cache values one shard keeps before evicting.
     pub shard_cache_bytes: u64,
+    /// Reads and writes per second past which a key is hot.
+    pub hot_threshold_per_s: f64,
+    /// How old a hot read answered from the edge may be, in ms (0 turns edge caching off).
+    pub hot_max_age_ms: u64,
 }
 
 impl Config {
@@ -40,10 +49,17 @@ impl Config {
         let shard_cache_bytes =
             parse_number(var("EDGECOUNT_SHARD_CACHE_BYTES"), DEFAULT_SHARD_CACHE_BYTES, 1..=u64::MAX)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_CACHE_BYTES" })?;
+        let hot_threshold_per_s =
+            parse_number(var("EDGECOUNT_HOT_THRESHOLD"), DEFAULT_HOT_THRESHOLD_PER_S, 0.0..=1e9)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_THRESHOLD" })?;
+        let hot_max_age_s = parse_number(var("EDGECOUNT_HOT_MAX_AGE"), DEFAULT_HOT_MAX_AGE_S, 0..=86_400)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_MAX_AGE" })?;
         Ok(Self {
             shards,
             cors_origins: parse_origins(var("EDGECOUNT_CORS_ORIGINS").as_deref()),
             shard_cache_bytes,
+            hot_threshold_per_s,
+            hot_max_age_ms: hot_max_age_s * 1000,
         })
     }
 }

@@ -1,19 +1,32 @@
 //! The counter routes: `GET|PUT|DELETE /v1/counters/:ns/:key` and `POST .../incr|decr`.
 //!
 //! Each handler validates everything it can before calling a shard, so bad input costs no shard
-//! call and changes nothing; the shard then applies the op and answers once it is durable.
+//! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
+//! never older than the configured max age; every other op goes to the owning shard through the
+//! coalescer and is answered once it is durable.
 
 use edgecount_core::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
+use edgecount_core::edge_cache::{cache_control, etag, if_none_match, CachedRead};
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardId, ShardOp};
 use serde::Serialize;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Date, Env, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
-use crate::{respond, shard_client};
+use crate::{coalescing, edge, respond};
+
+/// What a counter request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterAction {
+    Read,
+    Set,
+    Delete,
+    Incr,
+    Decr,
+}
 
 /// A counter as the API shows it, fields in the documented order.
 #[derive(Serialize)]
@@ -24,14 +37,15 @@ struct CounterBody<'a> {
     exists: bool,
 }
 
-/// What a counter request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CounterAction {
-    Read,
-    Set,
-    Delete,
-    Incr,
-    Decr,
+/// One validated counter request.
+struct Target {
+    ns: Namespace,
+    key: Key,
+    shard: ShardId,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    Date::now().as_millis()
 }
 
 /// Serves one counter request; every answer, errors included, names the shard it reached.
@@ -49,7 +63,12 @@ pub async fn serve(
     let ns = Namespace::new(raw_ns)?;
     let key = Key::from_segment(raw_key)?;
     let shard = shard_for(&ns, &key, config.shards);
-    let response = match apply(action, &mut req, env, shard, ns, key).await {
+    let target = Target { ns, key, shard };
+    let outcome = match action {
+        CounterAction::Read => read(&req, env, config, &target).await,
+        _ => write(action, &mut req, env, config, &target).await,
+    };
+    let response = match outcome {
         Ok(response) => response,
         Err(error) => respond::error(&error)?,
     };
@@ -57,42 +76,111 @@ pub async fn serve(
     Ok(response)
 }
 
-async fn apply(
+async fn read(req: &Request, env: &Env, config: &Config, target: &Target) -> Result<Response, ApiError> {
+    let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let request_cache_control = req.headers().get("cache-control")?.unwrap_or_default();
+    let strong = query.strong || request_cache_control.to_ascii_lowercase().contains("no-cache");
+    let now = now_ms();
+    let hot = edge::record(config, &target.ns, &target.key, now);
+    if hot && !strong {
+        if let Some(cached) = edge::lookup(config, &target.ns, &target.key, now) {
+            return read_response(req, config, target, cached, true, now, "HIT");
+        }
+    } else {
+        edge::count_miss(config);
+    }
+    let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
+    match coalescing::submit(env, target.shard, op).await? {
+        OpResult::Value { value, exists, version } => {
+            let fresh = CachedRead { value, exists, version, read_at_ms: now };
+            if hot {
+                edge::fill(config, &target.ns, &target.key, fresh);
+            }
+            read_response(req, config, target, fresh, hot, now, "MISS")
+        }
+        OpResult::Failed { error } => Err(error.into()),
+        _ => Err(ApiError::ShardUnavailable),
+    }
+}
+
+/// A read's answer: the body (or 304), `ETag`, the max-age policy and `X-Cache`.
+fn read_response(
+    req: &Request,
+    config: &Config,
+    target: &Target,
+    read: CachedRead,
+    hot: bool,
+    now: u64,
+    x_cache: &str,
+) -> Result<Response, ApiError> {
+    let tag = etag(read.value, read.version);
+    let not_modified = req.headers().get("if-none-match")?.is_some_and(|h| if_none_match(&h, &tag));
+    let response = if not_modified {
+        Response::empty()?.with_status(304)
+    } else {
+        counter_body(req, target, read.value, read.exists)?
+    };
+    let headers = response.headers();
+    let age = read.age_ms(now);
+    headers.set("etag", &tag)?;
+    headers.set("cache-control", &cache_control(hot, config.hot_max_age_ms, age))?;
+    headers.set("vary", "Accept")?;
+    headers.set("x-cache", x_cache)?;
+    if hot {
+        headers.set("cache-tag", &format!("ec-ns:{}", target.ns))?;
+        headers.set("age", &(age / 1000).to_string())?;
+    }
+    Ok(response)
+}
+
+fn counter_body(req: &Request, target: &Target, value: i64, exists: bool) -> Result<Response, ApiError> {
+    if prefers_text_plain(req.headers().get("accept")?.as_deref()) {
+        return respond::text(200, value.to_string());
+    }
+    respond::json(200, &CounterBody { ns: target.ns.as_str(), key: target.key.as_str(), value, exists })
+}
+
+async fn write(
     action: CounterAction,
     req: &mut Request,
     env: &Env,
-    shard: ShardId,
-    ns: Namespace,
-    key: Key,
+    config: &Config,
+    target: &Target,
 ) -> Result<Response, ApiError> {
     let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let (ns, key) = (target.ns.clone(), target.key.clone());
     let (ttl, by) = (query.ttl, query.by.unwrap_or(1));
     let op = match action {
-        CounterAction::Read => ShardOp::Get { ns: ns.clone(), key: key.clone() },
-        CounterAction::Delete => ShardOp::Delete { ns: ns.clone(), key: key.clone() },
-        CounterAction::Incr => ShardOp::Incr { ns: ns.clone(), key: key.clone(), by, ttl },
-        CounterAction::Decr => ShardOp::Decr { ns: ns.clone(), key: key.clone(), by, ttl },
-        CounterAction::Set => {
+        CounterAction::Delete => ShardOp::Delete { ns, key },
+        CounterAction::Incr => ShardOp::Incr { ns, key, by, ttl },
+        CounterAction::Decr => ShardOp::Decr { ns, key, by, ttl },
+        CounterAction::Set | CounterAction::Read => {
             let value = read_set_body(req).await?;
-            ShardOp::Set { ns: ns.clone(), key: key.clone(), value, ttl }
+            ShardOp::Set { ns, key, value, ttl }
         }
     };
-    let result = shard_client::execute_one(env, shard, op).await?;
-    let accept = req.headers().get("accept")?;
+    let now = now_ms();
+    edge::record(config, &target.ns, &target.key, now);
+    let result = coalescing::submit(env, target.shard, op).await;
     let response = match result {
-        OpResult::Failed { error } => return Err(error.into()),
-        OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
-        OpResult::Entry { .. } | OpResult::Stored => return Err(ApiError::ShardUnavailable),
-        OpResult::Value { value, .. } if prefers_text_plain(accept.as_deref()) => {
-            respond::text(200, value.to_string())?
+        Err(error) => {
+            // The write may or may not have happened: never serve a cached value for it.
+            edge::forget(config, &target.ns, &target.key);
+            return Err(error);
         }
-        OpResult::Value { value, exists, .. } => {
-            respond::json(200, &CounterBody { ns: ns.as_str(), key: key.as_str(), value, exists })?
+        Ok(OpResult::Failed { error }) => return Err(error.into()),
+        Ok(OpResult::Deleted { deleted }) => {
+            edge::forget(config, &target.ns, &target.key);
+            respond::json(200, &json!({ "deleted": deleted }))?
         }
+        Ok(OpResult::Value { value, exists, version }) => {
+            let read = CachedRead { value, exists, version, read_at_ms: now };
+            edge::refresh(config, &target.ns, &target.key, read);
+            counter_body(req, target, value, exists)?
+        }
+        Ok(_) => return Err(ApiError::ShardUnavailable),
     };
-    // Reads must be revalidated until hot-key caching decides otherwise; writes never cached.
-    let cache_control = if action == CounterAction::Read { "no-cache" } else { "no-store" };
-    response.headers().set("cache-control", cache_control)?;
+    response.headers().set("cache-control", "no-store")?;
     Ok(response)
 }
 

@@ -10,6 +10,8 @@
 //! - [`shard`]: the `Shard` Durable Object that owns and stores a slice of the keys.
 //! - [`shard_store`]: the shard's SQLite tables.
 //! - [`shard_client`]: how the worker calls shards.
+//! - [`coalescing`]: concurrent single-key ops to one shard merged into one call.
+//! - [`edge`]: this isolate's hot-key sketch and cache of hot reads.
 //! - [`api_error`]: every error a client can see, mapped to its HTTP status in one place.
 //! - [`respond`]: JSON and text responses, and the CORS headers every response carries.
 
@@ -18,8 +20,10 @@ use worker::{event, Context, Env, Request, Response, Result};
 pub mod api_error;
 pub mod batch;
 pub mod cache;
+pub mod coalescing;
 pub mod config;
 pub mod counters;
+pub mod edge;
 pub mod operations;
 pub mod respond;
 pub mod routes;

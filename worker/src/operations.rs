@@ -3,14 +3,15 @@
 use std::fmt::Write as _;
 
 use edgecount_core::protocol::ShardStats;
-use edgecount_core::ShardId;
+use edgecount_core::{shard_for, ShardId};
 use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 use worker::{Env, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
-use crate::{respond, shard_client};
+use crate::counters::now_ms;
+use crate::{coalescing, edge, respond, shard_client};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///
@@ -44,6 +45,7 @@ pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
     for (index, stats) in per_shard.iter().enumerate() {
         let mut shard = Map::new();
         shard.insert("shard".into(), json!(index));
+        shard.insert("hot_keys".into(), json!([]));
         for (name, value) in stats.fields() {
             shard.insert(name.into(), json!(value));
             let total = totals.entry(name).or_insert(json!(0_u64));
@@ -51,9 +53,40 @@ pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
         }
         shards.push(Value::Object(shard));
     }
-    let response = respond::json(200, &json!({ "shards": shards, "totals": totals }))?;
+    let edge = edge_stats(config, &mut shards);
+    let response = respond::json(200, &json!({ "shards": shards, "totals": totals, "edge": edge }))?;
     response.headers().set("cache-control", "no-store")?;
     Ok(response)
+}
+
+/// This isolate's edge figures; its hot keys are also listed under the shard that owns each.
+fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
+    let (hits, misses, hot_keys) = edge::snapshot(config, now_ms());
+    let coalescing = coalescing::stats();
+    let mut listed = Vec::with_capacity(hot_keys.len());
+    for hot in hot_keys {
+        let shard = shard_for(&hot.ns, &hot.key, config.shards);
+        let entry = json!({"ns": hot.ns.as_str(), "key": hot.key.as_str(), "shard": shard.0, "rate": hot.rate.round()});
+        if let Some(Value::Object(owner)) = shards.get_mut(shard.0 as usize) {
+            if let Some(Value::Array(list)) = owner.get_mut("hot_keys") {
+                list.push(entry.clone());
+            }
+        }
+        listed.push(entry);
+    }
+    let reads = hits + misses;
+    json!({
+        "hits": hits,
+        "misses": misses,
+        "hit_ratio": if reads == 0 { 0.0 } else { hits as f64 / reads as f64 },
+        "hot_keys": listed,
+        "ops_submitted": coalescing.ops,
+        "shard_calls": coalescing.calls,
+        "coalesced_ops": coalescing.coalesced,
+        "shard_calls_saved": coalescing.calls_saved(),
+        "hot_threshold_per_s": config.hot_threshold_per_s,
+        "hot_max_age_s": config.hot_max_age_ms / 1000,
+    })
 }
 
 /// `GET /metrics`: the same statistics, one Prometheus series per field.
@@ -76,6 +109,21 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
             let value = stats.fields().iter().find(|(f, _)| *f == field).map_or(0, |(_, v)| *v);
             let _ = writeln!(text, "{name}{{shard=\"{index}\"}} {value}");
         }
+    }
+    let (hits, misses, _) = edge::snapshot(config, now_ms());
+    let coalescing = coalescing::stats();
+    let isolate = [
+        ("edgecount_edge_hits_total", "Reads answered from this isolate's edge cache.", hits),
+        ("edgecount_edge_misses_total", "Reads answered by a shard.", misses),
+        (
+            "edgecount_coalesced_ops_total",
+            "Single-key ops that rode in another op's shard call.",
+            coalescing.coalesced,
+        ),
+        ("edgecount_shard_calls_total", "Shard calls made for single-key ops.", coalescing.calls),
+    ];
+    for (name, help, value) in isolate {
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
     }
     let response = respond::text(200, text)?;
     response.headers().set("content-type", "text/plain; version=0.0.4; charset=utf-8")?;

@@ -1,0 +1,199 @@
+//! The worker isolate's cache of hot counter reads, and the max-age policy that goes with it.
+//!
+//! The promise: a read answered from the edge is never older than the max age M. An entry's
+//! age counts from the moment the worker *sent* the shard call that produced it (the shard
+//! read the value no earlier), and the `Cache-Control` sent downstream only grants what is
+//! left of M, so a browser or CDN that honours it cannot stretch the bound either.
+
+use lru::LruCache;
+
+use crate::{Key, Namespace};
+
+/// A counter read as the shard answered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedRead {
+    pub value: i64,
+    pub exists: bool,
+    pub version: u64,
+    /// When the shard call that produced this read was sent, in ms since the epoch.
+    pub read_at_ms: u64,
+}
+
+impl CachedRead {
+    /// Age at `now_ms`.
+    #[must_use]
+    pub fn age_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.read_at_ms)
+    }
+}
+
+/// Hot counter reads kept for at most `max_age_ms`, at most `capacity` of them.
+#[derive(Debug)]
+pub struct EdgeCache {
+    entries: LruCache<(Namespace, Key), CachedRead>,
+    capacity: usize,
+    max_age_ms: u64,
+}
+
+impl EdgeCache {
+    #[must_use]
+    pub fn new(capacity: usize, max_age_ms: u64) -> Self {
+        Self { entries: LruCache::unbounded(), capacity: capacity.max(1), max_age_ms }
+    }
+
+    /// A read younger than the max age, if one is kept; older ones are dropped.
+    pub fn get(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Option<CachedRead> {
+        let slot = (ns.clone(), key.clone());
+        let read = *self.entries.get(&slot)?;
+        if read.age_ms(now_ms) < self.max_age_ms {
+            Some(read)
+        } else {
+            self.entries.pop(&slot);
+            None
+        }
+    }
+
+    /// Keeps `read`, unless a newer read of the key is already kept.
+    pub fn put(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
+        if self.max_age_ms == 0 {
+            return;
+        }
+        let slot = (ns.clone(), key.clone());
+        if self.entries.peek(&slot).is_some_and(|kept| kept.read_at_ms > read.read_at_ms) {
+            return;
+        }
+        self.entries.put(slot, read);
+        while self.entries.len() > self.capacity {
+            self.entries.pop_lru();
+        }
+    }
+
+    /// Updates a kept read after a write through this isolate, so this isolate reads its own
+    /// writes; a key that is not kept stays uncached.
+    pub fn refresh(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
+        let slot = (ns.clone(), key.clone());
+        if self.entries.contains(&slot) {
+            self.put(ns, key, read);
+        }
+    }
+
+    /// Forgets a key (after a delete, or a write whose result is unknown).
+    pub fn forget(&mut self, ns: &Namespace, key: &Key) {
+        self.entries.pop(&(ns.clone(), key.clone()));
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The `Cache-Control` for a counter read: hot reads may be cached downstream for what is left
+/// of the max age (whole seconds, rounded down so the bound holds), cold ones must revalidate.
+#[must_use]
+pub fn cache_control(hot: bool, max_age_ms: u64, age_ms: u64) -> String {
+    if !hot || max_age_ms == 0 {
+        return "no-cache".to_owned();
+    }
+    let remaining_s = max_age_ms.saturating_sub(age_ms) / 1000;
+    format!("public, max-age={remaining_s}")
+}
+
+/// The `ETag` of a counter read: changes whenever the value or its version does.
+#[must_use]
+pub fn etag(value: i64, version: u64) -> String {
+    format!("\"{version}.{value}\"")
+}
+
+/// Whether an `If-None-Match` header matches `etag` (weak comparison, as RFC 9110 asks for
+/// `If-None-Match`).
+#[must_use]
+pub fn if_none_match(header: &str, etag: &str) -> bool {
+    let bare = |tag: &str| tag.trim().trim_start_matches("W/").to_owned();
+    header.trim() == "*" || header.split(',').any(|candidate| bare(candidate) == bare(etag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> (Namespace, Key) {
+        (Namespace::new("n").unwrap(), Key::new("k").unwrap())
+    }
+
+    fn read(value: i64, at: u64) -> CachedRead {
+        CachedRead { value, exists: true, version: 1, read_at_ms: at }
+    }
+
+    #[test]
+    fn reads_expire_at_the_max_age() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.put(&ns, &key, read(5, 100));
+        assert_eq!(cache.get(&ns, &key, 1_099).map(|r| r.value), Some(5));
+        assert_eq!(cache.get(&ns, &key, 1_100), None);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn an_older_read_never_replaces_a_newer_one() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.put(&ns, &key, read(2, 200));
+        cache.put(&ns, &key, read(1, 100));
+        assert_eq!(cache.get(&ns, &key, 250).map(|r| r.value), Some(2));
+    }
+
+    #[test]
+    fn refresh_only_touches_kept_keys() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.refresh(&ns, &key, read(1, 0));
+        assert!(cache.is_empty());
+        cache.put(&ns, &key, read(1, 0));
+        cache.refresh(&ns, &key, read(2, 10));
+        assert_eq!(cache.get(&ns, &key, 20).map(|r| r.value), Some(2));
+    }
+
+    #[test]
+    fn capacity_is_bounded() {
+        let mut cache = EdgeCache::new(3, 1_000);
+        let ns = Namespace::new("n").unwrap();
+        for i in 0..10 {
+            cache.put(&ns, &Key::new(&i.to_string()).unwrap(), read(i, 0));
+        }
+        assert_eq!(cache.len(), 3);
+    }
+
+    #[test]
+    fn zero_max_age_caches_nothing() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 0);
+        cache.put(&ns, &key, read(1, 0));
+        assert!(cache.get(&ns, &key, 0).is_none());
+    }
+
+    #[test]
+    fn cache_control_grants_only_what_is_left() {
+        assert_eq!(cache_control(false, 1_000, 0), "no-cache");
+        assert_eq!(cache_control(true, 1_000, 0), "public, max-age=1");
+        assert_eq!(cache_control(true, 1_000, 1), "public, max-age=0");
+        assert_eq!(cache_control(true, 5_000, 1_500), "public, max-age=3");
+        assert_eq!(cache_control(true, 0, 0), "no-cache");
+    }
+
+    #[test]
+    fn etags_match_weakly() {
+        let tag = etag(-5, 3);
+        assert_eq!(tag, "\"3.-5\"");
+        assert!(if_none_match("\"3.-5\"", &tag));
+        assert!(if_none_match("W/\"3.-5\", \"x\"", &tag));
+        assert!(if_none_match("*", &tag));
+        assert!(!if_none_match("\"4.-5\"", &tag));
+    }
+}
