@@ -8,17 +8,23 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools build dev deploy test lint fmt test-native test-worker bench clean
+.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-bench-smoke bench clean
+
+BENCH_PYTHON := .tools/bench-venv/bin/python
+BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
 
 help:
 	@echo "make dev    build and serve the API on http://127.0.0.1:8787 (state kept in .dev-state/)"
 	@echo "make test   lint, native Rust tests, Wasm build, vitest integration tests in workerd"
-	@echo "make bench  the k6 comparison against Redis and Ehcache (see loadtest/README.md)"
+	@echo "make bench  the k6 comparison against Redis and Ehcache (BENCH_QUICK=1: about 10 minutes)"
 	@echo "make fmt    format Rust and TypeScript"
 	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
 
 tools:
-	@scripts/bootstrap.sh build
+	@scripts/bootstrap.sh dev
+
+tools-test:
+	@scripts/bootstrap.sh test
 
 build: tools
 	@scripts/build-worker.sh
@@ -29,7 +35,7 @@ dev: build
 deploy: build
 	wrangler deploy
 
-lint: tools
+lint: tools-test
 	@echo "[lint] cargo fmt --check"
 	@cargo fmt --all -- --check
 	@echo "[lint] cargo clippy -D warnings"
@@ -50,12 +56,17 @@ test-worker: build
 	@vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-report.json
 	@node -e 'const r = require("./build/vitest-report.json"); console.log(`vitest: $${r.numPassedTests} passed, $${r.numFailedTests} failed`)'
 
-test: lint test-native test-worker
+test-bench-smoke: build tools-test
+	@echo "[test] benchmark kit smoke run (seconds; checks the kit works, measures nothing)"
+	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --out build/bench-smoke
+	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd redis-webdis
+
+test: lint test-native test-worker test-bench-smoke
 
 bench:
 	@scripts/bootstrap.sh bench
 	@scripts/build-worker.sh
-	@loadtest/run.sh
+	@$(BENCH_PYTHON) loadtest/bench.py --profile $(BENCH_PROFILE)
 
 clean:
 	rm -rf build target .wrangler

@@ -4,7 +4,10 @@
 # ~/.cache/edgecount/tools) linked into the repo as the git-ignored `.tools`, so every clone
 # on a machine shares one install: a second run takes seconds.
 #
-# Usage: scripts/bootstrap.sh [build|bench]   (build is the default; bench adds k6)
+# Usage: scripts/bootstrap.sh [dev|test|bench]
+#   dev    what building and serving need (the default)
+#   test   adds k6, the report's Python packages, and Redis + webdis for the benchmark smoke test
+#   bench  adds nginx and the Ehcache-style Java baseline
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,6 +15,7 @@ cd "$ROOT"
 
 WORKER_BUILD_VERSION=0.8.7
 K6_VERSION=v1.8.1
+MATPLOTLIB_VERSION=3.10.7
 TOOLS="${EDGECOUNT_TOOLS_DIR:-$HOME/.cache/edgecount/tools}"
 WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, "", $0); print; exit}' Cargo.lock)"
 
@@ -79,12 +83,59 @@ k6() {
   GOBIN="$TOOLS/bin" go install "go.k6.io/k6@$K6_VERSION"
 }
 
+bench_python() {
+  local venv="$TOOLS/bench-venv"
+  if "$venv/bin/python" -c "import matplotlib, sys; sys.exit(matplotlib.__version__ != '$MATPLOTLIB_VERSION')" 2>/dev/null; then
+    return
+  fi
+  say "installing matplotlib $MATPLOTLIB_VERSION for the benchmark report (a Python venv in $venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "matplotlib==$MATPLOTLIB_VERSION"
+}
+
+debian_packages() {
+  local missing=()
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  local as_root=()
+  if [ "$(id -u)" != 0 ]; then
+    if sudo -n true 2>/dev/null; then
+      as_root=(sudo -n)
+    else
+      say "cannot install ${missing[*]} (needs root); the benchmark will skip the systems that need them"
+      return
+    fi
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  "${as_root[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ehcache_baseline() {
+  local dir=loadtest/baselines/ehcache
+  local jar="$dir/target/ehcache-counter.jar"
+  if [ -f "$jar" ] && [ -z "$(find "$dir/pom.xml" "$dir/src" -newer "$jar" -print -quit)" ]; then
+    return
+  fi
+  say "building the Ehcache-style baseline with Maven"
+  (cd "$dir" && mvn -B -q package -DskipTests)
+}
+
+mode="${1:-dev}"
 link_tools_dir
 rust_targets
 worker_build
 wasm_bindgen
 node_packages
-if [ "${1:-build}" = bench ]; then
+if [ "$mode" = test ] || [ "$mode" = bench ]; then
   k6
+  bench_python
+  debian_packages redis-server:redis-server redis-cli:redis-tools webdis:webdis
+fi
+if [ "$mode" = bench ]; then
+  debian_packages nginx:nginx-light
+  ehcache_baseline
 fi
 say "tools ready"

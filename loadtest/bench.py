@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Runs the benchmark: every system, every scenario, side by side, into one report.
+
+For each system and scenario it first probes capacity with a short closed-model run, then
+measures with the open model (k6 constant-arrival-rate) at 90% of the probed rate, stepping down
+to 70% and 50% until a run meets the goals (no dropped iterations, under 0.1% errors). Server
+CPU time per op comes from /proc around the measured run. k6 runs on core 0, servers on core 1.
+
+Usage: bench.py [--profile full|quick|smoke] [--systems a,b] [--scenarios x,y] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from systems import LOADTEST, ROOT, SYSTEMS, System, available
+
+K6 = ROOT / ".tools" / "bin" / "k6"
+BATCH_SIZE = 50
+
+
+@dataclass(frozen=True)
+class Profile:
+    probe_s: int
+    measure_s: int
+    keyspace: int
+    cache_keys: int
+    samples: int
+    systems: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    client_sweep: tuple[int, ...]
+    ceilings: bool
+    rate_steps: tuple[float, ...] = (0.9, 0.7, 0.5)
+
+
+ALL_SYSTEMS = ("edgecount-workerd", "edgecount-wrangler-dev", "redis-webdis", "ehcache", "nginx-static")
+PROFILES = {
+    "full": Profile(5, 20, 1_000_000, 100_000, 400_000, ALL_SYSTEMS,
+                    ("read", "write", "mixed", "hot", "batch", "cache-100b", "cache-1k"),
+                    (50, 100, 150, 200, 250, 300), True),
+    "quick": Profile(3, 6, 100_000, 0, 200_000, ALL_SYSTEMS,
+                     ("read", "write", "mixed", "hot", "batch"), (), True),
+    # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
+    "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "redis-webdis"),
+                     ("read", "mixed", "batch"), (), False, rate_steps=(0.5,)),
+}
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def k6_run(system: System, scenario: str, mode: str, run_dir: Path, keys_dir: Path, duration: int,
+           rate: float = 0, vus: int = 32, value_bytes: int = 100) -> dict:
+    label = f"{system.name}-{scenario}-{mode}-{int(rate) if mode == 'open' else vus}"
+    summary = run_dir / "k6" / f"{label}.json"
+    summary.parent.mkdir(exist_ok=True)
+    base_scenario = "cache" if scenario.startswith("cache") else scenario
+    env = {
+        "BASE_URL": system.base_url, "SYSTEM": system.name, "SCENARIO": base_scenario, "MODE": mode,
+        "DURATION": f"{duration}s", "RATE": str(max(1, int(rate))), "VUS": str(vus),
+        "MAX_VUS": str(max(400, vus)), "KEYS_DIR": str(keys_dir), "VALUE_BYTES": str(value_bytes),
+        "SUMMARY": str(summary),
+    }
+    args = ["taskset", "-c", "0", str(K6), "run", "--quiet", "--no-usage-report"]
+    for name, value in env.items():
+        args += ["-e", f"{name}={value}"]
+    args.append(str(LOADTEST / "k6" / "bench.js"))
+    completed = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    (run_dir / "k6" / f"{label}.log").write_text(completed.stdout + completed.stderr)
+    if not summary.exists():
+        raise RuntimeError(f"k6 failed for {label}: {completed.stderr[-2000:]}")
+    return json.loads(summary.read_text())
+
+
+def metric(summary: dict, name: str, stat: str, default: float = 0.0) -> float:
+    return summary["metrics"].get(name, {}).get("values", {}).get(stat, default)
+
+
+def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys_dir: Path) -> dict:
+    value_bytes = 1024 if scenario == "cache-1k" else 100
+    probe = k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32,
+                   value_bytes=value_bytes)
+    capacity = metric(probe, "http_reqs", "rate")
+    row: dict = {}
+    for step in profile.rate_steps:
+        rate = capacity * step
+        before_cpu, before_stats = system.cpu_seconds(), system.stats()
+        # Every VU is allocated before the run: k6 adding VUs mid-run drops iterations.
+        summary = k6_run(system, scenario, "open", run_dir, keys_dir, profile.measure_s, rate=rate,
+                         vus=200, value_bytes=value_bytes)
+        cpu = system.cpu_seconds() - before_cpu
+        row = summarize(system, scenario, summary, cpu, before_stats, system.stats())
+        row["target_rate"] = round(rate, 1)
+        row["probe_rate"] = round(capacity, 1)
+        if row["meets_goals"]:
+            break
+        say(f"  {system.name} {scenario}: {rate:.0f}/s missed the goals, stepping down")
+    return row
+
+
+def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before: dict | None,
+              after: dict | None) -> dict:
+    requests = metric(summary, "http_reqs", "count")
+    ops_per_request = BATCH_SIZE if scenario == "batch" else 1
+    duration_s = summary["state"]["testRunDurationMs"] / 1000
+    ops = requests * ops_per_request
+    dropped = metric(summary, "dropped_iterations", "count")
+    errors = metric(summary, "http_req_failed", "rate")
+    row = {
+        "system": system.name,
+        "scenario": scenario,
+        "ops_per_s": round(ops / duration_s, 1) if duration_s else 0.0,
+        "p50_ms": round(metric(summary, "http_req_duration", "med"), 3),
+        "p95_ms": round(metric(summary, "http_req_duration", "p(95)"), 3),
+        "p99_ms": round(metric(summary, "http_req_duration", "p(99)"), 3),
+        "error_rate": round(errors, 5),
+        "server_cpu_us_per_op": round(cpu_s * 1e6 / ops, 2) if ops else None,
+        "requests": int(requests),
+        "dropped_iterations": int(dropped),
+        "meets_goals": dropped == 0 and errors < 0.001,
+        "persistence": system.persistence,
+    }
+    if before and after:
+        delta = lambda part, name: after[part][name] - before[part][name]  # noqa: E731
+        hits, misses = delta("edge", "hits"), delta("edge", "misses")
+        row["edge_hit_ratio"] = round(hits / (hits + misses), 4) if hits + misses else 0.0
+        row["shard_calls_per_request"] = round(delta("totals", "calls") / requests, 4) if requests else None
+        row["coalesced_ops"] = delta("edge", "coalesced_ops")
+    return row
+
+
+def redis_benchmark_rows() -> list[dict]:
+    """The machine's Redis ceiling: redis-benchmark without and with pipelining."""
+    rows = []
+    for pipeline in (1, 50):
+        completed = subprocess.run(
+            ["taskset", "-c", "0", "redis-benchmark", "-p", "6390", "-t", "incr,get", "-n", "200000",
+             "-c", "50", "-P", str(pipeline), "--csv"], capture_output=True, text=True, check=True)
+        for record in csv.DictReader(io.StringIO(completed.stdout)):
+            scenario = {"GET": "read", "INCR": "write"}[record["test"]]
+            rows.append({
+                "system": "redis-benchmark" if pipeline == 1 else "redis-benchmark-P50",
+                "scenario": scenario,
+                "ops_per_s": float(record["rps"]),
+                "p50_ms": float(record["p50_latency_ms"]),
+                "p95_ms": float(record["p95_latency_ms"]),
+                "p99_ms": float(record["p99_latency_ms"]),
+                "error_rate": 0.0,
+                "server_cpu_us_per_op": None,
+                "meets_goals": True,
+                "persistence": "none",
+                "note": f"RESP, 50 clients, pipeline {pipeline}; closed model",
+            })
+    return rows
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    memory_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    version = lambda *cmd: subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()[:1]  # noqa: E731
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": len([l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("processor")]),
+        "memory_gib": round(memory_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "k6": version(str(K6), "version"),
+        "workerd": version(str(ROOT / "node_modules/.bin/workerd"), "--version"),
+        "redis": version("redis-server", "--version"),
+        "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1],
+        "pinning": "k6 on core 0, servers on core 1",
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=PROFILES, default="full")
+    parser.add_argument("--systems", help="comma-separated subset")
+    parser.add_argument("--scenarios", help="comma-separated subset")
+    parser.add_argument("--out", help="results folder (default loadtest/results/<timestamp>)")
+    args = parser.parse_args()
+    profile = PROFILES[args.profile]
+    systems = args.systems.split(",") if args.systems else list(profile.systems)
+    scenarios = args.scenarios.split(",") if args.scenarios else list(profile.scenarios)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = (Path(args.out) if args.out else LOADTEST / "results" / stamp).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    keys_dir = run_dir / "keys"
+    say(f"profile {args.profile}: {', '.join(systems)} x {', '.join(scenarios)} -> {run_dir}")
+    subprocess.run([sys.executable, str(LOADTEST / "keys.py"), str(keys_dir), str(profile.keyspace),
+                    str(profile.samples)], check=True)
+
+    rows: list[dict] = []
+    skipped: dict[str, str] = {}
+    for name in systems:
+        reason = available(name)
+        if reason:
+            skipped[name] = reason
+            say(f"skipping {name}: {reason}")
+            continue
+        system = SYSTEMS[name]
+        say(f"starting {name}")
+        try:
+            system.start(run_dir)
+            wanted = [s for s in scenarios if s.split("-")[0] in system.scenarios or s in system.scenarios]
+            if type(system).preload is not System.preload:
+                say(f"  preloading {profile.keyspace} counters into {name}")
+                cache_keys = profile.cache_keys if any(s.startswith("cache") for s in wanted) else 0
+                system.preload(profile.keyspace, cache_keys, 1024)
+            for scenario in wanted:
+                say(f"  {name} / {scenario}")
+                row = measure(system, scenario, profile, run_dir, keys_dir)
+                say(f"  {name} / {scenario}: {row['ops_per_s']:.0f} ops/s, p99 {row['p99_ms']:.2f} ms, "
+                    f"{row['server_cpu_us_per_op']} us CPU/op, goals met: {row['meets_goals']}")
+                rows.append(row)
+            if "clients" in system.scenarios:
+                for vus in profile.client_sweep:
+                    summary_before, cpu_before = system.stats(), system.cpu_seconds()
+                    summary = k6_run(system, "clients", "closed", run_dir, keys_dir, profile.measure_s, vus=vus)
+                    row = summarize(system, "clients", summary, system.cpu_seconds() - cpu_before,
+                                    summary_before, system.stats())
+                    row["scenario"] = f"clients-{vus}"
+                    row["note"] = f"closed model, {vus} virtual users, mixed 80/20"
+                    say(f"  {name} / clients {vus}: {row['ops_per_s']:.0f} ops/s")
+                    rows.append(row)
+            if name == "redis-webdis" and profile.ceilings:
+                say("  redis-benchmark ceilings")
+                rows.extend(redis_benchmark_rows())
+        finally:
+            system.stop()
+
+    summary = {"rows": rows, "machine": machine(), "profile": args.profile, "skipped": skipped}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    say(f"wrote {run_dir / 'summary.json'} ({len(rows)} rows)")
+    report = subprocess.run([sys.executable, str(LOADTEST / "report.py"), str(run_dir)])
+    return report.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

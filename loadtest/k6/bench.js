@@ -1,0 +1,97 @@
+// One k6 script for every scenario of the benchmark; loadtest/bench.py runs it per system and
+// scenario with the environment below. Open model (constant-arrival-rate) unless MODE says a
+// closed probe or a client sweep.
+//
+//   BASE_URL, SYSTEM         the target and how it spells operations (lib/targets.js)
+//   SCENARIO                 read | write | mixed | hot | batch | cache | clients
+//   MODE                     open (RATE iterations/s) | closed (VUS virtual users)
+//   DURATION                 e.g. 10s
+//   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
+//   VALUE_BYTES              cache scenario value size
+//   SUMMARY                  where to write the JSON summary
+import { check, fail } from "k6";
+import exec from "k6/execution";
+import http from "k6/http";
+import { SharedArray } from "k6/data";
+import { target } from "./lib/targets.js";
+
+const SCENARIO = __ENV.SCENARIO || "read";
+const MODE = __ENV.MODE || "open";
+const BATCH_SIZE = 50;
+const HOT_KEYS = 10;
+
+const api = target(__ENV.SYSTEM, __ENV.BASE_URL);
+const sequence = new SharedArray("keys", () => {
+  const file = ["mixed", "batch", "clients"].includes(SCENARIO) ? "zipf.json" : "uniform.json";
+  return JSON.parse(open(`${__ENV.KEYS_DIR}/${file}`));
+});
+const value = "v".repeat(Number(__ENV.VALUE_BYTES || 100));
+
+// A cache get of a key never put is a 404, a normal outcome for a cache.
+http.setResponseCallback(http.expectedStatuses(200, 204, ...(SCENARIO === "cache" ? [404] : [])));
+
+const executor =
+  MODE === "open"
+    ? {
+        executor: "constant-arrival-rate",
+        rate: Number(__ENV.RATE),
+        timeUnit: "1s",
+        duration: __ENV.DURATION,
+        preAllocatedVUs: Number(__ENV.VUS || 200),
+        maxVUs: Number(__ENV.MAX_VUS || 400),
+      }
+    : { executor: "constant-vus", vus: Number(__ENV.VUS || 32), duration: __ENV.DURATION };
+
+export const options = {
+  discardResponseBodies: true,
+  summaryTrendStats: ["avg", "min", "med", "p(95)", "p(99)", "max"],
+  scenarios: { [SCENARIO]: executor },
+  // The goals a run must meet to count (BENCH.md): under 0.1% errors, no dropped iterations.
+  thresholds: {
+    http_req_failed: ["rate<0.001"],
+    ...(MODE === "open" ? { dropped_iterations: ["count<1"] } : {}),
+  },
+};
+
+export function setup() {
+  const response = api.health();
+  if (response.status < 200 || response.status >= 300) {
+    fail(`${__ENV.SYSTEM} at ${__ENV.BASE_URL} is not answering (status ${response.status})`);
+  }
+}
+
+const nextKey = () => sequence[exec.scenario.iterationInTest % sequence.length];
+
+const iterations = {
+  read: () => api.get(nextKey()),
+  write: () => api.incr(nextKey()),
+  mixed: () => (exec.scenario.iterationInTest % 5 === 0 ? api.incr(nextKey()) : api.get(nextKey())),
+  clients: () => iterations.mixed(),
+  hot: () => api.get(exec.scenario.iterationInTest % HOT_KEYS),
+  cache: () =>
+    exec.scenario.iterationInTest % 5 === 0
+      ? api.cachePut(nextKey(), value)
+      : api.cacheGet(nextKey()),
+  batch: () => {
+    const base = exec.scenario.iterationInTest * BATCH_SIZE;
+    const ops = [];
+    for (let i = 0; i < BATCH_SIZE; i++) {
+      const key = sequence[(base + i) % sequence.length];
+      ops.push([(base + i) % 5 === 0 ? "incr" : "get", key]);
+    }
+    return api.batch(ops);
+  },
+};
+
+export default function () {
+  const response = iterations[SCENARIO]();
+  check(response, { "status is 2xx": (r) => r.status >= 200 && r.status < 300 });
+}
+
+export function handleSummary(data) {
+  const reqs = data.metrics.http_reqs ? data.metrics.http_reqs.values.rate : 0;
+  return {
+    stdout: `  ${__ENV.SYSTEM} ${SCENARIO} ${MODE}: ${reqs.toFixed(0)} req/s\n`,
+    [__ENV.SUMMARY]: JSON.stringify(data),
+  };
+}

@@ -1,0 +1,52 @@
+// How each system under test spells the same operations. edgecount and the Ehcache-style
+// baseline share API v1; webdis maps Redis commands to URLs; nginx serves a fixed body.
+import http from "k6/http";
+
+const NS = "bench";
+const JSON_HEADERS = { headers: { "content-type": "application/json" } };
+
+const v1 = (base) => ({
+  health: () => http.get(`${base}/v1/health`),
+  get: (key) => http.get(`${base}/v1/counters/${NS}/k${key}`, { tags: { op: "get" } }),
+  incr: (key) => http.post(`${base}/v1/counters/${NS}/k${key}/incr`, null, { tags: { op: "incr" } }),
+  cacheGet: (key) => http.get(`${base}/v1/cache/${NS}/v${key}`, { tags: { op: "cache_get" } }),
+  cachePut: (key, value) =>
+    http.put(`${base}/v1/cache/${NS}/v${key}`, value, {
+      headers: { "content-type": "application/octet-stream" },
+      tags: { op: "cache_put" },
+    }),
+  batch: (ops) =>
+    http.post(
+      `${base}/v1/batch`,
+      JSON.stringify({
+        ops: ops.map(([op, key]) => ({ op, ns: NS, key: `k${key}` })),
+      }),
+      { ...JSON_HEADERS, tags: { op: "batch" } },
+    ),
+});
+
+const webdis = (base) => ({
+  health: () => http.get(`${base}/PING`),
+  get: (key) => http.get(`${base}/GET/${NS}:k${key}`, { tags: { op: "get" } }),
+  incr: (key) => http.get(`${base}/INCR/${NS}:k${key}`, { tags: { op: "incr" } }),
+  cacheGet: (key) => http.get(`${base}/GET/${NS}:v${key}`, { tags: { op: "cache_get" } }),
+  // webdis takes the last argument of a PUT from the body.
+  cachePut: (key, value) => http.put(`${base}/SET/${NS}:v${key}`, value, { tags: { op: "cache_put" } }),
+  batch: null,
+});
+
+const nginx = (base) => ({
+  health: () => http.get(`${base}/`),
+  get: () => http.get(`${base}/`, { tags: { op: "get" } }),
+  incr: null,
+  cacheGet: null,
+  cachePut: null,
+  batch: null,
+});
+
+export function target(system, base) {
+  if (system.startsWith("edgecount") || system === "ehcache") return v1(base);
+  if (system === "redis-webdis") return webdis(base);
+  if (system === "nginx-static") return nginx(base);
+  throw new Error(`unknown system ${system}`);
+}

@@ -1,0 +1,246 @@
+"""The systems the benchmark measures: how to start, preload, watch and stop each one.
+
+Every server runs on loopback, pinned to core 1 (k6 gets core 0), with its output in the run's
+folder. CPU time is read from /proc for the server's whole process tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOADTEST = ROOT / "loadtest"
+NODE_BIN = ROOT / "node_modules" / ".bin"
+SERVER_CORE = "1"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+NS = "bench"
+
+
+def pinned(command: list[str]) -> list[str]:
+    return ["taskset", "-c", SERVER_CORE, *command]
+
+
+def http_json(method: str, url: str, body: object | None = None, timeout: float = 30.0) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        text = response.read()
+    return json.loads(text) if text else None
+
+
+def wait_until_up(url: str, seconds: float = 90.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status < 500:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"{url} did not come up within {seconds:.0f} s")
+
+
+def tree_cpu_seconds(root_pids: list[int]) -> float:
+    """User + system CPU of the given processes and all their descendants."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        times[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    members = set(root_pids)
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in members and pid not in members:
+                members.add(pid)
+                grew = True
+    return sum(times.get(pid, 0.0) for pid in members)
+
+
+@dataclass
+class System:
+    """A server under test."""
+
+    name: str
+    base_url: str
+    scenarios: set[str]
+    persistence: str
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def start(self, run_dir: Path) -> None:
+        raise NotImplementedError
+
+    def spawn(self, run_dir: Path, label: str, command: list[str], **kwargs) -> None:
+        log = open(run_dir / f"{self.name}-{label}.log", "w")
+        self.processes.append(subprocess.Popen(
+            pinned(command), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs))
+
+    def cpu_seconds(self) -> float:
+        return tree_cpu_seconds([p.pid for p in self.processes])
+
+    def preload(self, keyspace: int, cache_keys: int, value_bytes: int) -> None:
+        """Writes every counter the read scenarios read, outside the timed part."""
+
+    def stats(self) -> dict | None:
+        return None
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        self.processes.clear()
+
+
+class V1System(System):
+    """Speaks edgecount's API v1, batch route included: edgecount and the Ehcache baseline."""
+
+    def preload(self, keyspace: int, cache_keys: int, value_bytes: int) -> None:
+        def counters(start: int) -> None:
+            ops = [{"op": "set", "ns": NS, "key": f"k{i}", "value": i}
+                   for i in range(start, min(start + 1000, keyspace))]
+            http_json("POST", f"{self.base_url}/v1/batch", {"ops": ops}, timeout=120)
+
+        def entries(start: int) -> None:
+            value = "v" * value_bytes
+            ops = [{"op": "cache_put", "ns": NS, "key": f"v{i}", "value": value}
+                   for i in range(start, min(start + 200, cache_keys))]
+            http_json("POST", f"{self.base_url}/v1/batch", {"ops": ops}, timeout=120)
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(counters, range(0, keyspace, 1000)))
+            list(pool.map(entries, range(0, cache_keys, 200)))
+
+    def stats(self) -> dict | None:
+        try:
+            return http_json("GET", f"{self.base_url}/v1/stats")  # type: ignore[return-value]
+        except (urllib.error.URLError, ValueError):
+            return None
+
+
+class EdgecountWorkerd(V1System):
+    def __init__(self) -> None:
+        super().__init__("edgecount-workerd", "http://127.0.0.1:8790",
+                         {"read", "write", "mixed", "hot", "batch", "cache", "clients"},
+                         "durable (SQLite, written before each answer)")
+
+    def start(self, run_dir: Path) -> None:
+        state = run_dir / "workerd-state"
+        state.mkdir(exist_ok=True)
+        config = run_dir / "edgecount.capnp"
+        subprocess.run([str(NODE_BIN / "node"), str(LOADTEST / "workerd-config.mjs"), "8790",
+                        str(state), str(config)], check=True, cwd=ROOT)
+        self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
+        wait_until_up(f"{self.base_url}/v1/health")
+
+
+class EdgecountWranglerDev(V1System):
+    def __init__(self) -> None:
+        super().__init__("edgecount-wrangler-dev", "http://127.0.0.1:8791",
+                         {"read", "write", "mixed", "hot", "batch"},
+                         "durable (SQLite, written before each answer)")
+
+    def start(self, run_dir: Path) -> None:
+        env = {**os.environ, "CLOUDFLARE_CF_FETCH_ENABLED": "false", "WRANGLER_SEND_METRICS": "false",
+               "PATH": f"{NODE_BIN}:{os.environ['PATH']}"}
+        self.spawn(run_dir, "server", [str(NODE_BIN / "wrangler"), "dev", "--ip", "127.0.0.1",
+                                       "--port", "8791", "--persist-to", str(run_dir / "wrangler-state"),
+                                       "--show-interactive-dev-session=false"], cwd=ROOT, env=env)
+        wait_until_up(f"{self.base_url}/v1/health", seconds=120)
+
+
+class RedisWebdis(System):
+    def __init__(self) -> None:
+        super().__init__("redis-webdis", "http://127.0.0.1:8793",
+                         {"read", "write", "mixed", "hot", "cache", "clients"},
+                         "none (save \"\", appendonly no)")
+
+    def start(self, run_dir: Path) -> None:
+        self.spawn(run_dir, "redis", ["redis-server", str(LOADTEST / "baselines/redis/redis.conf")])
+        deadline = time.monotonic() + 30
+        while subprocess.run(["redis-cli", "-p", "6390", "ping"], capture_output=True).returncode:
+            if time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.2)
+        self.spawn(run_dir, "webdis", ["webdis", str(LOADTEST / "baselines/redis/webdis.json")])
+        wait_until_up(f"{self.base_url}/PING")
+
+    def preload(self, keyspace: int, cache_keys: int, value_bytes: int) -> None:
+        value = "v" * value_bytes
+        lines = [f"SET {NS}:k{i} {i}" for i in range(keyspace)]
+        lines += [f"SET {NS}:v{i} {value}" for i in range(cache_keys)]
+        subprocess.run(["redis-cli", "-p", "6390", "--pipe"], input="\n".join(lines).encode() + b"\n",
+                       check=True, capture_output=True)
+
+
+class Ehcache(V1System):
+    JAR = LOADTEST / "baselines/ehcache/target/ehcache-counter.jar"
+
+    def __init__(self) -> None:
+        super().__init__("ehcache", "http://127.0.0.1:8792",
+                         {"read", "write", "mixed", "hot", "batch", "cache", "clients"},
+                         "none (on-heap caches)")
+
+    def start(self, run_dir: Path) -> None:
+        self.spawn(run_dir, "server", ["java", "-Xms1g", "-Xmx4g", "-jar", str(self.JAR),
+                                       "--port", "8792", "--caches", "16"])
+        wait_until_up(f"{self.base_url}/v1/health")
+
+    def stats(self) -> dict | None:
+        return None
+
+
+class NginxStatic(System):
+    def __init__(self) -> None:
+        super().__init__("nginx-static", "http://127.0.0.1:8794", {"read"}, "n/a (fixed body)")
+
+    def start(self, run_dir: Path) -> None:
+        prefix = run_dir / "nginx"
+        (prefix / "tmp").mkdir(parents=True, exist_ok=True)
+        self.spawn(run_dir, "server", ["nginx", "-p", str(prefix), "-c",
+                                       str(LOADTEST / "baselines/nginx/nginx.conf")])
+        wait_until_up(f"{self.base_url}/")
+
+
+SYSTEMS = {s.name: s for s in (EdgecountWorkerd, EdgecountWranglerDev, RedisWebdis, Ehcache, NginxStatic)
+           for s in [s()]}
+
+
+def available(name: str) -> str | None:
+    """Why a system cannot run here, or None when it can."""
+    needs = {
+        "redis-webdis": ["redis-server", "redis-cli", "webdis"],
+        "nginx-static": ["nginx"],
+        "ehcache": ["java"],
+    }.get(name, [])
+    missing = [tool for tool in needs if shutil.which(tool) is None]
+    if name == "ehcache" and not Ehcache.JAR.exists():
+        missing.append(str(Ehcache.JAR.relative_to(ROOT)))
+    return f"missing {', '.join(missing)}" if missing else None

@@ -1,0 +1,54 @@
+// Writes a workerd config (Cap'n Proto text) that serves the built worker the way production
+// does: the same script, vars and SQLite Durable Objects as wrangler.toml, with no dev proxy and
+// no inspector. Usage: node workerd-config.mjs <port> <state-dir> <out.capnp>
+import { writeFileSync } from "node:fs";
+import { dirname, relative, resolve } from "node:path";
+import { unstable_readConfig } from "wrangler";
+
+const [port, stateDir, out] = process.argv.slice(2);
+if (!port || !stateDir || !out) {
+  console.error("usage: node workerd-config.mjs <port> <state-dir> <out.capnp>");
+  process.exit(2);
+}
+const config = unstable_readConfig({ config: "wrangler.toml" });
+// `embed` paths are read relative to the config file.
+const main = resolve(config.main ?? "build/index.js");
+const fromConfig = (path) => relative(dirname(resolve(out)), path);
+const wasm = resolve(main, "../index_bg.wasm");
+const text = (value) => JSON.stringify(String(value));
+
+const vars = Object.entries(config.vars ?? {}).map(
+  ([name, value]) => `(name = ${text(name)}, text = ${text(value)})`,
+);
+const objects = config.durable_objects.bindings.map(
+  (b) => `(name = ${text(b.name)}, durableObjectNamespace = ${text(b.class_name)})`,
+);
+const namespaces = config.durable_objects.bindings.map(
+  (b) => `(className = ${text(b.class_name)}, uniqueKey = ${text(`edgecount-${b.class_name}`)}, enableSql = true)`,
+);
+
+writeFileSync(
+  out,
+  `using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [
+    (name = "edgecount", worker = .edgecount),
+    (name = "do-storage", disk = (path = ${text(resolve(stateDir))}, writable = true)),
+  ],
+  sockets = [(name = "http", address = ${text(`127.0.0.1:${port}`)}, http = (), service = "edgecount")],
+);
+
+const edgecount :Workerd.Worker = (
+  modules = [
+    (name = "index.js", esModule = embed ${text(fromConfig(main))}),
+    (name = "index_bg.wasm", wasm = embed ${text(fromConfig(wasm))}),
+  ],
+  compatibilityDate = ${text(config.compatibility_date)},
+  compatibilityFlags = [${(config.compatibility_flags ?? []).map(text).join(", ")}],
+  bindings = [${[...vars, ...objects].join(",\n    ")}],
+  durableObjectNamespaces = [${namespaces.join(", ")}],
+  durableObjectStorage = (localDisk = "do-storage"),
+);
+`,
+);
