@@ -7,7 +7,9 @@ import { unstable_readConfig } from "wrangler";
 
 const [port, stateDir, out] = process.argv.slice(2);
 if (!port || !stateDir || !out) {
-  console.error("usage: node workerd-config.mjs <port> <state-dir> <out.capnp>");
+  console.error(
+    "usage: node workerd-config.mjs <port> <state-dir> <out.capnp>",
+  );
   process.exit(2);
 }
 const config = unstable_readConfig({ config: "wrangler.toml" });
@@ -21,10 +23,12 @@ const vars = Object.entries(config.vars ?? {}).map(
   ([name, value]) => `(name = ${text(name)}, text = ${text(value)})`,
 );
 const objects = config.durable_objects.bindings.map(
-  (b) => `(name = ${text(b.name)}, durableObjectNamespace = ${text(b.class_name)})`,
+  (b) =>
+    `(name = ${text(b.name)}, durableObjectNamespace = ${text(b.class_name)})`,
 );
 const namespaces = config.durable_objects.bindings.map(
-  (b) => `(className = ${text(b.class_name)}, uniqueKey = ${text(`edgecount-${b.class_name}`)}, enableSql = true)`,
+  (b) =>
+    `(className = ${text(b.class_name)}, uniqueKey = ${text(`edgecount-${b.class_name}`)}, enableSql = true)`,
 );
 
 writeFileSync(

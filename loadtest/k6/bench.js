@@ -22,13 +22,17 @@ const HOT_KEYS = 10;
 
 const api = target(__ENV.SYSTEM, __ENV.BASE_URL);
 const sequence = new SharedArray("keys", () => {
-  const file = ["mixed", "batch", "clients"].includes(SCENARIO) ? "zipf.json" : "uniform.json";
+  const file = ["mixed", "batch", "clients"].includes(SCENARIO)
+    ? "zipf.json"
+    : "uniform.json";
   return JSON.parse(open(`${__ENV.KEYS_DIR}/${file}`));
 });
 const value = "v".repeat(Number(__ENV.VALUE_BYTES || 100));
 
 // A cache get of a key never put is a 404, a normal outcome for a cache.
-http.setResponseCallback(http.expectedStatuses(200, 204, ...(SCENARIO === "cache" ? [404] : [])));
+http.setResponseCallback(
+  http.expectedStatuses(200, 204, ...(SCENARIO === "cache" ? [404] : [])),
+);
 
 const executor =
   MODE === "open"
@@ -40,7 +44,11 @@ const executor =
         preAllocatedVUs: Number(__ENV.VUS || 200),
         maxVUs: Number(__ENV.MAX_VUS || 400),
       }
-    : { executor: "constant-vus", vus: Number(__ENV.VUS || 32), duration: __ENV.DURATION };
+    : {
+        executor: "constant-vus",
+        vus: Number(__ENV.VUS || 32),
+        duration: __ENV.DURATION,
+      };
 
 export const options = {
   discardResponseBodies: true,
@@ -56,7 +64,9 @@ export const options = {
 export function setup() {
   const response = api.health();
   if (response.status < 200 || response.status >= 300) {
-    fail(`${__ENV.SYSTEM} at ${__ENV.BASE_URL} is not answering (status ${response.status})`);
+    fail(
+      `${__ENV.SYSTEM} at ${__ENV.BASE_URL} is not answering (status ${response.status})`,
+    );
   }
 }
 
@@ -65,7 +75,10 @@ const nextKey = () => sequence[exec.scenario.iterationInTest % sequence.length];
 const iterations = {
   read: () => api.get(nextKey()),
   write: () => api.incr(nextKey()),
-  mixed: () => (exec.scenario.iterationInTest % 5 === 0 ? api.incr(nextKey()) : api.get(nextKey())),
+  mixed: () =>
+    exec.scenario.iterationInTest % 5 === 0
+      ? api.incr(nextKey())
+      : api.get(nextKey()),
   clients: () => iterations.mixed(),
   hot: () => api.get(exec.scenario.iterationInTest % HOT_KEYS),
   cache: () =>
@@ -85,7 +98,9 @@ const iterations = {
 
 export default function () {
   const response = iterations[SCENARIO]();
-  check(response, { "status is 2xx": (r) => r.status >= 200 && r.status < 300 });
+  check(response, {
+    "status is 2xx": (r) => r.status >= 200 && r.status < 300,
+  });
 }
 
 export function handleSummary(data) {

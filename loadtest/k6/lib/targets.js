@@ -7,9 +7,14 @@ const JSON_HEADERS = { headers: { "content-type": "application/json" } };
 
 const v1 = (base) => ({
   health: () => http.get(`${base}/v1/health`),
-  get: (key) => http.get(`${base}/v1/counters/${NS}/k${key}`, { tags: { op: "get" } }),
-  incr: (key) => http.post(`${base}/v1/counters/${NS}/k${key}/incr`, null, { tags: { op: "incr" } }),
-  cacheGet: (key) => http.get(`${base}/v1/cache/${NS}/v${key}`, { tags: { op: "cache_get" } }),
+  get: (key) =>
+    http.get(`${base}/v1/counters/${NS}/k${key}`, { tags: { op: "get" } }),
+  incr: (key) =>
+    http.post(`${base}/v1/counters/${NS}/k${key}/incr`, null, {
+      tags: { op: "incr" },
+    }),
+  cacheGet: (key) =>
+    http.get(`${base}/v1/cache/${NS}/v${key}`, { tags: { op: "cache_get" } }),
   cachePut: (key, value) =>
     http.put(`${base}/v1/cache/${NS}/v${key}`, value, {
       headers: { "content-type": "application/octet-stream" },
@@ -28,10 +33,13 @@ const v1 = (base) => ({
 const webdis = (base) => ({
   health: () => http.get(`${base}/PING`),
   get: (key) => http.get(`${base}/GET/${NS}:k${key}`, { tags: { op: "get" } }),
-  incr: (key) => http.get(`${base}/INCR/${NS}:k${key}`, { tags: { op: "incr" } }),
-  cacheGet: (key) => http.get(`${base}/GET/${NS}:v${key}`, { tags: { op: "cache_get" } }),
+  incr: (key) =>
+    http.get(`${base}/INCR/${NS}:k${key}`, { tags: { op: "incr" } }),
+  cacheGet: (key) =>
+    http.get(`${base}/GET/${NS}:v${key}`, { tags: { op: "cache_get" } }),
   // webdis takes the last argument of a PUT from the body.
-  cachePut: (key, value) => http.put(`${base}/SET/${NS}:v${key}`, value, { tags: { op: "cache_put" } }),
+  cachePut: (key, value) =>
+    http.put(`${base}/SET/${NS}:v${key}`, value, { tags: { op: "cache_put" } }),
   batch: null,
 });
 
