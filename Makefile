@@ -41,11 +41,11 @@ lint: tools-test
 	@echo "[lint] cargo clippy -D warnings"
 	@cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
 	@echo "[lint] prettier --check"
-	@prettier --check --log-level warn tests vitest.config.ts loadtest/k6 loadtest/workerd-config.mjs
+	@prettier --check --log-level warn tests vitest.config.ts loadtest/k6 scripts/workerd-config.mjs
 
 fmt: tools
 	cargo fmt --all
-	prettier --write --log-level warn tests vitest.config.ts loadtest/k6 loadtest/workerd-config.mjs
+	prettier --write --log-level warn tests vitest.config.ts loadtest/k6 scripts/workerd-config.mjs
 
 test-native: tools
 	@echo "[test] native Rust tests"

@@ -155,7 +155,7 @@ class EdgecountWorkerd(V1System):
         state = run_dir / "workerd-state"
         state.mkdir(exist_ok=True)
         config = run_dir / "edgecount.capnp"
-        subprocess.run([str(NODE_BIN / "node"), str(LOADTEST / "workerd-config.mjs"), "8790",
+        subprocess.run([str(NODE_BIN / "node"), str(ROOT / "scripts" / "workerd-config.mjs"), "8790",
                         str(state), str(config)], check=True, cwd=ROOT)
         self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
         wait_until_up(f"{self.base_url}/v1/health")
