@@ -147,7 +147,7 @@ class V1System(System):
 
 class EdgecountWorkerd(V1System):
     def __init__(self) -> None:
-        super().__init__("edgecount-workerd", "http://127.0.0.1:8790",
+        System.__init__(self, "edgecount-workerd", "http://127.0.0.1:8790",
                          {"read", "write", "mixed", "hot", "batch", "cache", "clients"},
                          "durable (SQLite, written before each answer)")
 
@@ -158,6 +158,24 @@ class EdgecountWorkerd(V1System):
         subprocess.run([str(NODE_BIN / "node"), str(ROOT / "scripts" / "workerd-config.mjs"), "8790",
                         str(state), str(config)], check=True, cwd=ROOT)
         self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
+        wait_until_up(f"{self.base_url}/v1/health")
+
+
+class EdgecountBehindCdn(EdgecountWorkerd):
+    """edgecount-workerd behind nginx's proxy_cache, standing in for the CDN tier that honours
+    the max-age of hot reads in production (wrangler dev does not emulate it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "edgecount-workerd-cdn"
+        self.base_url = "http://127.0.0.1:8795"
+        self.scenarios = {"hot", "mixed"}
+
+    def start(self, run_dir: Path) -> None:
+        super().start(run_dir)
+        prefix = run_dir / "nginx-cdn"
+        (prefix / "tmp").mkdir(parents=True, exist_ok=True)
+        self.spawn(run_dir, "cdn", ["nginx", "-p", str(prefix), "-c", str(LOADTEST / "baselines/nginx/cdn.conf")])
         wait_until_up(f"{self.base_url}/v1/health")
 
 
@@ -229,7 +247,8 @@ class NginxStatic(System):
         wait_until_up(f"{self.base_url}/")
 
 
-SYSTEMS = {s.name: s for s in (EdgecountWorkerd, EdgecountWranglerDev, RedisWebdis, Ehcache, NginxStatic)
+SYSTEMS = {s.name: s for s in (EdgecountWorkerd, EdgecountBehindCdn, EdgecountWranglerDev, RedisWebdis, Ehcache,
+                                NginxStatic)
            for s in [s()]}
 
 
@@ -238,6 +257,7 @@ def available(name: str) -> str | None:
     needs = {
         "redis-webdis": ["redis-server", "redis-cli", "webdis"],
         "nginx-static": ["nginx"],
+        "edgecount-workerd-cdn": ["nginx"],
         "ehcache": ["java"],
     }.get(name, [])
     missing = [tool for tool in needs if shutil.which(tool) is None]

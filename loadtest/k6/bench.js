@@ -1,6 +1,7 @@
 // One k6 script for every scenario of the benchmark; loadtest/bench.py runs it per system and
 // scenario with the environment below. Open model (constant-arrival-rate) unless MODE says a
 // closed probe or a client sweep.
+//   RATE, RAMP               open model: iterations/s, reached after RAMP seconds
 //
 //   BASE_URL, SYSTEM         the target and how it spells operations (lib/targets.js)
 //   SCENARIO                 read | write | mixed | hot | batch | cache | clients
@@ -9,7 +10,7 @@
 //   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
 //   VALUE_BYTES              cache scenario value size
 //   SUMMARY                  where to write the JSON summary
-import { check, fail } from "k6";
+import { fail } from "k6";
 import exec from "k6/execution";
 import http from "k6/http";
 import { SharedArray } from "k6/data";
@@ -34,13 +35,19 @@ http.setResponseCallback(
   http.expectedStatuses(200, 204, ...(SCENARIO === "cache" ? [404] : [])),
 );
 
+// The open model ramps to RATE over RAMP seconds, then holds it for DURATION: VUs open their
+// connections gradually instead of in one storm that stalls a server pinned to one core.
+const rate = Number(__ENV.RATE);
 const executor =
   MODE === "open"
     ? {
-        executor: "constant-arrival-rate",
-        rate: Number(__ENV.RATE),
+        executor: "ramping-arrival-rate",
+        startRate: Math.max(1, Math.floor(rate / 10)),
         timeUnit: "1s",
-        duration: __ENV.DURATION,
+        stages: [
+          { target: rate, duration: `${__ENV.RAMP || 2}s` },
+          { target: rate, duration: __ENV.DURATION },
+        ],
         preAllocatedVUs: Number(__ENV.VUS || 200),
         maxVUs: Number(__ENV.MAX_VUS || 400),
       }

@@ -7,18 +7,12 @@ const JSON_HEADERS = { headers: { "content-type": "application/json" } };
 
 const v1 = (base) => ({
   health: () => http.get(`${base}/v1/health`),
-  get: (key) =>
-    http.get(`${base}/v1/counters/${NS}/k${key}`, { tags: { op: "get" } }),
-  incr: (key) =>
-    http.post(`${base}/v1/counters/${NS}/k${key}/incr`, null, {
-      tags: { op: "incr" },
-    }),
-  cacheGet: (key) =>
-    http.get(`${base}/v1/cache/${NS}/v${key}`, { tags: { op: "cache_get" } }),
+  get: (key) => http.get(`${base}/v1/counters/${NS}/k${key}`),
+  incr: (key) => http.post(`${base}/v1/counters/${NS}/k${key}/incr`, null),
+  cacheGet: (key) => http.get(`${base}/v1/cache/${NS}/v${key}`),
   cachePut: (key, value) =>
     http.put(`${base}/v1/cache/${NS}/v${key}`, value, {
       headers: { "content-type": "application/octet-stream" },
-      tags: { op: "cache_put" },
     }),
   batch: (ops) =>
     http.post(
@@ -26,26 +20,23 @@ const v1 = (base) => ({
       JSON.stringify({
         ops: ops.map(([op, key]) => ({ op, ns: NS, key: `k${key}` })),
       }),
-      { ...JSON_HEADERS, tags: { op: "batch" } },
+      JSON_HEADERS,
     ),
 });
 
 const webdis = (base) => ({
   health: () => http.get(`${base}/PING`),
-  get: (key) => http.get(`${base}/GET/${NS}:k${key}`, { tags: { op: "get" } }),
-  incr: (key) =>
-    http.get(`${base}/INCR/${NS}:k${key}`, { tags: { op: "incr" } }),
-  cacheGet: (key) =>
-    http.get(`${base}/GET/${NS}:v${key}`, { tags: { op: "cache_get" } }),
+  get: (key) => http.get(`${base}/GET/${NS}:k${key}`),
+  incr: (key) => http.get(`${base}/INCR/${NS}:k${key}`),
+  cacheGet: (key) => http.get(`${base}/GET/${NS}:v${key}`),
   // webdis takes the last argument of a PUT from the body.
-  cachePut: (key, value) =>
-    http.put(`${base}/SET/${NS}:v${key}`, value, { tags: { op: "cache_put" } }),
+  cachePut: (key, value) => http.put(`${base}/SET/${NS}:v${key}`, value),
   batch: null,
 });
 
 const nginx = (base) => ({
   health: () => http.get(`${base}/`),
-  get: () => http.get(`${base}/`, { tags: { op: "get" } }),
+  get: () => http.get(`${base}/`),
   incr: null,
   cacheGet: null,
   cachePut: null,
