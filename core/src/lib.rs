@@ -13,6 +13,7 @@
 //! - [`counter_table`]: a shard's counters in memory in front of its storage.
 //! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
+//! - [`access`]: bearer tokens and the rights they grant ([`AccessPolicy`]).
 //! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
 //! - [`edge_cache`]: the worker's cache of hot reads and the max-age policy ([`EdgeCache`]).
 //! - [`coalesce`]: merging concurrent single-key ops into one shard call ([`Coalescer`]).
@@ -22,6 +23,7 @@
 //!
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
+pub mod access;
 pub mod batch;
 pub mod body;
 pub mod cache_table;
@@ -41,6 +43,7 @@ pub mod query;
 #[cfg(test)]
 mod test_store;
 
+pub use access::AccessPolicy;
 pub use cache_table::{CacheStore, CacheTable};
 pub use coalesce::Coalescer;
 pub use counter::{Counter, CounterWrite};

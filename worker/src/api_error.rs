@@ -8,6 +8,10 @@ use serde_json::json;
 pub enum ApiError {
     Core(CoreError),
     RouteNotFound,
+    /// No token, or an unknown one.
+    Unauthorized,
+    /// A token without the right for this request.
+    Forbidden,
     MethodNotAllowed {
         allow: &'static str,
     },
@@ -37,6 +41,15 @@ impl From<worker::Error> for ApiError {
     }
 }
 
+impl From<edgecount_core::access::Denial> for ApiError {
+    fn from(denial: edgecount_core::access::Denial) -> Self {
+        match denial {
+            edgecount_core::access::Denial::Unauthenticated => Self::Unauthorized,
+            edgecount_core::access::Denial::Forbidden => Self::Forbidden,
+        }
+    }
+}
+
 impl ApiError {
     /// The HTTP status: the single mapping from errors to statuses.
     #[must_use]
@@ -47,6 +60,8 @@ impl ApiError {
             Self::Core(CoreError::EntryTooLarge { .. } | CoreError::TooManyOps { .. }) => 413,
             Self::Core(e) if e.is_semantic() => 422,
             Self::Core(_) => 400,
+            Self::Unauthorized => 401,
+            Self::Forbidden => 403,
             Self::MethodNotAllowed { .. } => 405,
             Self::PayloadTooLarge { .. } => 413,
             Self::UnsupportedMediaType { .. } => 415,
@@ -59,6 +74,8 @@ impl ApiError {
         match self {
             Self::Core(e) => e.code(),
             Self::RouteNotFound => "not_found",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
@@ -73,6 +90,8 @@ impl ApiError {
         match self {
             Self::Core(e) => e.to_string(),
             Self::RouteNotFound => "There is no such route; see the API reference in the README.".into(),
+            Self::Unauthorized => "This needs a valid token in `Authorization: Bearer <token>`.".into(),
+            Self::Forbidden => "The token does not allow this here.".into(),
             Self::MethodNotAllowed { allow } => format!("This route only accepts {allow}."),
             Self::UnsupportedMediaType { expected } => {
                 format!("The request body must be sent as {expected}.")

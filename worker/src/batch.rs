@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use edgecount_core::access::Right;
 use edgecount_core::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
 use edgecount_core::body::is_json_content_type;
 use edgecount_core::edge_cache::CachedRead;
@@ -22,20 +23,25 @@ use crate::{edge, respond, shard_client};
 ///
 /// # Errors
 /// A body that is not a batch (400), too many ops or bytes (413), a non-JSON body (415).
-pub async fn serve(mut req: Request, env: &Env, config: &Config) -> Result<Response, ApiError> {
+pub async fn serve(
+    mut req: Request,
+    env: &Env,
+    config: &Config,
+    token: Option<&str>,
+) -> Result<Response, ApiError> {
     let text = read_body(&mut req).await?;
     let parsed = parse_batch(&text)?;
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
     let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardOp>)> = BTreeMap::new();
     for (index, op) in parsed.into_iter().enumerate() {
-        match op {
+        match op.map_err(ApiError::from).and_then(|op| permitted(config, token, op)) {
             Ok(op) => {
                 let (ns, key) = op.target();
                 let group = by_shard.entry(shard_for(ns, key, config.shards)).or_default();
                 group.0.push(index);
                 group.1.push(op);
             }
-            Err(error) => results[index] = error_json(error.code(), &error.to_string()),
+            Err(error) => results[index] = error_json(error.code(), &error.message()),
         }
     }
     let sent_at = now_ms();
@@ -63,6 +69,13 @@ pub async fn serve(mut req: Request, env: &Env, config: &Config) -> Result<Respo
     let response = respond::json(200, &json!({ "results": results }))?;
     response.headers().set("cache-control", "no-store")?;
     Ok(response)
+}
+
+/// An op the token may run, or the per-op error saying why not.
+fn permitted(config: &Config, token: Option<&str>, op: ShardOp) -> Result<ShardOp, ApiError> {
+    let need = if op.is_write() { Right::Write } else { Right::Read };
+    config.access.check(token, need, Some(op.target().0))?;
+    Ok(op)
 }
 
 /// Counter writes through a batch update this isolate's kept reads, as single writes do.

@@ -1,6 +1,7 @@
 //! Configuration: the `EDGECOUNT_*` vars of `wrangler.toml`, read into one typed value.
 
 use edgecount_core::partition::MAX_SHARDS;
+use edgecount_core::AccessPolicy;
 use worker::Env;
 
 use crate::api_error::ApiError;
@@ -34,6 +35,8 @@ pub struct Config {
     pub hot_threshold_per_s: f64,
     /// How old a hot read answered from the edge may be, in ms (0 turns edge caching off).
     pub hot_max_age_ms: u64,
+    /// Who may do what.
+    pub access: AccessPolicy,
 }
 
 impl Config {
@@ -43,7 +46,8 @@ impl Config {
     /// [`ApiError::Misconfigured`] when a var is present but malformed: better to refuse every
     /// request than to place keys on the wrong shards.
     pub fn from_env(env: &Env) -> Result<Self, ApiError> {
-        let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
+        // Tokens belong in secrets (`wrangler secret put`); plain vars work too, for local use.
+        let var = |name: &str| env.secret(name).or_else(|_| env.var(name)).ok().map(|v| v.to_string());
         let shards = parse_number(var("EDGECOUNT_SHARDS"), DEFAULT_SHARDS, 1..=MAX_SHARDS)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARDS" })?;
         let shard_cache_bytes =
@@ -54,7 +58,17 @@ impl Config {
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_THRESHOLD" })?;
         let hot_max_age_s = parse_number(var("EDGECOUNT_HOT_MAX_AGE"), DEFAULT_HOT_MAX_AGE_S, 0..=86_400)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_MAX_AGE" })?;
+        let private_reads =
+            var("EDGECOUNT_PRIVATE_READS").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        let access = AccessPolicy::parse(
+            var("EDGECOUNT_ADMIN_TOKENS").as_deref(),
+            var("EDGECOUNT_WRITE_TOKENS").as_deref(),
+            var("EDGECOUNT_READ_TOKENS").as_deref(),
+            private_reads,
+        )
+        .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_*_TOKENS" })?;
         Ok(Self {
+            access,
             shards,
             cors_origins: parse_origins(var("EDGECOUNT_CORS_ORIGINS").as_deref()),
             shard_cache_bytes,

@@ -23,7 +23,7 @@ pub fn health(config: &Config) -> Result<Response, ApiError> {
         &json!({
             "status": "ok",
             "shards": config.shards,
-            "auth": "open",
+            "auth": if config.access.is_open() { "open" } else { "tokens" },
             "version": env!("CARGO_PKG_VERSION"),
         }),
     )

@@ -4,6 +4,9 @@
 use worker::{console_error, Env, Method, Request, Response, Result};
 
 use crate::api_error::ApiError;
+use edgecount_core::access::Right;
+use edgecount_core::Namespace;
+
 use crate::cache::CacheAction;
 use crate::config::Config;
 use crate::counters::{self, CounterAction};
@@ -98,35 +101,69 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
     if method == Method::Options {
         return respond::preflight(matched.route.allow());
     }
-    let not_allowed = ApiError::MethodNotAllowed { allow: matched.route.allow() };
     let action = match (matched.route, method) {
-        (Route::Health, Method::Get) => return operations::health(config),
-        (Route::Stats, Method::Get) => return operations::stats(env, config).await,
-        (Route::Metrics, Method::Get) => return operations::metrics(env, config).await,
-        (Route::Batch, Method::Post) => return batch::serve(req, env, config).await,
-        (Route::Cache, Method::Get) => return cache(CacheAction::Get, req, env, config, &matched).await,
-        (Route::Cache, Method::Put) => return cache(CacheAction::Put, req, env, config, &matched).await,
-        (Route::Cache, Method::Delete) => {
-            return cache(CacheAction::Delete, req, env, config, &matched).await
-        }
-        (Route::Counter, Method::Get) => CounterAction::Read,
-        (Route::Counter, Method::Put) => CounterAction::Set,
-        (Route::Counter, Method::Delete) => CounterAction::Delete,
-        (Route::CounterIncr, Method::Post) => CounterAction::Incr,
-        (Route::CounterDecr, Method::Post) => CounterAction::Decr,
-        _ => return Err(not_allowed),
+        (Route::Health, Method::Get) => Action::Health,
+        (Route::Stats, Method::Get) => Action::Stats,
+        (Route::Metrics, Method::Get) => Action::Metrics,
+        (Route::Batch, Method::Post) => Action::Batch,
+        (Route::Cache, Method::Get) => Action::Cache(CacheAction::Get),
+        (Route::Cache, Method::Put) => Action::Cache(CacheAction::Put),
+        (Route::Cache, Method::Delete) => Action::Cache(CacheAction::Delete),
+        (Route::Counter, Method::Get) => Action::Counter(CounterAction::Read),
+        (Route::Counter, Method::Put) => Action::Counter(CounterAction::Set),
+        (Route::Counter, Method::Delete) => Action::Counter(CounterAction::Delete),
+        (Route::CounterIncr, Method::Post) => Action::Counter(CounterAction::Incr),
+        (Route::CounterDecr, Method::Post) => Action::Counter(CounterAction::Decr),
+        _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
-    counters::serve(action, req, env, config, &matched.ns, &matched.key).await
+    let token = bearer_token(&req)?;
+    authorize(config, action, &matched, token.as_deref())?;
+    let (ns, key) = (matched.ns.as_str(), matched.key.as_str());
+    match action {
+        Action::Health => operations::health(config),
+        Action::Stats => operations::stats(env, config).await,
+        Action::Metrics => operations::metrics(env, config).await,
+        Action::Batch => batch::serve(req, env, config, token.as_deref()).await,
+        Action::Cache(action) => cache::serve(action, req, env, config, ns, key).await,
+        Action::Counter(action) => counters::serve(action, req, env, config, ns, key).await,
+    }
 }
 
-async fn cache(
-    action: CacheAction,
-    req: Request,
-    env: &Env,
+/// What a request asks for, once its route and method are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Health,
+    Stats,
+    Metrics,
+    Batch,
+    Cache(CacheAction),
+    Counter(CounterAction),
+}
+
+/// The token of `Authorization: Bearer <token>`, if any.
+fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
+    let header = req.headers().get("authorization")?;
+    Ok(header.and_then(|h| {
+        let (scheme, token) = h.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
+    }))
+}
+
+/// Checks the right the action needs; batches check each op's own right instead.
+fn authorize(
     config: &Config,
+    action: Action,
     matched: &Matched,
-) -> Result<Response, ApiError> {
-    cache::serve(action, req, env, config, &matched.ns, &matched.key).await
+    token: Option<&str>,
+) -> Result<(), ApiError> {
+    let need = match action {
+        Action::Health | Action::Batch => return Ok(()),
+        Action::Stats | Action::Metrics => Right::Admin,
+        Action::Cache(CacheAction::Get) | Action::Counter(CounterAction::Read) => Right::Read,
+        Action::Cache(_) | Action::Counter(_) => Right::Write,
+    };
+    let ns = if matched.ns.is_empty() { None } else { Some(Namespace::new(&matched.ns)?) };
+    Ok(config.access.check(token, need, ns.as_ref())?)
 }
 
 fn error_response(error: &ApiError) -> Result<Response> {

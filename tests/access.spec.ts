@@ -1,0 +1,121 @@
+// Tokens: open without any, then 401 / 403 by right and namespace; tokens never echoed.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshNamespace, startService, type Service } from "./service";
+
+const ADMIN = "admin-secret-123";
+const WRITER = "writer-secret-456";
+const PAGES_WRITER = "pages-only-789";
+const READER = "reader-secret-000";
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+let service: Service;
+beforeAll(async () => {
+  service = await startService({
+    vars: {
+      EDGECOUNT_ADMIN_TOKENS: ADMIN,
+      EDGECOUNT_WRITE_TOKENS: `${WRITER},${PAGES_WRITER}@pages`,
+      EDGECOUNT_READ_TOKENS: READER,
+    },
+  });
+});
+afterAll(() => service.stop());
+
+describe("access with tokens", () => {
+  it("reports token mode in health, which stays public", async () => {
+    expect((await (await service.fetch("/v1/health")).json()).auth).toBe(
+      "tokens",
+    );
+  });
+
+  it("refuses writes without a valid token (401) or with a read token (403), changing nothing", async () => {
+    const ns = freshNamespace("acl");
+    const incr = (headers: Record<string, string> = {}) =>
+      service.fetch(`/v1/counters/${ns}/k/incr`, { method: "POST", headers });
+    const none = await incr();
+    expect(none.status).toBe(401);
+    expect(none.headers.get("www-authenticate")).toBe("Bearer");
+    expect((await none.json()).error.code).toBe("unauthorized");
+    const wrong = await incr(auth("not-a-real-token"));
+    expect(wrong.status).toBe(401);
+    const body = await wrong.text();
+    expect(body).not.toContain("not-a-real-token");
+    const reader = await incr(auth(READER));
+    expect(reader.status).toBe(403);
+    expect((await reader.json()).error.code).toBe("forbidden");
+    expect(await service.value(ns, "k")).toBe(0n);
+    expect((await incr(auth(WRITER))).status).toBe(200);
+    expect((await incr(auth(ADMIN))).status).toBe(200);
+    expect(await service.value(ns, "k")).toBe(2n);
+  });
+
+  it("holds a namespace-limited token to its namespaces", async () => {
+    const allowed = await service.fetch("/v1/counters/pages/home/incr", {
+      method: "POST",
+      headers: auth(PAGES_WRITER),
+    });
+    expect(allowed.status).toBe(200);
+    const other = await service.fetch("/v1/counters/likes/home/incr", {
+      method: "POST",
+      headers: auth(PAGES_WRITER),
+    });
+    expect(other.status).toBe(403);
+  });
+
+  it("keeps reads public and operations data for admins", async () => {
+    expect((await service.fetch("/v1/counters/pages/home")).status).toBe(200);
+    expect((await service.fetch("/v1/stats")).status).toBe(401);
+    expect(
+      (await service.fetch("/v1/stats", { headers: auth(WRITER) })).status,
+    ).toBe(403);
+    expect(
+      (await service.fetch("/v1/stats", { headers: auth(ADMIN) })).status,
+    ).toBe(200);
+    expect(
+      (await service.fetch("/metrics", { headers: auth(ADMIN) })).status,
+    ).toBe(200);
+  });
+
+  it("checks each batch op on its own", async () => {
+    const ns = freshNamespace("batchacl");
+    const response = await service.fetch("/v1/batch", {
+      method: "POST",
+      headers: auth(PAGES_WRITER),
+      body: JSON.stringify({
+        ops: [
+          { op: "get", ns, key: "k" },
+          { op: "incr", ns, key: "k" },
+          { op: "incr", ns: "pages", key: "batch" },
+        ],
+      }),
+    });
+    const { results } = await response.json();
+    expect(results[0]).toEqual({ value: 0, exists: false });
+    expect(results[1].error.code).toBe("forbidden");
+    expect(results[2].exists).toBe(true);
+    expect(await service.value(ns, "k")).toBe(0n);
+  });
+});
+
+describe("private reads", () => {
+  it("needs a read token for reads when EDGECOUNT_PRIVATE_READS is set", async () => {
+    const strict = await startService({
+      vars: { EDGECOUNT_READ_TOKENS: READER, EDGECOUNT_PRIVATE_READS: "true" },
+    });
+    try {
+      expect((await strict.fetch("/v1/counters/pages/home")).status).toBe(401);
+      expect(
+        (
+          await strict.fetch("/v1/counters/pages/home", {
+            headers: auth(READER),
+          })
+        ).status,
+      ).toBe(200);
+      expect(
+        (await strict.fetch("/v1/cache/pages/x", { headers: auth(READER) }))
+          .status,
+      ).toBe(404);
+    } finally {
+      await strict.stop();
+    }
+  });
+});
