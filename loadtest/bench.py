@@ -46,7 +46,7 @@ class Profile:
 ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "redis-webdis", "ehcache",
                "nginx-static")
 PROFILES = {
-    "full": Profile(5, 20, 1_000_000, 100_000, 400_000, ALL_SYSTEMS,
+    "full": Profile(5, 15, 1_000_000, 100_000, 400_000, ALL_SYSTEMS,
                     ("read", "write", "mixed", "hot", "batch", "cache-100b", "cache-1k"),
                     (50, 100, 150, 200, 250, 300), True),
     "quick": Profile(3, 6, 100_000, 0, 200_000, ALL_SYSTEMS,
@@ -187,6 +187,12 @@ def machine() -> dict:
     }
 
 
+def write_summary(run_dir: Path, rows: list[dict], profile: str, skipped: dict[str, str]) -> None:
+    """Written after every row, so an interrupted run keeps what it measured."""
+    summary = {"rows": rows, "machine": machine(), "profile": profile, "skipped": skipped}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=PROFILES, default="full")
@@ -228,6 +234,7 @@ def main() -> int:
                 say(f"  {name} / {scenario}: {row['ops_per_s']:.0f} ops/s, p99 {row['p99_ms']:.2f} ms, "
                     f"{row['server_cpu_us_per_op']} us CPU/op, goals met: {row['meets_goals']}")
                 rows.append(row)
+                write_summary(run_dir, rows, args.profile, skipped)
             if "clients" in system.scenarios:
                 for vus in profile.client_sweep:
                     summary_before, cpu_before = system.stats(), system.cpu_seconds()
@@ -244,8 +251,7 @@ def main() -> int:
         finally:
             system.stop()
 
-    summary = {"rows": rows, "machine": machine(), "profile": args.profile, "skipped": skipped}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_summary(run_dir, rows, args.profile, skipped)
     say(f"wrote {run_dir / 'summary.json'} ({len(rows)} rows)")
     report = subprocess.run([sys.executable, str(LOADTEST / "report.py"), str(run_dir)])
     return report.returncode
