@@ -158,7 +158,7 @@ class EdgecountWorkerd(V1System):
         subprocess.run([str(NODE_BIN / "node"), str(ROOT / "scripts" / "workerd-config.mjs"), "8790",
                         str(state), str(config)], check=True, cwd=ROOT)
         self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
-        wait_until_up(f"{self.base_url}/v1/health")
+        wait_until_up("http://127.0.0.1:8790/v1/health")
 
 
 class EdgecountBehindCdn(EdgecountWorkerd):

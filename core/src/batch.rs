@@ -12,8 +12,9 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::cache_table::MAX_CACHE_VALUE_BYTES;
+use crate::idempotency::IdempotencyKey;
 use crate::number::{i64_from_json, ttl_from_json};
-use crate::protocol::{OpResult, ShardOp};
+use crate::protocol::{OpResult, ShardCall, ShardOp};
 use crate::{CoreError, Key, Namespace};
 
 /// Most ops in one batch.
@@ -42,14 +43,15 @@ struct RawOp {
     value: Option<Value>,
     ttl: Option<Value>,
     content_type: Option<String>,
+    idempotency_key: Option<String>,
 }
 
-/// Parses a batch body into one op or error per entry, in order.
+/// Parses a batch body into one call or error per entry, in order.
 ///
 /// # Errors
 /// [`CoreError::InvalidBody`] when the body is not `{"ops": [...]}`,
 /// [`CoreError::TooManyOps`] past [`MAX_BATCH_OPS`].
-pub fn parse_batch(text: &str) -> Result<Vec<Result<ShardOp, CoreError>>, CoreError> {
+pub fn parse_batch(text: &str) -> Result<Vec<Result<ShardCall, CoreError>>, CoreError> {
     let body: BatchBody<'_> = serde_json::from_str(text).map_err(|e| CoreError::InvalidBody {
         reason: format!("must be a JSON object like {{\"ops\": [...]}} ({})", short(&e)),
     })?;
@@ -59,9 +61,20 @@ pub fn parse_batch(text: &str) -> Result<Vec<Result<ShardOp, CoreError>>, CoreEr
     Ok(body.ops.iter().map(|raw| parse_op(raw.get())).collect())
 }
 
-fn parse_op(text: &str) -> Result<ShardOp, CoreError> {
-    let raw: RawOp = serde_json::from_str(text)
+fn parse_op(text: &str) -> Result<ShardCall, CoreError> {
+    let mut raw: RawOp = serde_json::from_str(text)
         .map_err(|e| CoreError::InvalidOp { reason: format!("is malformed ({})", short(&e)) })?;
+    let idempotency_key = raw.idempotency_key.take().map(|k| IdempotencyKey::new(&k)).transpose()?;
+    let op = parse_raw_op(raw)?;
+    if idempotency_key.is_some() && !op.is_write() {
+        return Err(CoreError::InvalidOp {
+            reason: "is a read, which takes no `idempotency_key`".to_owned(),
+        });
+    }
+    Ok(ShardCall { op, idempotency_key })
+}
+
+fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {
     let ns = Namespace::new(&raw.ns)?;
     let key = Key::new(&raw.key)?;
     let allowed: &[&str] = match raw.op.as_str() {
@@ -142,6 +155,13 @@ pub fn result_json(result: &OpResult) -> Value {
             Err(_) => json!({"value_base64": STANDARD.encode(value), "content_type": content_type}),
         },
         OpResult::Failed { error } => error_json(error.code(), &error.to_string()),
+        OpResult::Replayed { first } => {
+            let mut answer = result_json(first);
+            if let Value::Object(fields) = &mut answer {
+                fields.insert("replayed".to_owned(), Value::Bool(true));
+            }
+            answer
+        }
     }
 }
 
@@ -154,7 +174,7 @@ mod tests {
             .unwrap()
             .iter()
             .map(|r| match r {
-                Ok(op) => Ok(if op.is_write() { "write" } else { "read" }),
+                Ok(call) => Ok(if call.op.is_write() { "write" } else { "read" }),
                 Err(e) => Err(e.code()),
             })
             .collect()
@@ -172,7 +192,7 @@ mod tests {
             {"op": "cache_put", "ns": "n", "key": "k", "value": "hello", "content_type": "text/html"},
             {"op": "cache_delete", "ns": "n", "key": "k"}
         ]}"#;
-        let ops: Vec<ShardOp> = parse_batch(text).unwrap().into_iter().map(Result::unwrap).collect();
+        let ops: Vec<ShardOp> = parse_batch(text).unwrap().into_iter().map(|r| r.unwrap().op).collect();
         assert_eq!(ops.len(), 8);
         assert!(matches!(ops[1], ShardOp::Incr { by: 5, ttl: Some(60), .. }));
         assert!(matches!(ops[2], ShardOp::Decr { by: 1, ttl: None, .. }));
@@ -198,6 +218,9 @@ mod tests {
             {"op": "cache_put", "ns": "n", "key": "k", "value": 5},
             {"op": "incr", "ns": "n", "key": "k", "ttl": 0},
             "not an object",
+            {"op": "incr", "ns": "n", "key": "k", "idempotency_key": "has space"},
+            {"op": "get", "ns": "n", "key": "k", "idempotency_key": "abc"},
+            {"op": "incr", "ns": "n", "key": "k", "idempotency_key": "abc"},
             {"op": "get", "ns": "n", "key": "k"}
         ]}"#;
         assert_eq!(
@@ -216,6 +239,9 @@ mod tests {
                 Err("invalid_op"),
                 Err("invalid_ttl"),
                 Err("invalid_op"),
+                Err("invalid_idempotency_key"),
+                Err("invalid_op"),
+                Ok("write"),
                 Ok("read"),
             ]
         );

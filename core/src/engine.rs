@@ -2,12 +2,13 @@
 
 use crate::cache_table::{CacheStore, CacheTable};
 use crate::counter_table::CounterTable;
-use crate::protocol::{OpResult, ShardOp};
+use crate::idempotency::{self, IdempotencyStore, Recall};
+use crate::protocol::{OpResult, ShardCall, ShardOp};
 use crate::{CounterStore, CounterWrite};
 
 /// Everything a shard stores.
-pub trait ShardStore: CounterStore + CacheStore {}
-impl<T: CounterStore + CacheStore> ShardStore for T {}
+pub trait ShardStore: CounterStore + CacheStore + IdempotencyStore {}
+impl<T: CounterStore + CacheStore + IdempotencyStore> ShardStore for T {}
 
 /// The in-memory side of one shard.
 #[derive(Debug)]
@@ -28,6 +29,35 @@ impl ShardEngine {
     #[must_use]
     pub fn ops(&self) -> u64 {
         self.ops
+    }
+
+    /// Runs one call at `now_ms`: a keyed write seen before is answered from its record.
+    pub fn execute_call(&mut self, store: &impl ShardStore, call: &ShardCall, now_ms: u64) -> OpResult {
+        let Some(key) = call.idempotency_key.as_ref().filter(|_| call.op.is_write()) else {
+            return self.execute(store, &call.op, now_ms);
+        };
+        match idempotency::recall(store, key, &call.op, now_ms) {
+            Err(error) => {
+                self.ops += 1;
+                OpResult::Failed { error }
+            }
+            Ok(Recall::Replay(first)) => {
+                self.ops += 1;
+                OpResult::Replayed { first: Box::new(first) }
+            }
+            Ok(Recall::Apply) => {
+                let result = self.execute(store, &call.op, now_ms);
+                if matches!(result, OpResult::Failed { .. }) {
+                    return result;
+                }
+                // The write is applied; if its record cannot be stored the answer still stands,
+                // but a retry could apply it again, so say so rather than hide it.
+                match idempotency::remember(store, key, &call.op, &result, now_ms) {
+                    Ok(()) => result,
+                    Err(error) => OpResult::Failed { error },
+                }
+            }
+        }
     }
 
     /// Runs one op at `now_ms`; a refused op reports its error and changes nothing.

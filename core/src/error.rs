@@ -31,6 +31,10 @@ pub enum CoreError {
     TooManyOps { max: usize },
     #[error("The op {reason}.")]
     InvalidOp { reason: String },
+    #[error("An Idempotency-Key must be 1 to {max} visible ASCII characters.")]
+    InvalidIdempotencyKey { max: usize },
+    #[error("This Idempotency-Key was already used for a different request.")]
+    IdempotencyMismatch,
     /// Storage failed; `detail` is for the operator's logs, never shown to clients.
     #[error("The shard could not reach its storage, so nothing was changed; retry shortly.")]
     StorageUnavailable { detail: String },
@@ -53,6 +57,8 @@ impl CoreError {
             Self::EntryTooLarge { .. } => "payload_too_large",
             Self::TooManyOps { .. } => "too_many_ops",
             Self::InvalidOp { .. } => "invalid_op",
+            Self::InvalidIdempotencyKey { .. } => "invalid_idempotency_key",
+            Self::IdempotencyMismatch => "idempotency_mismatch",
             Self::StorageUnavailable { .. } => "storage_unavailable",
         }
     }
@@ -61,7 +67,7 @@ impl CoreError {
     /// malformed (HTTP 400).
     #[must_use]
     pub fn is_semantic(&self) -> bool {
-        matches!(self, Self::Overflow)
+        matches!(self, Self::Overflow | Self::IdempotencyMismatch)
     }
 }
 

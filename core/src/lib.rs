@@ -17,6 +17,7 @@
 //! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
 //! - [`edge_cache`]: the worker's cache of hot reads and the max-age policy ([`EdgeCache`]).
 //! - [`coalesce`]: merging concurrent single-key ops into one shard call ([`Coalescer`]).
+//! - [`idempotency`]: replaying the first answer to a repeated keyed write.
 //! - [`batch`]: the `POST /v1/batch` codec: ops in, per-op results out.
 //! - [`query`]: the query parameters of the counter routes.
 //! - [`negotiate`]: whether a client asked for `text/plain` instead of JSON.
@@ -34,6 +35,7 @@ pub mod edge_cache;
 pub mod engine;
 pub mod error;
 pub mod hot_keys;
+pub mod idempotency;
 pub mod names;
 pub mod negotiate;
 pub mod number;
@@ -54,4 +56,4 @@ pub use error::CoreError;
 pub use hot_keys::HotKeys;
 pub use names::{Key, Namespace};
 pub use partition::{shard_for, ShardId};
-pub use protocol::{OpResult, ShardOp, ShardRequest, ShardResponse};
+pub use protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse};

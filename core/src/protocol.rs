@@ -6,11 +6,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::idempotency::IdempotencyKey;
 use crate::{CoreError, Key, Namespace};
 
 /// One operation on one key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum ShardOp {
     Get {
         ns: Namespace,
@@ -83,6 +84,21 @@ impl ShardOp {
     }
 }
 
+/// An op as sent to a shard, with the idempotency key of the write it belongs to, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardCall {
+    #[serde(flatten)]
+    pub op: ShardOp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+impl From<ShardOp> for ShardCall {
+    fn from(op: ShardOp) -> Self {
+        Self { op, idempotency_key: None }
+    }
+}
+
 /// The outcome of one op.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -101,12 +117,25 @@ pub enum OpResult {
     Stored,
     /// The op was refused and changed nothing.
     Failed { error: CoreError },
+    /// A repeat of a keyed write: the first answer, and nothing was applied this time.
+    Replayed { first: Box<OpResult> },
+}
+
+impl OpResult {
+    /// The answer itself, and whether it is a replay of an earlier one.
+    #[must_use]
+    pub fn unwrap_replay(self) -> (OpResult, bool) {
+        match self {
+            Self::Replayed { first } => (*first, true),
+            other => (other, false),
+        }
+    }
 }
 
 /// What the worker sends a shard.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardRequest {
-    pub ops: Vec<ShardOp>,
+    pub ops: Vec<ShardCall>,
 }
 
 /// What a shard answers: one result per op, in request order.

@@ -4,6 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use crate::cache_table::CacheStore;
+use crate::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
 use crate::{Counter, CounterStore, Key, Namespace};
 
 type Slot = (Namespace, Key);
@@ -12,6 +13,7 @@ type Slot = (Namespace, Key);
 pub struct MapStore {
     pub counters: RefCell<HashMap<Slot, Counter>>,
     pub entries: RefCell<HashMap<Slot, (Vec<u8>, String)>>,
+    pub records: RefCell<HashMap<String, IdempotencyRecord>>,
     pub broken: Cell<bool>,
 }
 
@@ -67,6 +69,18 @@ impl CacheStore for MapStore {
     fn remove_entry(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
         self.check()?;
         self.entries.borrow_mut().remove(&slot(ns, key));
+        Ok(())
+    }
+}
+
+impl IdempotencyStore for MapStore {
+    fn load_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, String> {
+        self.check()?;
+        Ok(self.records.borrow().get(key.as_str()).cloned())
+    }
+    fn save_record(&self, key: &IdempotencyKey, record: &IdempotencyRecord) -> Result<(), String> {
+        self.check()?;
+        self.records.borrow_mut().insert(key.as_str().to_owned(), record.clone());
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use edgecount_core::access::Right;
 use edgecount_core::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
 use edgecount_core::body::is_json_content_type;
 use edgecount_core::edge_cache::CachedRead;
-use edgecount_core::{shard_for, CoreError, OpResult, ShardId, ShardOp};
+use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response};
@@ -32,34 +32,34 @@ pub async fn serve(
     let text = read_body(&mut req).await?;
     let parsed = parse_batch(&text)?;
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
-    let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardOp>)> = BTreeMap::new();
-    for (index, op) in parsed.into_iter().enumerate() {
-        match op.map_err(ApiError::from).and_then(|op| permitted(config, token, op)) {
-            Ok(op) => {
-                let (ns, key) = op.target();
+    let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
+    for (index, call) in parsed.into_iter().enumerate() {
+        match call.map_err(ApiError::from).and_then(|call| permitted(config, token, call)) {
+            Ok(call) => {
+                let (ns, key) = call.op.target();
                 let group = by_shard.entry(shard_for(ns, key, config.shards)).or_default();
                 group.0.push(index);
-                group.1.push(op);
+                group.1.push(call);
             }
             Err(error) => results[index] = error_json(error.code(), &error.message()),
         }
     }
     let sent_at = now_ms();
     let calls = by_shard.into_iter().map(|(shard, (indexes, ops))| async move {
-        let outcome = shard_client::execute(env, shard, ops.clone()).await;
+        let outcome = shard_client::execute(env, shard, &ops).await;
         (indexes, ops, outcome)
     });
     for (indexes, ops, outcome) in join_all(calls).await {
         match outcome {
             Ok(shard_results) => {
-                for ((index, op), result) in indexes.into_iter().zip(&ops).zip(shard_results) {
-                    keep_edge_cache_current(config, op, &result, sent_at);
+                for ((index, call), result) in indexes.into_iter().zip(&ops).zip(shard_results) {
+                    keep_edge_cache_current(config, &call.op, &result, sent_at);
                     results[index] = result_json(&result);
                 }
             }
             Err(error) => {
-                for (index, op) in indexes.into_iter().zip(&ops) {
-                    let (ns, key) = op.target();
+                for (index, call) in indexes.into_iter().zip(&ops) {
+                    let (ns, key) = call.op.target();
                     edge::forget(config, ns, key);
                     results[index] = error_json(error.code(), &error.message());
                 }
@@ -72,17 +72,18 @@ pub async fn serve(
 }
 
 /// An op the token may run, or the per-op error saying why not.
-fn permitted(config: &Config, token: Option<&str>, op: ShardOp) -> Result<ShardOp, ApiError> {
-    let need = if op.is_write() { Right::Write } else { Right::Read };
-    config.access.check(token, need, Some(op.target().0))?;
-    Ok(op)
+fn permitted(config: &Config, token: Option<&str>, call: ShardCall) -> Result<ShardCall, ApiError> {
+    let need = if call.op.is_write() { Right::Write } else { Right::Read };
+    config.access.check(token, need, Some(call.op.target().0))?;
+    Ok(call)
 }
 
 /// Counter writes through a batch update this isolate's kept reads, as single writes do.
 fn keep_edge_cache_current(config: &Config, op: &ShardOp, result: &OpResult, sent_at: u64) {
     let (ns, key) = op.target();
     match (op, result) {
-        (ShardOp::Get { .. }, _) | (_, OpResult::Failed { .. }) => {}
+        // Replays carry old answers; failures changed nothing.
+        (ShardOp::Get { .. }, _) | (_, OpResult::Failed { .. } | OpResult::Replayed { .. }) => {}
         (_, OpResult::Value { value, exists, version }) => {
             let read = CachedRead { value: *value, exists: *exists, version: *version, read_at_ms: sent_at };
             edge::refresh(config, ns, key, read);

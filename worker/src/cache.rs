@@ -2,12 +2,13 @@
 
 use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
 use edgecount_core::query::CounterQuery;
-use edgecount_core::{shard_for, Key, Namespace, OpResult, ShardOp};
+use edgecount_core::{shard_for, Key, Namespace, OpResult, ShardCall, ShardOp};
 use serde_json::json;
 use worker::{Env, Headers, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
+use crate::counters::idempotency_key;
 use crate::{respond, shard_client};
 
 /// Content type kept for a value sent without one.
@@ -66,20 +67,26 @@ async fn apply(
             ShardOp::CachePut { ns, key, value, content_type, ttl: query.ttl }
         }
     };
-    match shard_client::execute_one(env, shard, op).await? {
-        OpResult::Failed { error } => Err(error.into()),
+    let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
+    let (result, replayed) = shard_client::execute_one(env, shard, call).await?.unwrap_replay();
+    let response = match result {
+        OpResult::Failed { error } => return Err(error.into()),
         OpResult::Stored => {
             let response = Response::empty()?.with_status(204);
             response.headers().set("cache-control", "no-store")?;
-            Ok(response)
+            response
         }
         OpResult::Entry { value, content_type } => {
             let headers = Headers::new();
             headers.set("content-type", &content_type)?;
             headers.set("cache-control", "no-cache")?;
-            Ok(Response::from_bytes(value)?.with_headers(headers))
+            Response::from_bytes(value)?.with_headers(headers)
         }
-        OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted })),
-        OpResult::Value { .. } => Err(ApiError::ShardUnavailable),
+        OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
+        _ => return Err(ApiError::ShardUnavailable),
+    };
+    if replayed {
+        response.headers().set("idempotent-replayed", "true")?;
     }
+    Ok(response)
 }

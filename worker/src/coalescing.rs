@@ -13,7 +13,7 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use edgecount_core::coalesce::{Arrival, CoalesceStats, Coalescer};
-use edgecount_core::{OpResult, ShardId, ShardOp};
+use edgecount_core::{OpResult, ShardCall, ShardId};
 use worker::{Delay, Env};
 
 use crate::api_error::ApiError;
@@ -37,19 +37,18 @@ type Slot = RefCell<Option<Signal>>;
 /// A queued op. The queue holds its slot weakly: when the waiting request goes away, the slot
 /// dies with it and the op is neither sent nor handed the lead.
 struct Waiter {
-    op: ShardOp,
+    call: ShardCall,
     slot: Weak<Slot>,
 }
 
-impl Waiter {
-    fn deliver(&self, signal: Signal) -> bool {
-        match self.slot.upgrade() {
-            Some(slot) => {
-                *slot.borrow_mut() = Some(signal);
-                true
-            }
-            None => false,
+/// Hands `signal` to a waiting op; false when its request is gone.
+fn deliver(slot: &Weak<Slot>, signal: Signal) -> bool {
+    match slot.upgrade() {
+        Some(slot) => {
+            *slot.borrow_mut() = Some(signal);
+            true
         }
+        None => false,
     }
 }
 
@@ -67,11 +66,11 @@ pub fn stats() -> CoalesceStats {
 ///
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when the call carrying the op fails or its turn never comes.
-pub async fn submit(env: &Env, shard: ShardId, op: ShardOp) -> Result<OpResult, ApiError> {
+pub async fn submit(env: &Env, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
     let slot: Rc<Slot> = Rc::new(RefCell::new(None));
-    let waiter = Waiter { op, slot: Rc::downgrade(&slot) };
-    let op = match COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter)) {
-        Arrival::Lead(waiter) => waiter.op,
+    let waiter = Waiter { call, slot: Rc::downgrade(&slot) };
+    let call = match COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter)) {
+        Arrival::Lead(waiter) => waiter.call,
         Arrival::Queued => match wait(&slot).await {
             Some(Signal::Done(result)) => return result,
             // The op is still in the queue's hands: the new leader takes it back from there.
@@ -79,7 +78,7 @@ pub async fn submit(env: &Env, shard: ShardId, op: ShardOp) -> Result<OpResult, 
             None => return Err(ApiError::ShardUnavailable),
         },
     };
-    lead(env, shard, Some(op)).await
+    lead(env, shard, Some(call)).await
 }
 
 async fn wait(slot: &Rc<Slot>) -> Option<Signal> {
@@ -92,32 +91,35 @@ async fn wait(slot: &Rc<Slot>) -> Option<Signal> {
     None
 }
 
-/// Makes one call to `shard` carrying `own` (or, for a promoted waiter, its op at the head of
+/// Makes one call to `shard` carrying `own` (or, for a promoted waiter, its call at the head of
 /// the queue) and every live waiter, then hands each its result.
-async fn lead(env: &Env, shard: ShardId, own: Option<ShardOp>) -> Result<OpResult, ApiError> {
+async fn lead(env: &Env, shard: ShardId, own: Option<ShardCall>) -> Result<OpResult, ApiError> {
     let _handoff = Handoff(shard);
     let followers = COALESCER.with(|c| c.borrow_mut().take_followers(shard, own.is_none()));
     let mut followers: Vec<Waiter> = followers.into_iter().filter(|w| w.slot.strong_count() > 0).collect();
     let own = match own {
-        Some(op) => op,
-        None if !followers.is_empty() => followers.remove(0).op,
+        Some(call) => call,
+        None if !followers.is_empty() => followers.remove(0).call,
         None => return Err(ApiError::ShardUnavailable),
     };
-    let mut ops = Vec::with_capacity(followers.len() + 1);
+    let (mut ops, mut slots) = (Vec::with_capacity(followers.len() + 1), Vec::with_capacity(followers.len()));
     ops.push(own);
-    ops.extend(followers.iter().map(|w| w.op.clone()));
-    match shard_client::execute(env, shard, ops).await {
+    for waiter in followers {
+        ops.push(waiter.call);
+        slots.push(waiter.slot);
+    }
+    match shard_client::execute(env, shard, &ops).await {
         Ok(results) => {
             let mut results = results.into_iter();
             let own = results.next().ok_or(ApiError::ShardUnavailable);
-            for (waiter, result) in followers.iter().zip(results) {
-                waiter.deliver(Signal::Done(Ok(result)));
+            for (slot, result) in slots.iter().zip(results) {
+                deliver(slot, Signal::Done(Ok(result)));
             }
             own
         }
         Err(error) => {
-            for waiter in &followers {
-                waiter.deliver(Signal::Done(Err(error.clone())));
+            for slot in &slots {
+                deliver(slot, Signal::Done(Err(error.clone())));
             }
             Err(error)
         }
@@ -134,7 +136,7 @@ impl Drop for Handoff {
         COALESCER.with(|c| {
             let mut coalescer = c.borrow_mut();
             while let Some(next) = coalescer.peek_next(self.0) {
-                if next.deliver(Signal::Lead) {
+                if deliver(&next.slot, Signal::Lead) {
                     return;
                 }
                 coalescer.drop_next(self.0);

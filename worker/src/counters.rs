@@ -7,9 +7,10 @@
 
 use edgecount_core::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
 use edgecount_core::edge_cache::{cache_control, etag, if_none_match, CachedRead};
+use edgecount_core::idempotency::IdempotencyKey;
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::query::CounterQuery;
-use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardId, ShardOp};
+use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardCall, ShardId, ShardOp};
 use serde::Serialize;
 use serde_json::json;
 use worker::{Date, Env, Request, Response};
@@ -90,7 +91,7 @@ async fn read(req: &Request, env: &Env, config: &Config, target: &Target) -> Res
         edge::count_miss(config);
     }
     let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
-    match coalescing::submit(env, target.shard, op).await? {
+    match coalescing::submit(env, target.shard, op.into()).await? {
         OpResult::Value { value, exists, version } => {
             let fresh = CachedRead { value, exists, version, read_at_ms: now };
             if hot {
@@ -159,29 +160,46 @@ async fn write(
             ShardOp::Set { ns, key, value, ttl }
         }
     };
+    let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
     let now = now_ms();
     edge::record(config, &target.ns, &target.key, now);
-    let result = coalescing::submit(env, target.shard, op).await;
-    let response = match result {
+    let (result, replayed) = match coalescing::submit(env, target.shard, call).await {
+        Ok(result) => result.unwrap_replay(),
         Err(error) => {
             // The write may or may not have happened: never serve a cached value for it.
             edge::forget(config, &target.ns, &target.key);
             return Err(error);
         }
-        Ok(OpResult::Failed { error }) => return Err(error.into()),
-        Ok(OpResult::Deleted { deleted }) => {
+    };
+    let response = match result {
+        OpResult::Failed { error } => return Err(error.into()),
+        OpResult::Deleted { deleted } => {
             edge::forget(config, &target.ns, &target.key);
             respond::json(200, &json!({ "deleted": deleted }))?
         }
-        Ok(OpResult::Value { value, exists, version }) => {
-            let read = CachedRead { value, exists, version, read_at_ms: now };
-            edge::refresh(config, &target.ns, &target.key, read);
+        OpResult::Value { value, exists, version } => {
+            // A replayed answer is an old one: it must not refresh the cached read.
+            if !replayed {
+                let read = CachedRead { value, exists, version, read_at_ms: now };
+                edge::refresh(config, &target.ns, &target.key, read);
+            }
             counter_body(req, target, value, exists)?
         }
-        Ok(_) => return Err(ApiError::ShardUnavailable),
+        _ => return Err(ApiError::ShardUnavailable),
     };
+    if replayed {
+        response.headers().set("idempotent-replayed", "true")?;
+    }
     response.headers().set("cache-control", "no-store")?;
     Ok(response)
+}
+
+/// The request's `Idempotency-Key`, if it sent one.
+///
+/// # Errors
+/// [`CoreError::InvalidIdempotencyKey`] for a malformed key.
+pub(crate) fn idempotency_key(req: &Request) -> Result<Option<IdempotencyKey>, ApiError> {
+    Ok(req.headers().get("idempotency-key")?.map(|k| IdempotencyKey::new(&k)).transpose()?)
 }
 
 /// Reads `{"value": N}`, refusing other media types and oversized bodies before parsing.

@@ -10,8 +10,8 @@ const JSON: &str = "application/json; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Headers a browser script may read from a cross-origin response.
-const EXPOSED_HEADERS: &str = "X-Edgecount-Shard, ETag, X-Cache, Retry-After, RateLimit-Limit, \
-                               RateLimit-Remaining, RateLimit-Reset";
+const EXPOSED_HEADERS: &str = "X-Edgecount-Shard, ETag, X-Cache, Age, Idempotent-Replayed, Retry-After, \
+                               RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset";
 /// Request headers a browser may send cross-origin.
 const ALLOWED_HEADERS: &str = "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match";
 

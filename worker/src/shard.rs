@@ -8,8 +8,9 @@
 
 use std::cell::{Cell, RefCell};
 
+use edgecount_core::idempotency::IDEMPOTENCY_WINDOW_MS;
 use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
-use edgecount_core::{ShardEngine, ShardOp};
+use edgecount_core::{ShardCall, ShardEngine, ShardOp};
 use worker::{
     console_error, durable_object, Date, DurableObject, Env, Method, Request, Response, Result, State,
 };
@@ -35,17 +36,21 @@ fn now_ms() -> u64 {
     Date::now().as_millis()
 }
 
-/// When the earliest TTL among `ops` ends, if any op carries one.
-fn earliest_expiry(ops: &[ShardOp], now: u64) -> Option<u64> {
-    ops.iter()
-        .filter_map(|op| match op {
-            ShardOp::Incr { ttl, .. }
-            | ShardOp::Decr { ttl, .. }
-            | ShardOp::Set { ttl, .. }
-            | ShardOp::CachePut { ttl, .. } => *ttl,
-            _ => None,
+/// When the earliest thing written by `calls` lapses: a TTL, or an idempotency record's window.
+fn earliest_expiry(calls: &[ShardCall], now: u64) -> Option<u64> {
+    calls
+        .iter()
+        .filter_map(|call| {
+            let ttl = match &call.op {
+                ShardOp::Incr { ttl, .. }
+                | ShardOp::Decr { ttl, .. }
+                | ShardOp::Set { ttl, .. }
+                | ShardOp::CachePut { ttl, .. } => ttl.map(|s| now + u64::from(s) * 1000),
+                _ => None,
+            };
+            let record = call.idempotency_key.as_ref().map(|_| now + IDEMPOTENCY_WINDOW_MS);
+            [ttl, record].into_iter().flatten().min()
         })
-        .map(|ttl| now + u64::from(ttl) * 1000)
         .min()
 }
 
@@ -59,7 +64,7 @@ impl Shard {
         let now = now_ms();
         let results = {
             let mut engine = self.engine.borrow_mut();
-            request.ops.iter().map(|op| engine.execute(&self.store, op, now)).collect()
+            request.ops.iter().map(|call| engine.execute_call(&self.store, call, now)).collect()
         };
         if let Some(expiry) = earliest_expiry(&request.ops, now) {
             self.schedule_reclaim(expiry, now).await?;
@@ -142,13 +147,16 @@ impl DurableObject for Shard {
         let now = now_ms();
         let counters = self.store.reclaim_expired_counters(now)?;
         let next_counter = self.store.next_counter_expiry()?;
+        // Lapsed idempotency records are reclaimed too, but are not keys: not counted.
+        self.store.reclaim_expired_records(now)?;
+        let next_record = self.store.next_record_expiry()?;
         let (entries, next_entry) = {
             let mut engine = self.engine.borrow_mut();
             engine.counters.forget_expired(now);
             (engine.cache.reclaim_expired(&self.store, now), engine.cache.next_expiry())
         };
         self.reclaimed.set(self.reclaimed.get() + counters + entries);
-        let next = [next_counter, next_entry].into_iter().flatten().min();
+        let next = [next_counter, next_entry, next_record].into_iter().flatten().min();
         self.alarm_at.set(Some(None));
         if let Some(at) = next {
             self.schedule_reclaim(at, now).await?;

@@ -1,8 +1,9 @@
 //! How the worker calls shards: one `fetch` to the shard's Durable Object per call, carrying a
 //! list of ops, so a batch costs one hop per shard rather than one per op.
 
-use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
-use edgecount_core::{OpResult, ShardId, ShardOp};
+use edgecount_core::protocol::{ShardResponse, ShardStats};
+use edgecount_core::{OpResult, ShardCall, ShardId};
+use serde::Serialize;
 use worker::{Env, Headers, Method, Request, RequestInit, Stub};
 
 use crate::api_error::ApiError;
@@ -15,13 +16,20 @@ fn stub(env: &Env, shard: ShardId) -> Result<Stub, ApiError> {
     Ok(namespace.id_from_name(&shard.object_name())?.get_stub()?)
 }
 
+/// `edgecount_core::protocol::ShardRequest` borrowing its ops, so callers keep theirs without a copy.
+#[derive(Serialize)]
+struct ShardRequestRef<'a> {
+    ops: &'a [ShardCall],
+}
+
 /// Runs `ops` on `shard` in order and returns one result per op.
 ///
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached or answers out of protocol.
-pub async fn execute(env: &Env, shard: ShardId, ops: Vec<ShardOp>) -> Result<Vec<OpResult>, ApiError> {
+pub async fn execute(env: &Env, shard: ShardId, ops: &[ShardCall]) -> Result<Vec<OpResult>, ApiError> {
     let expected = ops.len();
-    let body = serde_json::to_string(&ShardRequest { ops }).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let body =
+        serde_json::to_string(&ShardRequestRef { ops }).map_err(|e| ApiError::Internal(e.to_string()))?;
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     let mut init = RequestInit::new();
@@ -44,8 +52,8 @@ pub async fn execute(env: &Env, shard: ShardId, ops: Vec<ShardOp>) -> Result<Vec
 ///
 /// # Errors
 /// As [`execute`].
-pub async fn execute_one(env: &Env, shard: ShardId, op: ShardOp) -> Result<OpResult, ApiError> {
-    let mut results = execute(env, shard, vec![op]).await?;
+pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
+    let mut results = execute(env, shard, std::slice::from_ref(&call)).await?;
     results.pop().ok_or(ApiError::ShardUnavailable)
 }
 

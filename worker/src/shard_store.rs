@@ -5,11 +5,14 @@
 //! column has integer affinity). Cache values are BLOBs.
 
 use edgecount_core::cache_table::EntryMeta;
+use edgecount_core::idempotency::{
+    IdempotencyKey, IdempotencyRecord, IdempotencyStore, IDEMPOTENCY_WINDOW_MS,
+};
 use edgecount_core::{CacheStore, CacheTable, Counter, CounterStore, Key, Namespace};
 use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
-const SCHEMA: [&str; 2] = [
+const SCHEMA: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -27,6 +30,12 @@ const SCHEMA: [&str; 2] = [
         expires_at_ms INTEGER,
         written_at_ms INTEGER NOT NULL,
         PRIMARY KEY (ns, key)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS idempotency (
+        idempotency_key TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        result TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
     ) WITHOUT ROWID",
 ];
 
@@ -147,6 +156,27 @@ impl SqlShardStore {
         Ok(cursor.rows_written() as u64)
     }
 
+    /// Deletes idempotency records past their window; returns how many.
+    ///
+    /// # Errors
+    /// When SQLite fails.
+    pub fn reclaim_expired_records(&self, now_ms: u64) -> Result<u64> {
+        let cutoff = now_ms.saturating_sub(IDEMPOTENCY_WINDOW_MS);
+        let cursor =
+            self.sql.exec("DELETE FROM idempotency WHERE created_at_ms <= ?", vec![integer(Some(cutoff))])?;
+        let _ = cursor.raw().count();
+        Ok(cursor.rows_written() as u64)
+    }
+
+    /// When the oldest idempotency record lapses, if any is stored.
+    ///
+    /// # Errors
+    /// When SQLite fails.
+    pub fn next_record_expiry(&self) -> Result<Option<u64>> {
+        let oldest = self.count("SELECT MIN(created_at_ms) AS n FROM idempotency", vec![])?;
+        Ok((oldest > 0).then_some(oldest + IDEMPOTENCY_WINDOW_MS))
+    }
+
     /// When the next counter expires, if any has a TTL.
     ///
     /// # Errors
@@ -205,6 +235,51 @@ impl CounterStore for SqlShardStore {
             .exec(
                 "DELETE FROM counters WHERE ns = ? AND key = ?",
                 vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+}
+
+impl IdempotencyStore for SqlShardStore {
+    fn load_record(&self, key: &IdempotencyKey) -> std::result::Result<Option<IdempotencyRecord>, String> {
+        #[derive(Deserialize)]
+        struct Row {
+            fingerprint: String,
+            result: String,
+            created_at_ms: u64,
+        }
+        let rows: Vec<Row> = self
+            .sql
+            .exec(
+                "SELECT fingerprint, result, created_at_ms FROM idempotency WHERE idempotency_key = ?",
+                vec![text(key.as_str())],
+            )
+            .and_then(|cursor| cursor.to_array())
+            .map_err(|e| describe(&e))?;
+        Ok(rows.into_iter().next().map(|row| IdempotencyRecord {
+            fingerprint: row.fingerprint,
+            result: row.result,
+            created_at_ms: row.created_at_ms,
+        }))
+    }
+
+    fn save_record(
+        &self,
+        key: &IdempotencyKey,
+        record: &IdempotencyRecord,
+    ) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "INSERT INTO idempotency (idempotency_key, fingerprint, result, created_at_ms) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint, \
+                 result = excluded.result, created_at_ms = excluded.created_at_ms",
+                vec![
+                    text(key.as_str()),
+                    text(&record.fingerprint),
+                    text(&record.result),
+                    integer(Some(record.created_at_ms)),
+                ],
             )
             .map(drop)
             .map_err(|e| describe(&e))
