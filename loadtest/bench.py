@@ -137,6 +137,10 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
     if before and after:
         delta = lambda part, name: after[part][name] - before[part][name]  # noqa: E731
         hits, misses = delta("edge", "hits"), delta("edge", "misses")
+        if min(hits, misses, delta("totals", "calls")) < 0:
+            # A counter went backwards: the isolate or a shard restarted mid-run (wrangler dev
+            # reloads), so the before/after difference means nothing.
+            return row
         row["edge_hit_ratio"] = round(hits / (hits + misses), 4) if hits + misses else 0.0
         row["shard_calls_per_request"] = round(delta("totals", "calls") / requests, 4) if requests else None
         row["coalesced_ops"] = delta("edge", "coalesced_ops")

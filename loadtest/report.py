@@ -43,7 +43,7 @@ def tables(rows: list[dict]) -> list[str]:
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
         for r in group:
             notes = [r.get("note", "")]
-            if "edge_hit_ratio" in r:
+            if "edge_hit_ratio" in r and (r.get("shard_calls_per_request") or 0) >= 0:
                 notes.append(f"edge hits {r['edge_hit_ratio']:.0%}, shard calls/request "
                              f"{cell(r.get('shard_calls_per_request'), 3)}, coalesced ops {r.get('coalesced_ops')}")
             lines.append(
