@@ -107,6 +107,12 @@ impl ApiError {
         }
     }
 
+    /// Seconds a client should wait before retrying, for errors that pass (503).
+    #[must_use]
+    pub fn retry_after_seconds(&self) -> Option<u32> {
+        (self.status() == 503).then_some(1)
+    }
+
     /// The JSON body.
     #[must_use]
     pub fn body(&self) -> serde_json::Value {
@@ -128,6 +134,12 @@ mod tests {
         assert_eq!(ApiError::Core(CoreError::NotFound).status(), 404);
         assert_eq!(ApiError::Core(CoreError::TooManyOps { max: 1 }).status(), 413);
         assert_eq!(ApiError::Core(CoreError::EntryTooLarge { limit_bytes: 1 }).status(), 413);
+    }
+
+    #[test]
+    fn only_transient_errors_ask_for_a_retry() {
+        assert_eq!(ApiError::ShardUnavailable.retry_after_seconds(), Some(1));
+        assert_eq!(ApiError::Core(CoreError::Overflow).retry_after_seconds(), None);
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub fn error(error: &ApiError) -> Result<Response, ApiError> {
     if let ApiError::MethodNotAllowed { allow } = error {
         response.headers().set("allow", allow)?;
     }
+    if let Some(seconds) = error.retry_after_seconds() {
+        response.headers().set("retry-after", &seconds.to_string())?;
+    }
     if *error == ApiError::Unauthorized {
         response.headers().set("www-authenticate", "Bearer")?;
     }
