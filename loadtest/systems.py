@@ -6,6 +6,7 @@ folder. CPU time is read from /proc for the server's whole process tree.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -24,6 +25,12 @@ NODE_BIN = ROOT / "node_modules" / ".bin"
 SERVER_CORE = "1"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 NS = "bench"
+
+
+def nginx_command(prefix: Path, config: Path) -> list[str]:
+    """nginx with its workers running as the invoking user: run as root, nginx would switch them to
+    www-data, which cannot write request bodies or cache files under a private run folder."""
+    return ["nginx", "-p", str(prefix), "-c", str(config), "-g", f"user {getpass.getuser()};"]
 
 
 def pinned(command: list[str]) -> list[str]:
@@ -175,7 +182,7 @@ class EdgecountBehindCdn(EdgecountWorkerd):
         super().start(run_dir)
         prefix = run_dir / "nginx-cdn"
         (prefix / "tmp").mkdir(parents=True, exist_ok=True)
-        self.spawn(run_dir, "cdn", ["nginx", "-p", str(prefix), "-c", str(LOADTEST / "baselines/nginx/cdn.conf")])
+        self.spawn(run_dir, "cdn", nginx_command(prefix, LOADTEST / "baselines/nginx/cdn.conf"))
         wait_until_up(f"{self.base_url}/v1/health")
 
 
@@ -246,8 +253,7 @@ class NginxStatic(System):
     def start(self, run_dir: Path) -> None:
         prefix = run_dir / "nginx"
         (prefix / "tmp").mkdir(parents=True, exist_ok=True)
-        self.spawn(run_dir, "server", ["nginx", "-p", str(prefix), "-c",
-                                       str(LOADTEST / "baselines/nginx/nginx.conf")])
+        self.spawn(run_dir, "server", nginx_command(prefix, LOADTEST / "baselines/nginx/nginx.conf"))
         wait_until_up(f"{self.base_url}/")
 
 
