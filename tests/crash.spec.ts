@@ -41,6 +41,30 @@ async function startRuntime(): Promise<ChildProcess> {
   throw new Error("workerd did not start");
 }
 
+/** Lets `clients` run, kills the runtime with SIGKILL under them, stops them, starts it again. */
+async function killMidStream(
+  clients: Promise<void>[],
+  stop: () => void,
+): Promise<void> {
+  await new Promise((r) => setTimeout(r, 1_500));
+  runtime!.kill("SIGKILL");
+  await new Promise((r) => setTimeout(r, 200));
+  stop();
+  await Promise.all(clients);
+  runtime = await startRuntime();
+}
+
+/** A counter's value as the shard holds it. */
+async function storedValue(ns: string, key: string): Promise<number> {
+  const response = await fetch(
+    `${BASE}/v1/counters/${ns}/${key}?consistency=strong`,
+    {
+      headers: { accept: "text/plain" },
+    },
+  );
+  return Number(await response.text());
+}
+
 it("keeps every acknowledged increment through a SIGKILL, and invents none", async () => {
   mkdirSync(join(dir, "state"), { recursive: true });
   const ns = freshNamespace("crash");
@@ -68,22 +92,10 @@ it("keeps every acknowledged increment through a SIGKILL, and invents none", asy
     }
   };
   const clients = Array.from({ length: 16 }, (_, w) => client(w));
-  await new Promise((r) => setTimeout(r, 1_500));
-  runtime.kill("SIGKILL");
-  await new Promise((r) => setTimeout(r, 200));
-  running = false;
-  await Promise.all(clients);
-
-  runtime = await startRuntime();
+  await killMidStream(clients, () => (running = false));
   let totalAcknowledged = 0;
   for (const key of keys) {
-    const response = await fetch(
-      `${BASE}/v1/counters/${ns}/${key}?consistency=strong`,
-      {
-        headers: { accept: "text/plain" },
-      },
-    );
-    const value = Number(await response.text());
+    const value = await storedValue(ns, key);
     expect(value, key).toBeGreaterThanOrEqual(acknowledged.get(key)!);
     expect(value, key).toBeLessThanOrEqual(attempted.get(key)!);
     totalAcknowledged += acknowledged.get(key)!;
@@ -125,24 +137,12 @@ it("with idempotency keys and retries, counts every distinct increment exactly o
     }
   };
   const clients = Array.from({ length: 12 }, (_, w) => client(w));
-  await new Promise((r) => setTimeout(r, 1_500));
-  runtime.kill("SIGKILL");
-  await new Promise((r) => setTimeout(r, 200));
-  running = false;
-  await Promise.all(clients);
-
-  runtime = await startRuntime();
+  await killMidStream(clients, () => (running = false));
   for (const { key, id } of pending) {
     expect(await send(key, id), `${key} ${id}`).toBe(true);
   }
   for (const key of keys) {
-    const response = await fetch(
-      `${BASE}/v1/counters/${ns}/${key}?consistency=strong`,
-      {
-        headers: { accept: "text/plain" },
-      },
-    );
-    expect(Number(await response.text()), key).toBe(issued.get(key));
+    expect(await storedValue(ns, key), key).toBe(issued.get(key));
   }
   console.log(
     `${[...issued.values()].reduce((a, b) => a + b)} distinct increments, ${pending.length} retried after the kill`,

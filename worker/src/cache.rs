@@ -37,12 +37,7 @@ pub async fn serve(
     let ns = Namespace::new(raw_ns)?;
     let key = Key::from_segment(raw_key)?;
     let shard = shard_for(&ns, &key, config.shards);
-    let response = match apply(action, &mut req, env, shard, ns, key).await {
-        Ok(response) => response,
-        Err(error) => respond::error(&error)?,
-    };
-    response.headers().set("x-edgecount-shard", &shard.to_string())?;
-    Ok(response)
+    respond::naming_shard(shard, apply(action, &mut req, env, shard, ns, key).await)
 }
 
 async fn apply(

@@ -69,12 +69,7 @@ pub async fn serve(
         CounterAction::Read => read(&req, env, config, &target).await,
         _ => write(action, &mut req, env, config, &target).await,
     };
-    let response = match outcome {
-        Ok(response) => response,
-        Err(error) => respond::error(&error)?,
-    };
-    response.headers().set("x-edgecount-shard", &shard.to_string())?;
-    Ok(response)
+    respond::naming_shard(shard, outcome)
 }
 
 async fn read(req: &Request, env: &Env, config: &Config, target: &Target) -> Result<Response, ApiError> {
