@@ -6,7 +6,8 @@
 #
 # Usage: scripts/bootstrap.sh [dev|test|bench]
 #   dev    what building and serving need (the default)
-#   test   adds k6, the report's Python packages, and Redis + webdis for the benchmark smoke test
+#   test   adds k6, the report's Python packages, Redis + webdis for the benchmark smoke test,
+#          Chromium for the browser tests and schemathesis for the API spec check
 #   bench  adds nginx and the Ehcache-style Java baseline
 set -euo pipefail
 
@@ -16,6 +17,7 @@ cd "$ROOT"
 WORKER_BUILD_VERSION=0.8.7
 K6_VERSION=v1.8.1
 MATPLOTLIB_VERSION=3.10.7
+SCHEMATHESIS_VERSION=4.32.5
 TOOLS="${EDGECOUNT_TOOLS_DIR:-$HOME/.cache/edgecount/tools}"
 WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, "", $0); print; exit}' Cargo.lock)"
 
@@ -93,6 +95,16 @@ bench_python() {
   "$venv/bin/pip" install --quiet --disable-pip-version-check "matplotlib==$MATPLOTLIB_VERSION"
 }
 
+api_check_python() {
+  local venv="$TOOLS/api-venv"
+  if [ "$("$venv/bin/schemathesis" --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -1)" = "$SCHEMATHESIS_VERSION" ]; then
+    return
+  fi
+  say "installing schemathesis $SCHEMATHESIS_VERSION for the API spec check (a Python venv in $venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+}
+
 debian_packages() {
   local missing=()
   for pair in "$@"; do
@@ -132,7 +144,8 @@ node_packages
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
   k6
   bench_python
-  debian_packages redis-server:redis-server redis-cli:redis-tools webdis:webdis
+  api_check_python
+  debian_packages redis-server:redis-server redis-cli:redis-tools webdis:webdis chromium:chromium
 fi
 if [ "$mode" = bench ]; then
   debian_packages nginx:nginx-light
