@@ -9,12 +9,16 @@ export interface ServiceOptions {
   persistDir?: string;
   /** Vars that replace wrangler.toml's. */
   vars?: Record<string, string>;
+  /** Also serve over HTTP on a free loopback port (for a browser); see `Service.url`. */
+  listen?: boolean;
 }
 
 export interface Service {
   fetch(path: string, init?: RequestInit): Promise<Response>;
   /** The exact value of a counter, read as text so values past 2^53 stay exact. */
   value(ns: string, key: string): Promise<bigint>;
+  /** The HTTP address when started with `listen`, e.g. `http://127.0.0.1:41234`. */
+  url?: string;
   stop(): Promise<void>;
 }
 
@@ -44,10 +48,12 @@ export async function startService(
       ],
       resourcePersistencePath: options.persistDir,
       cf: false,
+      ...(options.listen ? { host: "127.0.0.1", port: 0 } : {}),
     } as never),
   );
-  await mf.ready;
+  const ready = await mf.ready;
   const service: Service = {
+    url: options.listen ? ready.origin : undefined,
     async fetch(path, init) {
       const response = await mf.dispatchFetch(
         `http://edgecount.test${path}`,

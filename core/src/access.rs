@@ -81,6 +81,16 @@ impl AccessPolicy {
         self.grants.is_empty()
     }
 
+    /// Whether `token` is one of the configured tokens, whatever its right.
+    #[must_use]
+    pub fn recognizes(&self, token: &str) -> bool {
+        let mut found = false;
+        for grant in &self.grants {
+            found |= bool::from(grant.token.as_slice().ct_eq(token.as_bytes()));
+        }
+        found
+    }
+
     /// Whether `token` may exercise `need` on `ns` (`None` for routes without a namespace).
     ///
     /// # Errors

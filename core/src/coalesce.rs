@@ -21,6 +21,8 @@ pub struct CoalesceStats {
     pub calls: u64,
     /// Ops that rode along in a call led by another op.
     pub coalesced: u64,
+    /// Ops refused because their shard's queue was full.
+    pub refused: u64,
 }
 
 impl CoalesceStats {
@@ -63,6 +65,9 @@ pub enum Arrival<W> {
     Lead(W),
     /// A call is in flight: the waiter was queued; wait for a result or for leadership.
     Queued,
+    /// A call is in flight and the queue is full: the shard is overloaded (the waiter comes
+    /// back unqueued and its op must not be sent).
+    Full(W),
 }
 
 impl<W> Coalescer<W> {
@@ -76,10 +81,16 @@ impl<W> Coalescer<W> {
         self.stats
     }
 
-    /// An op for `shard` arrives; `waiter` is queued unless the op may lead at once.
-    pub fn arrive(&mut self, shard: ShardId, waiter: W) -> Arrival<W> {
-        self.stats.ops += 1;
+    /// An op for `shard` arrives; `waiter` is queued unless the op may lead at once, or the
+    /// queue already holds `max_waiting` ops: one call then carries at most `max_waiting + 1`
+    /// ops, and a shard that cannot keep up sheds load instead of queueing without bound.
+    pub fn arrive(&mut self, shard: ShardId, waiter: W, max_waiting: usize) -> Arrival<W> {
         let queue = self.queues.entry(shard).or_default();
+        if queue.in_flight && queue.waiting.len() >= max_waiting {
+            self.stats.refused += 1;
+            return Arrival::Full(waiter);
+        }
+        self.stats.ops += 1;
         if queue.in_flight {
             queue.waiting.push_back(waiter);
             Arrival::Queued
@@ -126,37 +137,52 @@ mod tests {
     #[test]
     fn an_idle_shard_lets_the_first_op_lead() {
         let mut c: Coalescer<u32> = Coalescer::new();
-        assert_eq!(c.arrive(ShardId(0), 1), Arrival::Lead(1));
-        assert_eq!(c.arrive(ShardId(1), 2), Arrival::Lead(2));
-        assert_eq!(c.arrive(ShardId(0), 3), Arrival::Queued);
+        assert_eq!(c.arrive(ShardId(0), 1, 10), Arrival::Lead(1));
+        assert_eq!(c.arrive(ShardId(1), 2, 10), Arrival::Lead(2));
+        assert_eq!(c.arrive(ShardId(0), 3, 10), Arrival::Queued);
     }
 
     #[test]
     fn waiters_arriving_during_a_call_go_together_in_order() {
         let mut c: Coalescer<u32> = Coalescer::new();
         let s = ShardId(3);
-        assert_eq!(c.arrive(s, 0), Arrival::Lead(0));
+        assert_eq!(c.arrive(s, 0, 10), Arrival::Lead(0));
         assert!(c.take_followers(s, false).is_empty());
         for i in 1..=4 {
-            assert_eq!(c.arrive(s, i), Arrival::Queued);
+            assert_eq!(c.arrive(s, i, 10), Arrival::Queued);
         }
         // The call is over: waiter 1 is to lead and takes everyone, itself first.
         assert_eq!(c.peek_next(s), Some(&1));
         assert_eq!(c.take_followers(s, true), vec![1, 2, 3, 4]);
         assert_eq!(c.peek_next(s), None);
         c.go_idle(s);
-        assert_eq!(c.arrive(s, 5), Arrival::Lead(5));
-        assert_eq!(c.stats(), CoalesceStats { ops: 6, calls: 2, coalesced: 3 });
+        assert_eq!(c.arrive(s, 5, 10), Arrival::Lead(5));
+        assert_eq!(c.stats(), CoalesceStats { ops: 6, calls: 2, coalesced: 3, refused: 0 });
         assert_eq!(c.stats().calls_saved(), 4);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_without_queueing() {
+        let mut c: Coalescer<u32> = Coalescer::new();
+        let s = ShardId(1);
+        assert_eq!(c.arrive(s, 0, 2), Arrival::Lead(0));
+        assert_eq!(c.arrive(s, 1, 2), Arrival::Queued);
+        assert_eq!(c.arrive(s, 2, 2), Arrival::Queued);
+        assert_eq!(c.arrive(s, 3, 2), Arrival::Full(3));
+        // Other shards are not affected.
+        assert_eq!(c.arrive(ShardId(2), 4, 2), Arrival::Lead(4));
+        assert_eq!(c.take_followers(s, true), vec![1, 2]);
+        assert_eq!(c.stats().refused, 1);
+        assert_eq!(c.stats().ops, 4);
     }
 
     #[test]
     fn a_gone_waiter_is_skipped() {
         let mut c: Coalescer<u32> = Coalescer::new();
         let s = ShardId(0);
-        assert_eq!(c.arrive(s, 0), Arrival::Lead(0));
-        assert_eq!(c.arrive(s, 1), Arrival::Queued);
-        assert_eq!(c.arrive(s, 2), Arrival::Queued);
+        assert_eq!(c.arrive(s, 0, 10), Arrival::Lead(0));
+        assert_eq!(c.arrive(s, 1, 10), Arrival::Queued);
+        assert_eq!(c.arrive(s, 2, 10), Arrival::Queued);
         c.drop_next(s);
         assert_eq!(c.peek_next(s), Some(&2));
     }

@@ -21,6 +21,7 @@
 //! - [`batch`]: the `POST /v1/batch` codec: ops in, per-op results out.
 //! - [`query`]: the query parameters of the counter routes.
 //! - [`negotiate`]: whether a client asked for `text/plain` instead of JSON.
+//! - [`rate_limit`]: a token bucket per client ([`rate_limit::ClientLimiter`]).
 //!
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
@@ -42,6 +43,7 @@ pub mod number;
 pub mod partition;
 pub mod protocol;
 pub mod query;
+pub mod rate_limit;
 #[cfg(test)]
 mod test_store;
 

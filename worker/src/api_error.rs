@@ -1,5 +1,6 @@
 //! Every error a client can see, and the one place that maps each to an HTTP status.
 
+use edgecount_core::rate_limit::Decision;
 use edgecount_core::CoreError;
 use serde_json::json;
 
@@ -22,6 +23,10 @@ pub enum ApiError {
         limit_bytes: usize,
     },
     ShardUnavailable,
+    /// The shard has more work queued than it may take; shed rather than queue without bound.
+    ShardOverloaded,
+    /// The client's token bucket is empty; the decision carries the `RateLimit-*` figures.
+    RateLimited(Decision),
     Misconfigured {
         var: &'static str,
     },
@@ -55,7 +60,10 @@ impl ApiError {
     #[must_use]
     pub fn status(&self) -> u16 {
         match self {
-            Self::Core(CoreError::StorageUnavailable { .. }) | Self::ShardUnavailable => 503,
+            Self::Core(CoreError::StorageUnavailable { .. })
+            | Self::ShardUnavailable
+            | Self::ShardOverloaded => 503,
+            Self::RateLimited(_) => 429,
             Self::Core(CoreError::NotFound) | Self::RouteNotFound => 404,
             Self::Core(CoreError::EntryTooLarge { .. } | CoreError::TooManyOps { .. }) => 413,
             Self::Core(e) if e.is_semantic() => 422,
@@ -80,6 +88,8 @@ impl ApiError {
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::ShardUnavailable => "shard_unavailable",
+            Self::ShardOverloaded => "shard_overloaded",
+            Self::RateLimited(_) => "rate_limited",
             Self::Misconfigured { .. } => "misconfigured",
             Self::Internal(_) => "internal",
         }
@@ -100,6 +110,13 @@ impl ApiError {
                 format!("The request body is larger than the limit of {limit_bytes} bytes.")
             }
             Self::ShardUnavailable => "The shard that owns this key is unavailable; retry shortly.".into(),
+            Self::ShardOverloaded => {
+                "The shard that owns this key is overloaded; nothing was applied, retry shortly.".into()
+            }
+            Self::RateLimited(decision) => format!(
+                "Too many requests from this client; nothing was applied, retry in {} s.",
+                decision.retry_after_s
+            ),
             Self::Misconfigured { var } => {
                 format!("The service is misconfigured: {var} is invalid.")
             }
@@ -107,10 +124,13 @@ impl ApiError {
         }
     }
 
-    /// Seconds a client should wait before retrying, for errors that pass (503).
+    /// Seconds a client should wait before retrying, for errors that pass (429, 503).
     #[must_use]
-    pub fn retry_after_seconds(&self) -> Option<u32> {
-        (self.status() == 503).then_some(1)
+    pub fn retry_after_seconds(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited(decision) => Some(decision.retry_after_s),
+            _ => (self.status() == 503).then_some(1),
+        }
     }
 
     /// The JSON body.
@@ -139,6 +159,10 @@ mod tests {
     #[test]
     fn only_transient_errors_ask_for_a_retry() {
         assert_eq!(ApiError::ShardUnavailable.retry_after_seconds(), Some(1));
+        assert_eq!(ApiError::ShardOverloaded.retry_after_seconds(), Some(1));
+        let decision = Decision { allowed: false, limit: 5, remaining: 0, reset_s: 3, retry_after_s: 2 };
+        assert_eq!(ApiError::RateLimited(decision).status(), 429);
+        assert_eq!(ApiError::RateLimited(decision).retry_after_seconds(), Some(2));
         assert_eq!(ApiError::Core(CoreError::Overflow).retry_after_seconds(), None);
     }
 

@@ -17,6 +17,7 @@ use worker::{Env, Request, Response};
 use crate::api_error::ApiError;
 use crate::config::Config;
 use crate::counters::now_ms;
+use crate::rate_limits::Meter;
 use crate::{edge, respond, shard_client};
 
 /// Serves `POST /v1/batch`.
@@ -28,9 +29,12 @@ pub async fn serve(
     env: &Env,
     config: &Config,
     token: Option<&str>,
+    meter: &mut Meter,
 ) -> Result<Response, ApiError> {
     let text = read_body(&mut req).await?;
     let parsed = parse_batch(&text)?;
+    // The request paid for one op on arrival; the rest are charged before any is sent.
+    meter.charge(config, parsed.len().saturating_sub(1))?;
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
     let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
     for (index, call) in parsed.into_iter().enumerate() {

@@ -17,6 +17,7 @@ use edgecount_core::{OpResult, ShardCall, ShardId};
 use worker::{Delay, Env};
 
 use crate::api_error::ApiError;
+use crate::config::Config;
 use crate::shard_client;
 
 /// How often a waiting op checks its slot.
@@ -65,12 +66,19 @@ pub fn stats() -> CoalesceStats {
 /// Runs `op` on `shard`, in the next call to that shard if one is in flight.
 ///
 /// # Errors
-/// [`ApiError::ShardUnavailable`] when the call carrying the op fails or its turn never comes.
-pub async fn submit(env: &Env, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
+/// [`ApiError::ShardUnavailable`] when the call carrying the op fails or its turn never comes;
+/// [`ApiError::ShardOverloaded`] when `config.shard_queue_limit` ops already wait for the shard.
+pub async fn submit(
+    env: &Env,
+    config: &Config,
+    shard: ShardId,
+    call: ShardCall,
+) -> Result<OpResult, ApiError> {
     let slot: Rc<Slot> = Rc::new(RefCell::new(None));
     let waiter = Waiter { call, slot: Rc::downgrade(&slot) };
-    let call = match COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter)) {
+    let call = match COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter, config.shard_queue_limit)) {
         Arrival::Lead(waiter) => waiter.call,
+        Arrival::Full(_) => return Err(ApiError::ShardOverloaded),
         Arrival::Queued => match wait(&slot).await {
             Some(Signal::Done(result)) => return result,
             // The op is still in the queue's hands: the new leader takes it back from there.

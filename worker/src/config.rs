@@ -1,6 +1,9 @@
 //! Configuration: the `EDGECOUNT_*` vars of `wrangler.toml`, read into one typed value.
 
+use std::num::NonZeroU32;
+
 use edgecount_core::partition::MAX_SHARDS;
+use edgecount_core::rate_limit::RateLimit;
 use edgecount_core::AccessPolicy;
 use worker::Env;
 
@@ -16,6 +19,10 @@ pub const DEFAULT_SHARD_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_HOT_THRESHOLD_PER_S: f64 = 50.0;
 /// Max age of hot reads in seconds, when `EDGECOUNT_HOT_MAX_AGE` is not set.
 pub const DEFAULT_HOT_MAX_AGE_S: u64 = 1;
+
+/// Ops for one shard that may wait in an isolate's queue while a call is in flight, when
+/// `EDGECOUNT_SHARD_QUEUE_LIMIT` is not set: as many as one batch may carry.
+pub const DEFAULT_SHARD_QUEUE_LIMIT: usize = 1000;
 
 /// Which origins may call the API from a browser.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +44,10 @@ pub struct Config {
     pub hot_max_age_ms: u64,
     /// Who may do what.
     pub access: AccessPolicy,
+    /// Requests per second (and burst) per client; `None` when unlimited.
+    pub rate_limit: Option<RateLimit>,
+    /// Most ops waiting for one shard in an isolate before it answers 503 `shard_overloaded`.
+    pub shard_queue_limit: usize,
 }
 
 impl Config {
@@ -67,8 +78,19 @@ impl Config {
             private_reads,
         )
         .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_*_TOKENS" })?;
+        let per_second = parse_number(var("EDGECOUNT_RATE_LIMIT"), 0_u32, 0..=1_000_000)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_LIMIT" })?;
+        let burst = parse_number(var("EDGECOUNT_RATE_BURST"), per_second.saturating_mul(2), 1..=10_000_000)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_BURST" })?;
+        let rate_limit = NonZeroU32::new(per_second)
+            .map(|per_second| RateLimit { per_second, burst: NonZeroU32::new(burst).unwrap_or(per_second) });
+        let shard_queue_limit =
+            parse_number(var("EDGECOUNT_SHARD_QUEUE_LIMIT"), DEFAULT_SHARD_QUEUE_LIMIT, 1..=1_000_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_QUEUE_LIMIT" })?;
         Ok(Self {
             access,
+            rate_limit,
+            shard_queue_limit,
             shards,
             cors_origins: parse_origins(var("EDGECOUNT_CORS_ORIGINS").as_deref()),
             shard_cache_bytes,

@@ -86,7 +86,7 @@ async fn read(req: &Request, env: &Env, config: &Config, target: &Target) -> Res
         edge::count_miss(config);
     }
     let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
-    match coalescing::submit(env, target.shard, op.into()).await? {
+    match coalescing::submit(env, config, target.shard, op.into()).await? {
         OpResult::Value { value, exists, version } => {
             let fresh = CachedRead { value, exists, version, read_at_ms: now };
             if hot {
@@ -158,7 +158,7 @@ async fn write(
     let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
     let now = now_ms();
     edge::record(config, &target.ns, &target.key, now);
-    let (result, replayed) = match coalescing::submit(env, target.shard, call).await {
+    let (result, replayed) = match coalescing::submit(env, config, target.shard, call).await {
         Ok(result) => result.unwrap_replay(),
         Err(error) => {
             // The write may or may not have happened: never serve a cached value for it.

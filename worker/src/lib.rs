@@ -12,6 +12,7 @@
 //! - [`shard_client`]: how the worker calls shards.
 //! - [`coalescing`]: concurrent single-key ops to one shard merged into one call.
 //! - [`edge`]: this isolate's hot-key sketch and cache of hot reads.
+//! - [`rate_limits`]: the token bucket each request is charged to.
 //! - [`api_error`]: every error a client can see, mapped to its HTTP status in one place.
 //! - [`respond`]: JSON and text responses, and the CORS headers every response carries.
 
@@ -25,6 +26,7 @@ pub mod config;
 pub mod counters;
 pub mod edge;
 pub mod operations;
+pub mod rate_limits;
 pub mod respond;
 pub mod routes;
 pub mod shard;

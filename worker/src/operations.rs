@@ -84,6 +84,7 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "shard_calls": coalescing.calls,
         "coalesced_ops": coalescing.coalesced,
         "shard_calls_saved": coalescing.calls_saved(),
+        "ops_shed_overloaded": coalescing.refused,
         "hot_threshold_per_s": config.hot_threshold_per_s,
         "hot_max_age_s": config.hot_max_age_ms / 1000,
     })
@@ -121,6 +122,11 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
             coalescing.coalesced,
         ),
         ("edgecount_shard_calls_total", "Shard calls made for single-key ops.", coalescing.calls),
+        (
+            "edgecount_overloaded_ops_total",
+            "Single-key ops refused with 503 because their shard's queue was full.",
+            coalescing.refused,
+        ),
     ];
     for (name, help, value) in isolate {
         let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");

@@ -51,6 +51,9 @@ pub fn error(error: &ApiError) -> Result<Response, ApiError> {
     if let Some(seconds) = error.retry_after_seconds() {
         response.headers().set("retry-after", &seconds.to_string())?;
     }
+    if let ApiError::RateLimited(decision) = error {
+        crate::rate_limits::add_headers(&response, decision)?;
+    }
     if *error == ApiError::Unauthorized {
         response.headers().set("www-authenticate", "Bearer")?;
     }

@@ -10,6 +10,7 @@ use edgecount_core::Namespace;
 use crate::cache::CacheAction;
 use crate::config::Config;
 use crate::counters::{self, CounterAction};
+use crate::rate_limits::Meter;
 use crate::{batch, cache, operations, respond};
 
 /// The routes of API v1.
@@ -116,14 +117,40 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
         (Route::CounterDecr, Method::Post) => Action::Counter(CounterAction::Decr),
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
+    if action == Action::Health {
+        // Health is free: monitors poll it, and it does no work.
+        return operations::health(config);
+    }
     let token = bearer_token(&req)?;
     authorize(config, action, &matched, token.as_deref())?;
+    let mut meter = Meter::for_request(&req, config, token.as_deref())?;
+    let outcome = match meter.charge(config, 1) {
+        Ok(()) => serve(action, req, env, config, &matched, token.as_deref(), &mut meter).await,
+        Err(error) => Err(error),
+    };
+    let response = match outcome {
+        Ok(response) => response,
+        Err(error) => error_response(&error).map_err(ApiError::from)?,
+    };
+    meter.add_headers(&response)?;
+    Ok(response)
+}
+
+async fn serve(
+    action: Action,
+    req: Request,
+    env: &Env,
+    config: &Config,
+    matched: &Matched,
+    token: Option<&str>,
+    meter: &mut Meter,
+) -> Result<Response, ApiError> {
     let (ns, key) = (matched.ns.as_str(), matched.key.as_str());
     match action {
         Action::Health => operations::health(config),
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
-        Action::Batch => batch::serve(req, env, config, token.as_deref()).await,
+        Action::Batch => batch::serve(req, env, config, token, meter).await,
         Action::Cache(action) => cache::serve(action, req, env, config, ns, key).await,
         Action::Counter(action) => counters::serve(action, req, env, config, ns, key).await,
     }

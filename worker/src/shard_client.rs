@@ -35,8 +35,7 @@ pub async fn execute(env: &Env, shard: ShardId, ops: &[ShardCall]) -> Result<Vec
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
     let request = Request::new_with_init("https://shard/ops", &init)?;
-    let mut response =
-        stub(env, shard)?.fetch_with_request(request).await.map_err(|_| ApiError::ShardUnavailable)?;
+    let mut response = stub(env, shard)?.fetch_with_request(request).await.map_err(|e| unreachable(&e))?;
     if response.status_code() != 200 {
         return Err(ApiError::ShardUnavailable);
     }
@@ -46,6 +45,20 @@ pub async fn execute(env: &Env, shard: ShardId, ops: &[ShardCall]) -> Result<Vec
         return Err(ApiError::ShardUnavailable);
     }
     Ok(answer.results)
+}
+
+/// Why a call to a shard failed: the runtime says "overloaded" when a Durable Object's queue of
+/// incoming requests is too long, and a client should then back off rather than retry at once.
+fn unreachable(error: &worker::Error) -> ApiError {
+    classify_failure(&error.to_string())
+}
+
+fn classify_failure(message: &str) -> ApiError {
+    if message.to_ascii_lowercase().contains("overloaded") {
+        ApiError::ShardOverloaded
+    } else {
+        ApiError::ShardUnavailable
+    }
 }
 
 /// Runs a single op on `shard`.
@@ -68,4 +81,18 @@ pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
         .map_err(|_| ApiError::ShardUnavailable)?;
     let text = response.text().await.map_err(|_| ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overload_is_told_apart_from_other_failures() {
+        assert_eq!(
+            classify_failure("Error: Durable Object is overloaded. Too many requests queued."),
+            ApiError::ShardOverloaded
+        );
+        assert_eq!(classify_failure("Network connection lost."), ApiError::ShardUnavailable);
+    }
 }

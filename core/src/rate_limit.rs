@@ -1,0 +1,267 @@
+//! Rate limits: a token bucket per client (a bearer token, or else the client's address), as
+//! `governor`'s GCRA, which lets through exactly what a token bucket of the same rate and burst
+//! would.
+//!
+//! Time comes in as milliseconds from the caller (a shared clock that every bucket reads), so
+//! the limiter runs the same natively and in Wasm. Memory is bounded: a client idle long enough
+//! for its bucket to refill is indistinguishable from a new one and is forgotten first.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::rc::Rc;
+use std::time::Duration;
+
+use governor::clock::Clock;
+use governor::middleware::StateInformationMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter as Gcra};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// How many clients' buckets an isolate keeps at most.
+pub const MAX_TRACKED_CLIENTS: usize = 20_000;
+
+/// The configured limit: `per_second` requests refill each second, up to `burst` saved up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_second: NonZeroU32,
+    pub burst: NonZeroU32,
+}
+
+impl RateLimit {
+    fn quota(self) -> Quota {
+        Quota::per_second(self.per_second).allow_burst(self.burst)
+    }
+
+    /// Time for an empty bucket to fill up again.
+    fn refill_ms(self) -> u64 {
+        (u64::from(self.burst.get()) * 1000).div_ceil(u64::from(self.per_second.get()))
+    }
+}
+
+/// Who a request is counted against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientId(u64);
+
+impl ClientId {
+    /// The client behind a bearer token (the token is hashed, never kept).
+    #[must_use]
+    pub fn token(token: &str) -> Self {
+        Self(xxh3_64(format!("token\0{token}").as_bytes()))
+    }
+
+    /// A client known only by its address (or by nothing, when `address` is empty).
+    #[must_use]
+    pub fn address(address: &str) -> Self {
+        Self(xxh3_64(format!("addr\0{address}").as_bytes()))
+    }
+}
+
+/// What the limiter decided, with the figures for the `RateLimit-*` headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    /// `RateLimit-Limit`: the burst size.
+    pub limit: u32,
+    /// `RateLimit-Remaining`: requests that would pass right now.
+    pub remaining: u32,
+    /// `RateLimit-Reset`: seconds until the bucket is full again.
+    pub reset_s: u64,
+    /// `Retry-After` when refused: seconds until the request's cost fits (at least 1).
+    pub retry_after_s: u64,
+}
+
+/// A clock every bucket shares, set to the request's time before each check.
+#[derive(Debug, Clone, Default)]
+struct SharedClock(Rc<Cell<Duration>>);
+
+impl Clock for SharedClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        self.0.get()
+    }
+}
+
+type Bucket = Gcra<NotKeyed, InMemoryState, SharedClock, StateInformationMiddleware>;
+
+struct Tracked {
+    bucket: Bucket,
+    last_seen_ms: u64,
+}
+
+/// The buckets of one isolate's clients.
+pub struct ClientLimiter {
+    limit: RateLimit,
+    clock: SharedClock,
+    clients: HashMap<ClientId, Tracked>,
+    max_clients: usize,
+}
+
+impl ClientLimiter {
+    #[must_use]
+    pub fn new(limit: RateLimit) -> Self {
+        Self::with_capacity(limit, MAX_TRACKED_CLIENTS)
+    }
+
+    /// A limiter that tracks at most `max_clients` clients.
+    #[must_use]
+    pub fn with_capacity(limit: RateLimit, max_clients: usize) -> Self {
+        Self {
+            limit,
+            clock: SharedClock::default(),
+            clients: HashMap::new(),
+            max_clients: max_clients.max(1),
+        }
+    }
+
+    #[must_use]
+    pub fn limit(&self) -> RateLimit {
+        self.limit
+    }
+
+    /// Charges `client` `cost` requests at `now_ms`. A cost above the burst is charged as the
+    /// whole burst, so a large batch empties the bucket rather than never passing.
+    pub fn check(&mut self, client: ClientId, cost: u32, now_ms: u64) -> Decision {
+        let now = Duration::from_millis(now_ms);
+        // The clock never runs backwards for the buckets, even if the caller's clock does.
+        if now > self.clock.0.get() {
+            self.clock.0.set(now);
+        }
+        if !self.clients.contains_key(&client) && self.clients.len() >= self.max_clients {
+            self.forget_idle(now_ms);
+        }
+        let (quota, clock) = (self.limit.quota(), self.clock.clone());
+        let tracked = self.clients.entry(client).or_insert_with(|| Tracked {
+            bucket: Gcra::direct_with_clock(quota, clock).with_middleware(),
+            last_seen_ms: now_ms,
+        });
+        tracked.last_seen_ms = now_ms;
+        let burst = self.limit.burst.get();
+        let cost = NonZeroU32::new(cost.clamp(1, burst)).unwrap_or(NonZeroU32::MIN);
+        let per_request_ms = 1000.0 / f64::from(self.limit.per_second.get());
+        let seconds_for = |requests: u32| (f64::from(requests) * per_request_ms / 1000.0).ceil() as u64;
+        match tracked.bucket.check_n(cost) {
+            Ok(Ok(snapshot)) => {
+                let remaining = snapshot.remaining_burst_capacity().min(burst);
+                Decision {
+                    allowed: true,
+                    limit: burst,
+                    remaining,
+                    reset_s: seconds_for(burst - remaining),
+                    retry_after_s: 0,
+                }
+            }
+            Ok(Err(not_until)) => {
+                // For a cost of n, governor's earliest time already waits for all n cells.
+                let wait_ms = not_until.wait_time_from(self.clock.now()).as_millis();
+                Decision {
+                    allowed: false,
+                    limit: burst,
+                    remaining: 0,
+                    reset_s: seconds_for(burst),
+                    retry_after_s: u64::try_from(wait_ms.div_ceil(1000)).unwrap_or(u64::MAX).max(1),
+                }
+            }
+            // Unreachable: the cost is clamped to the burst.
+            Err(_) => Decision { allowed: false, limit: burst, remaining: 0, reset_s: 1, retry_after_s: 1 },
+        }
+    }
+
+    /// How many clients are tracked.
+    #[must_use]
+    pub fn tracked_clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Makes room: first drops clients whose buckets have refilled (forgetting them changes
+    /// nothing), then, if every client is recent, the least recently seen half.
+    fn forget_idle(&mut self, now_ms: u64) {
+        let refill_ms = self.limit.refill_ms();
+        self.clients.retain(|_, t| now_ms.saturating_sub(t.last_seen_ms) < refill_ms);
+        if self.clients.len() >= self.max_clients {
+            let mut seen: Vec<u64> = self.clients.values().map(|t| t.last_seen_ms).collect();
+            seen.sort_unstable();
+            let cutoff = seen[seen.len() / 2];
+            self.clients.retain(|_, t| t.last_seen_ms > cutoff);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(per_second: u32, burst: u32) -> RateLimit {
+        RateLimit { per_second: NonZeroU32::new(per_second).unwrap(), burst: NonZeroU32::new(burst).unwrap() }
+    }
+
+    #[test]
+    fn a_burst_passes_then_the_next_request_is_refused() {
+        let mut limiter = ClientLimiter::new(limit(2, 5));
+        let client = ClientId::address("192.0.2.1");
+        for expected_remaining in (0..5).rev() {
+            let decision = limiter.check(client, 1, 1_000);
+            assert!(decision.allowed);
+            assert_eq!((decision.limit, decision.remaining), (5, expected_remaining));
+        }
+        let refused = limiter.check(client, 1, 1_000);
+        assert!(!refused.allowed);
+        assert_eq!(refused.remaining, 0);
+        // One request refills every 500 ms: Retry-After rounds that up to a whole second.
+        assert_eq!(refused.retry_after_s, 1);
+        assert_eq!(refused.reset_s, 3);
+    }
+
+    #[test]
+    fn the_bucket_refills_at_the_rate() {
+        let mut limiter = ClientLimiter::new(limit(2, 2));
+        let client = ClientId::token("t");
+        assert!(limiter.check(client, 2, 0).allowed);
+        assert!(!limiter.check(client, 1, 100).allowed);
+        assert!(limiter.check(client, 1, 500).allowed);
+        assert!(!limiter.check(client, 1, 600).allowed);
+        assert!(limiter.check(client, 2, 1_600).allowed);
+    }
+
+    #[test]
+    fn clients_have_their_own_buckets() {
+        let mut limiter = ClientLimiter::new(limit(1, 1));
+        assert!(limiter.check(ClientId::address("a"), 1, 0).allowed);
+        assert!(limiter.check(ClientId::address("b"), 1, 0).allowed);
+        assert!(limiter.check(ClientId::token("a"), 1, 0).allowed);
+        assert!(!limiter.check(ClientId::address("a"), 1, 0).allowed);
+    }
+
+    #[test]
+    fn a_cost_above_the_burst_takes_the_whole_burst() {
+        let mut limiter = ClientLimiter::new(limit(10, 10));
+        let client = ClientId::address("a");
+        let decision = limiter.check(client, 1_000, 0);
+        assert!(decision.allowed);
+        assert_eq!(decision.remaining, 0);
+        assert!(!limiter.check(client, 1, 0).allowed);
+    }
+
+    #[test]
+    fn a_refused_batch_is_told_when_its_whole_cost_fits() {
+        let mut limiter = ClientLimiter::new(limit(1, 10));
+        let client = ClientId::address("a");
+        assert!(limiter.check(client, 10, 0).allowed);
+        let refused = limiter.check(client, 5, 0);
+        assert!(!refused.allowed);
+        assert_eq!(refused.retry_after_s, 5);
+    }
+
+    #[test]
+    fn memory_is_bounded_and_idle_clients_go_first() {
+        let mut limiter = ClientLimiter::with_capacity(limit(1, 1), 100);
+        for i in 0..1_000_u32 {
+            limiter.check(ClientId::address(&i.to_string()), 1, u64::from(i));
+            assert!(limiter.tracked_clients() <= 100);
+        }
+        // A recent client keeps its empty bucket.
+        let recent = ClientId::address("999");
+        assert!(!limiter.check(recent, 1, 999).allowed);
+    }
+}

@@ -1,0 +1,53 @@
+//! Properties of the per-client token bucket, on a fake clock: it never lets through more
+//! than the burst plus what the rate refills, and a client that waits as told gets through.
+
+use std::num::NonZeroU32;
+
+use edgecount_core::rate_limit::{ClientId, ClientLimiter, RateLimit};
+use proptest::prelude::*;
+
+fn limit(per_second: u32, burst: u32) -> RateLimit {
+    RateLimit { per_second: NonZeroU32::new(per_second).unwrap(), burst: NonZeroU32::new(burst).unwrap() }
+}
+
+proptest! {
+    #[test]
+    fn never_more_than_burst_plus_refill(
+        per_second in 1_u32..200,
+        burst in 1_u32..200,
+        steps in prop::collection::vec((0_u64..300, 1_u32..20), 1..300),
+    ) {
+        let mut limiter = ClientLimiter::new(limit(per_second, burst));
+        let client = ClientId::address("198.51.100.7");
+        let (mut now, mut passed) = (0_u64, 0_u64);
+        for (gap_ms, cost) in steps {
+            now += gap_ms;
+            let decision = limiter.check(client, cost, now);
+            if decision.allowed {
+                passed += u64::from(cost.min(burst));
+            }
+            prop_assert!(decision.remaining <= burst);
+            // Over [0, now] the bucket refills per_second * now / 1000 requests (+1 for rounding).
+            let refilled = u64::from(per_second) * now / 1000 + 1;
+            prop_assert!(passed <= u64::from(burst) + refilled, "passed {passed} by {now} ms");
+        }
+    }
+
+    #[test]
+    fn waiting_retry_after_lets_the_request_through(
+        per_second in 1_u32..50,
+        burst in 1_u32..50,
+        cost in 1_u32..50,
+    ) {
+        let mut limiter = ClientLimiter::new(limit(per_second, burst));
+        let client = ClientId::token("reader");
+        let mut now = 0;
+        // Empty the bucket, then ask until refused.
+        while limiter.check(client, burst, now).allowed {}
+        let refused = limiter.check(client, cost, now);
+        prop_assert!(!refused.allowed);
+        prop_assert!(refused.retry_after_s >= 1);
+        now += refused.retry_after_s * 1000;
+        prop_assert!(limiter.check(client, cost, now).allowed);
+    }
+}

@@ -1,0 +1,90 @@
+//! Rate limits per client, kept in this isolate: each request is charged to its client's token
+//! bucket (`edgecount_core::rate_limit`) before it does any work, and its answer carries the
+//! `RateLimit-*` figures.
+//!
+//! A client is its bearer token when the token is one of the configured ones, else its address
+//! (`CF-Connecting-IP`, which Cloudflare sets and a client cannot forge). Unknown tokens count as
+//! the address, so inventing tokens does not buy fresh buckets. The buckets live per isolate, so
+//! a client spread over many edge locations may get more in total; the limit protects each
+//! isolate and the shards behind it.
+
+use std::cell::RefCell;
+
+use edgecount_core::rate_limit::{ClientId, ClientLimiter, Decision};
+use worker::{Request, Response};
+
+use crate::api_error::ApiError;
+use crate::config::Config;
+use crate::counters::now_ms;
+
+thread_local! {
+    static LIMITER: RefCell<Option<ClientLimiter>> = const { RefCell::new(None) };
+}
+
+/// The charges made for one request, so its answer can carry the figures.
+pub struct Meter {
+    client: ClientId,
+    last: Option<Decision>,
+}
+
+impl Meter {
+    /// The meter for a request sent with `token`.
+    ///
+    /// # Errors
+    /// Only if the runtime cannot read the request's headers.
+    pub fn for_request(req: &Request, config: &Config, token: Option<&str>) -> Result<Self, ApiError> {
+        let client = match token {
+            Some(token) if config.access.recognizes(token) => ClientId::token(token),
+            _ => ClientId::address(&req.headers().get("cf-connecting-ip")?.unwrap_or_default()),
+        };
+        Ok(Self { client, last: None })
+    }
+
+    /// Charges `cost` requests (a batch costs its ops), or refuses with 429 when the client's
+    /// bucket holds less. Free when no limit is configured.
+    ///
+    /// # Errors
+    /// [`ApiError::RateLimited`].
+    pub fn charge(&mut self, config: &Config, cost: usize) -> Result<(), ApiError> {
+        let Some(limit) = config.rate_limit.filter(|_| cost > 0) else { return Ok(()) };
+        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+        let decision = LIMITER.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            // A changed configuration starts afresh.
+            let limiter = match slot.as_mut() {
+                Some(limiter) if limiter.limit() == limit => limiter,
+                _ => slot.insert(ClientLimiter::new(limit)),
+            };
+            limiter.check(self.client, cost, now_ms())
+        });
+        self.last = Some(decision);
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(ApiError::RateLimited(decision))
+        }
+    }
+
+    /// Adds the `RateLimit-*` headers of the latest charge, if any.
+    ///
+    /// # Errors
+    /// Only if the runtime refuses to change the headers.
+    pub fn add_headers(&self, response: &Response) -> Result<(), ApiError> {
+        if let Some(decision) = self.last {
+            add_headers(response, &decision)?;
+        }
+        Ok(())
+    }
+}
+
+/// Sets `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` from `decision`.
+///
+/// # Errors
+/// Only if the runtime refuses to change the headers.
+pub fn add_headers(response: &Response, decision: &Decision) -> Result<(), ApiError> {
+    let headers = response.headers();
+    headers.set("ratelimit-limit", &decision.limit.to_string())?;
+    headers.set("ratelimit-remaining", &decision.remaining.to_string())?;
+    headers.set("ratelimit-reset", &decision.reset_s.to_string())?;
+    Ok(())
+}
