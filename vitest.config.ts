@@ -1,9 +1,10 @@
 import { defineConfig } from "vitest/config";
 
 // Each spec starts the built worker (build/) in workerd through Miniflare; see tests/service.ts.
+// The browser client's tests (client/test) are unit tests plus one file against the same worker.
 export default defineConfig({
   test: {
-    include: ["tests/**/*.spec.ts"],
+    include: ["tests/**/*.spec.ts", "client/test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: one workerd per spec file at a time keeps timings sane.
