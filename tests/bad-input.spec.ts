@@ -11,7 +11,8 @@ afterAll(() => service.stop());
 interface Case {
   name: string;
   method?: string;
-  /** Path with {c} standing for the guarded counter's `/v1/counters/ns/key`. */
+  /** Path with {c} standing for the guarded counter's `/v1/counters/ns/key` and {ns} for its
+   * namespace (also in the body), so a case aimed at it would show if it changed it. */
   path: string;
   body?: string;
   headers?: Record<string, string>;
@@ -282,6 +283,174 @@ const cases: Case[] = [
     code: "method_not_allowed",
   },
   {
+    name: "key that is a percent-encoded NUL",
+    path: "/v1/counters/ns/%00",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "key with an overlong UTF-8 encoding",
+    path: "/v1/counters/ns/%C0%AF",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "key with a truncated percent-encoding",
+    path: "/v1/counters/ns/ab%4",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "by in hexadecimal",
+    path: "{c}/incr?by=0x10",
+    method: "POST",
+    status: 400,
+    code: "invalid_number",
+  },
+  {
+    name: "by in exponent form",
+    path: "{c}/incr?by=1e3",
+    method: "POST",
+    status: 400,
+    code: "invalid_number",
+  },
+  {
+    name: "ttl past ten years",
+    path: "{c}/incr?ttl=315360001",
+    method: "POST",
+    status: 400,
+    code: "invalid_ttl",
+  },
+  {
+    name: "Idempotency-Key of 129 characters",
+    path: "{c}/incr",
+    method: "POST",
+    headers: { "idempotency-key": "i".repeat(129) },
+    status: 400,
+    code: "invalid_idempotency_key",
+  },
+  {
+    name: "Idempotency-Key with a control character",
+    path: "{c}/incr",
+    method: "POST",
+    headers: { "idempotency-key": "a\tb" },
+    status: 400,
+    code: "invalid_idempotency_key",
+  },
+  {
+    name: "content type that only starts like JSON",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":1}',
+    headers: { "content-type": "application/jsonx" },
+    status: 415,
+    code: "unsupported_media_type",
+  },
+  {
+    name: "body that is a JSON array",
+    path: "{c}",
+    method: "PUT",
+    body: "[1]",
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "body with a trailing second document",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":1}{"value":2}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    // The runtime itself answers methods it does not know (FROB) with 501; WebDAV's reach us.
+    name: "PROPFIND on a counter",
+    path: "{c}",
+    method: "PROPFIND",
+    status: 405,
+    code: "method_not_allowed",
+  },
+  {
+    name: "PATCH on the batch route",
+    path: "/v1/batch",
+    method: "PATCH",
+    body: '{"ops":[]}',
+    status: 405,
+    code: "method_not_allowed",
+  },
+  {
+    name: "batch that is not an object",
+    path: "/v1/batch",
+    method: "POST",
+    body: '[{"op":"incr","ns":"{ns}","key":"guarded"}]',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "batch whose ops are not a list",
+    path: "/v1/batch",
+    method: "POST",
+    body: '{"ops":{"op":"incr","ns":"{ns}","key":"guarded"}}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "batch with ops given twice",
+    path: "/v1/batch",
+    method: "POST",
+    body: '{"ops":[],"ops":[{"op":"incr","ns":"{ns}","key":"guarded"}]}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "batch nested 5000 deep",
+    path: "/v1/batch",
+    method: "POST",
+    body: `{"ops":[{"op":"incr","ns":"{ns}","key":"guarded"}],"x":${"[".repeat(5000)}${"]".repeat(5000)}}`,
+    status: 400,
+    code: "invalid_body",
+  },
+  {
+    name: "batch of 1001 ops",
+    path: "/v1/batch",
+    method: "POST",
+    body: JSON.stringify({
+      ops: Array.from({ length: 1001 }, () => ({
+        op: "incr",
+        ns: "{ns}",
+        key: "guarded",
+      })),
+    }),
+    status: 413,
+    code: "too_many_ops",
+  },
+  {
+    name: "batch sent as a form",
+    path: "/v1/batch",
+    method: "POST",
+    body: '{"ops":[{"op":"incr","ns":"{ns}","key":"guarded"}]}',
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    status: 415,
+    code: "unsupported_media_type",
+  },
+  {
+    name: "cache value over 1 MiB",
+    path: "/v1/cache/{ns}/guarded",
+    method: "PUT",
+    body: "v".repeat(1024 * 1024 + 1),
+    headers: { "content-type": "application/octet-stream" },
+    status: 413,
+    code: "payload_too_large",
+  },
+  {
+    name: "cache entry with a bad ttl",
+    path: "/v1/cache/{ns}/guarded?ttl=soon",
+    method: "PUT",
+    body: "v",
+    status: 400,
+    code: "invalid_ttl",
+  },
+  {
     name: "unknown route",
     path: "/v1/nothing-here",
     status: 404,
@@ -312,11 +481,14 @@ describe("bad input", () => {
       });
       expect(seed.status).toBe(200);
 
-      const response = await service.fetch(c.path.replace("{c}", guarded), {
-        method: c.method ?? "GET",
-        headers: { "content-type": "application/json", ...c.headers },
-        body: c.body,
-      });
+      const response = await service.fetch(
+        c.path.replace("{c}", guarded).replace("{ns}", ns),
+        {
+          method: c.method ?? "GET",
+          headers: { "content-type": "application/json", ...c.headers },
+          body: c.body?.replaceAll("{ns}", ns),
+        },
+      );
       expect(response.status).toBe(c.status);
       expect(response.headers.get("content-type")).toBe(
         "application/json; charset=utf-8",
@@ -330,6 +502,36 @@ describe("bad input", () => {
       expect(await service.value(ns, "guarded")).toBe(BigInt(initial));
     });
   }
+
+  it("refuses a batch body past 8 MiB sent without a length (413), applying none of it", async () => {
+    const ns = freshNamespace("bad-huge");
+    const head = new TextEncoder().encode(
+      `{"ops":[{"op":"incr","ns":"${ns}","key":"k"}],"pad":"`,
+    );
+    const chunk = new Uint8Array(1024 * 1024).fill(0x70);
+    let sent = 0;
+    // Streamed, so the request has no Content-Length and the limit must hold while reading.
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent === 0) controller.enqueue(head);
+        if (sent < 9) controller.enqueue(chunk);
+        else {
+          controller.enqueue(new TextEncoder().encode('"}'));
+          controller.close();
+        }
+        sent++;
+      },
+    });
+    const response = await service.fetch("/v1/batch", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(response.status).toBe(413);
+    expect((await response.json()).error.code).toBe("payload_too_large");
+    expect(await service.value(ns, "k")).toBe(0n);
+  });
 
   it("answers a 405 with the methods the route accepts", async () => {
     const response = await service.fetch("/v1/counters/ns/k", {

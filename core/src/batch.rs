@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use crate::body::from_json_object;
 use crate::cache_table::MAX_CACHE_VALUE_BYTES;
 use crate::idempotency::IdempotencyKey;
 use crate::number::{i64_from_json, ttl_from_json};
@@ -52,7 +53,7 @@ struct RawOp {
 /// [`CoreError::InvalidBody`] when the body is not `{"ops": [...]}`,
 /// [`CoreError::TooManyOps`] past [`MAX_BATCH_OPS`].
 pub fn parse_batch(text: &str) -> Result<Vec<Result<ShardCall, CoreError>>, CoreError> {
-    let body: BatchBody<'_> = serde_json::from_str(text).map_err(|e| CoreError::InvalidBody {
+    let body: BatchBody<'_> = from_json_object(text).map_err(|e| CoreError::InvalidBody {
         reason: format!("must be a JSON object like {{\"ops\": [...]}} ({})", short(&e)),
     })?;
     if body.ops.len() > MAX_BATCH_OPS {
@@ -62,7 +63,7 @@ pub fn parse_batch(text: &str) -> Result<Vec<Result<ShardCall, CoreError>>, Core
 }
 
 fn parse_op(text: &str) -> Result<ShardCall, CoreError> {
-    let mut raw: RawOp = serde_json::from_str(text)
+    let mut raw: RawOp = from_json_object(text)
         .map_err(|e| CoreError::InvalidOp { reason: format!("is malformed ({})", short(&e)) })?;
     let idempotency_key = raw.idempotency_key.take().map(|k| IdempotencyKey::new(&k)).transpose()?;
     let op = parse_raw_op(raw)?;

@@ -24,6 +24,18 @@ pub fn is_json_content_type(content_type: Option<&str>) -> bool {
         || (media.starts_with("application/") && media.ends_with("+json"))
 }
 
+/// Reads a JSON object into `T`. serde reads a struct from an array too, by position (`[42]`
+/// as `{"value": 42}`), which no client means: only an object is accepted.
+///
+/// # Errors
+/// serde_json's error, or "expected a JSON object" for any other JSON value.
+pub(crate) fn from_json_object<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
+    if !text.trim_start().starts_with('{') {
+        return Err(<serde_json::Error as serde::de::Error>::custom("expected a JSON object"));
+    }
+    serde_json::from_str(text)
+}
+
 /// `{"value": N}`. A struct (not a map) so that a repeated `value` is refused rather than
 /// silently taking the last one.
 #[derive(Deserialize)]
@@ -38,7 +50,7 @@ struct SetBody {
 /// [`CoreError::InvalidBody`] for malformed JSON, a missing, repeated or extra field, or a value
 /// that is not an integer; [`CoreError::Overflow`] for an integer outside `i64`.
 pub fn parse_set_body(text: &str) -> Result<i64, CoreError> {
-    let body: SetBody = serde_json::from_str(text).map_err(|e| CoreError::InvalidBody {
+    let body: SetBody = from_json_object(text).map_err(|e| CoreError::InvalidBody {
         reason: format!("must be a JSON object like {{\"value\": 42}} ({})", describe(&e)),
     })?;
     i64_from_json("value", &body.value)
@@ -57,6 +69,13 @@ fn describe(error: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refuses_an_array_read_by_position() {
+        assert!(matches!(parse_set_body("[1]"), Err(CoreError::InvalidBody { .. })));
+        assert!(matches!(parse_set_body(" [1]"), Err(CoreError::InvalidBody { .. })));
+        assert_eq!(parse_set_body(" {\"value\": 1}"), Ok(1));
+    }
 
     #[test]
     fn reads_exact_values() {

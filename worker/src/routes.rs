@@ -98,7 +98,7 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
     let Some(matched) = match_path(&path) else {
         return Err(counters::unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
     };
-    let method = req.method();
+    let method = known_method(&req).ok_or(ApiError::MethodNotAllowed { allow: matched.route.allow() })?;
     if method == Method::Options {
         return respond::preflight(matched.route.allow());
     }
@@ -154,6 +154,14 @@ async fn serve(
         Action::Cache(action) => cache::serve(action, req, env, config, ns, key).await,
         Action::Counter(action) => counters::serve(action, req, env, config, ns, key).await,
     }
+}
+
+/// The request's method, or `None` for one workers-rs does not name: it reads every unknown
+/// method (`PROPFIND`, `FOO`) as `GET`, which would serve them as reads.
+fn known_method(req: &Request) -> Option<Method> {
+    let raw = req.inner().method();
+    let method = Method::from(raw.clone());
+    (method != Method::Get || raw.eq_ignore_ascii_case("GET")).then_some(method)
 }
 
 /// What a request asks for, once its route and method are known.
