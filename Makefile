@@ -11,6 +11,9 @@ export WRANGLER_SEND_METRICS := false
 .PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-bench-smoke bench clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
+# What prettier formats; client/dist is the build's output and stays as the build writes it.
+PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 scripts/workerd-config.mjs worker/static \
+	client/src client/test client/build.mjs client/tsconfig.json client/README.md
 BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
 
 help:
@@ -41,11 +44,14 @@ lint: tools-test
 	@echo "[lint] cargo clippy -D warnings"
 	@cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
 	@echo "[lint] prettier --check"
-	@prettier --check --log-level warn tests vitest.config.ts loadtest/k6 scripts/workerd-config.mjs
+	@prettier --check --log-level warn $(PRETTIER_PATHS)
+	@echo "[lint] client/dist matches a fresh build of client/src"
+	@node client/build.mjs --check
 
 fmt: tools
 	cargo fmt --all
-	prettier --write --log-level warn tests vitest.config.ts loadtest/k6 scripts/workerd-config.mjs
+	prettier --write --log-level warn $(PRETTIER_PATHS)
+	node client/build.mjs
 
 test-native: tools
 	@echo "[test] native Rust tests"

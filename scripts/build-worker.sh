@@ -13,5 +13,8 @@ export ESBUILD_BIN="$ROOT/node_modules/.bin/esbuild"
 export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
 export PATH="$ROOT/node_modules/.bin:$PATH"
 
+# The worker compiles client/dist in (served at /v1/client.js): bring it up to date first.
+echo "[build] browser client -> client/dist/"
+node client/build.mjs
 echo "[build] worker -> build/ (release Wasm)"
 "$ROOT/.tools/bin/worker-build" --release --out-dir "$ROOT/build" "$ROOT/worker"

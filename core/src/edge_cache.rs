@@ -110,6 +110,13 @@ pub fn etag(value: i64, version: u64) -> String {
     format!("\"{version}.{value}\"")
 }
 
+/// The `ETag` of a fixed document (the client module, the spec, the demo page): a hash of its
+/// bytes, so it changes exactly when a new build changes the document.
+#[must_use]
+pub fn content_etag(bytes: &[u8]) -> String {
+    format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(bytes))
+}
+
 /// Whether an `If-None-Match` header matches `etag` (weak comparison, as RFC 9110 asks for
 /// `If-None-Match`).
 #[must_use]

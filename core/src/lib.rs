@@ -18,6 +18,7 @@
 //! - [`edge_cache`]: the worker's cache of hot reads and the max-age policy ([`EdgeCache`]).
 //! - [`coalesce`]: merging concurrent single-key ops into one shard call ([`Coalescer`]).
 //! - [`idempotency`]: replaying the first answer to a repeated keyed write.
+//! - [`badge`]: the SVG counter badge and its query.
 //! - [`batch`]: the `POST /v1/batch` codec: ops in, per-op results out.
 //! - [`query`]: the query parameters of the counter routes.
 //! - [`negotiate`]: whether a client asked for `text/plain` instead of JSON.
@@ -26,6 +27,7 @@
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
 pub mod access;
+pub mod badge;
 pub mod batch;
 pub mod body;
 pub mod cache_table;

@@ -39,10 +39,20 @@ struct CounterBody<'a> {
 }
 
 /// One validated counter request.
-struct Target {
-    ns: Namespace,
-    key: Key,
-    shard: ShardId,
+pub(crate) struct Target {
+    pub ns: Namespace,
+    pub key: Key,
+    pub shard: ShardId,
+}
+
+impl Target {
+    /// Validates the raw (percent-encoded) names of a path.
+    pub(crate) fn from_path(config: &Config, raw_ns: &str, raw_key: &str) -> Result<Self, ApiError> {
+        let ns = Namespace::new(raw_ns)?;
+        let key = Key::from_segment(raw_key)?;
+        let shard = shard_for(&ns, &key, config.shards);
+        Ok(Self { ns, key, shard })
+    }
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -61,10 +71,8 @@ pub async fn serve(
     raw_ns: &str,
     raw_key: &str,
 ) -> Result<Response, ApiError> {
-    let ns = Namespace::new(raw_ns)?;
-    let key = Key::from_segment(raw_key)?;
-    let shard = shard_for(&ns, &key, config.shards);
-    let target = Target { ns, key, shard };
+    let target = Target::from_path(config, raw_ns, raw_key)?;
+    let shard = target.shard;
     let outcome = match action {
         CounterAction::Read => read(&req, env, config, &target).await,
         _ => write(action, &mut req, env, config, &target).await,
@@ -74,13 +82,28 @@ pub async fn serve(
 
 async fn read(req: &Request, env: &Env, config: &Config, target: &Target) -> Result<Response, ApiError> {
     let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
-    let request_cache_control = req.headers().get("cache-control")?.unwrap_or_default();
-    let strong = query.strong || request_cache_control.to_ascii_lowercase().contains("no-cache");
     let now = now_ms();
+    let current = current(req, env, config, target, query.strong, now).await?;
+    read_response(req, config, target, current, now)
+}
+
+/// A counter's value as a read sees it: from this isolate's edge cache when the key is hot and
+/// the cached value is young enough (unless `strong` or `Cache-Control: no-cache`), else from
+/// its shard.
+pub(crate) async fn current(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    target: &Target,
+    strong: bool,
+    now: u64,
+) -> Result<CurrentValue, ApiError> {
+    let request_cache_control = req.headers().get("cache-control")?.unwrap_or_default();
+    let strong = strong || request_cache_control.to_ascii_lowercase().contains("no-cache");
     let hot = edge::record(config, &target.ns, &target.key, now);
     if hot && !strong {
-        if let Some(cached) = edge::lookup(config, &target.ns, &target.key, now) {
-            return read_response(req, config, target, cached, true, now, "HIT");
+        if let Some(read) = edge::lookup(config, &target.ns, &target.key, now) {
+            return Ok(CurrentValue { read, hot, from_edge: true });
         }
     } else {
         edge::count_miss(config);
@@ -88,44 +111,70 @@ async fn read(req: &Request, env: &Env, config: &Config, target: &Target) -> Res
     let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
     match coalescing::submit(env, config, target.shard, op.into()).await? {
         OpResult::Value { value, exists, version } => {
-            let fresh = CachedRead { value, exists, version, read_at_ms: now };
+            let read = CachedRead { value, exists, version, read_at_ms: now };
             if hot {
-                edge::fill(config, &target.ns, &target.key, fresh);
+                edge::fill(config, &target.ns, &target.key, read);
             }
-            read_response(req, config, target, fresh, hot, now, "MISS")
+            Ok(CurrentValue { read, hot, from_edge: false })
         }
         OpResult::Failed { error } => Err(error.into()),
         _ => Err(ApiError::ShardUnavailable),
     }
 }
 
-/// A read's answer: the body (or 304), `ETag`, the max-age policy and `X-Cache`.
+/// What [`current`] found.
+pub(crate) struct CurrentValue {
+    pub read: CachedRead,
+    /// The key is hot: its reads may be cached for the max age.
+    pub hot: bool,
+    /// Answered from this isolate's edge cache (`X-Cache: HIT`).
+    pub from_edge: bool,
+}
+
+impl CurrentValue {
+    /// `ETag`, `Cache-Control` (the max-age policy), `X-Cache` and, for hot keys, `Cache-Tag`
+    /// and `Age`.
+    pub(crate) fn set_cache_headers(
+        &self,
+        response: &Response,
+        config: &Config,
+        ns: &Namespace,
+        now: u64,
+    ) -> Result<(), ApiError> {
+        let headers = response.headers();
+        let age = self.read.age_ms(now);
+        headers.set("etag", &etag(self.read.value, self.read.version))?;
+        headers.set("cache-control", &cache_control(self.hot, config.hot_max_age_ms, age))?;
+        headers.set("x-cache", if self.from_edge { "HIT" } else { "MISS" })?;
+        if self.hot {
+            headers.set("cache-tag", &format!("ec-ns:{ns}"))?;
+            headers.set("age", &(age / 1000).to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Whether the request's `If-None-Match` already holds this value.
+    pub(crate) fn not_modified(&self, req: &Request) -> Result<bool, ApiError> {
+        let tag = etag(self.read.value, self.read.version);
+        Ok(req.headers().get("if-none-match")?.is_some_and(|h| if_none_match(&h, &tag)))
+    }
+}
+
+/// A read's answer: the body (or 304) with the cache headers.
 fn read_response(
     req: &Request,
     config: &Config,
     target: &Target,
-    read: CachedRead,
-    hot: bool,
+    current: CurrentValue,
     now: u64,
-    x_cache: &str,
 ) -> Result<Response, ApiError> {
-    let tag = etag(read.value, read.version);
-    let not_modified = req.headers().get("if-none-match")?.is_some_and(|h| if_none_match(&h, &tag));
-    let response = if not_modified {
+    let response = if current.not_modified(req)? {
         Response::empty()?.with_status(304)
     } else {
-        counter_body(req, target, read.value, read.exists)?
+        counter_body(req, target, current.read.value, current.read.exists)?
     };
-    let headers = response.headers();
-    let age = read.age_ms(now);
-    headers.set("etag", &tag)?;
-    headers.set("cache-control", &cache_control(hot, config.hot_max_age_ms, age))?;
-    headers.set("vary", "Accept")?;
-    headers.set("x-cache", x_cache)?;
-    if hot {
-        headers.set("cache-tag", &format!("ec-ns:{}", target.ns))?;
-        headers.set("age", &(age / 1000).to_string())?;
-    }
+    current.set_cache_headers(&response, config, &target.ns, now)?;
+    response.headers().set("vary", "Accept")?;
     Ok(response)
 }
 
@@ -156,6 +205,28 @@ async fn write(
         }
     };
     let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
+    let (result, replayed) = apply_write(env, config, target, call).await?;
+    let response = match result {
+        OpResult::Failed { error } => return Err(error.into()),
+        OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
+        OpResult::Value { value, exists, .. } => counter_body(req, target, value, exists)?,
+        _ => return Err(ApiError::ShardUnavailable),
+    };
+    if replayed {
+        response.headers().set("idempotent-replayed", "true")?;
+    }
+    response.headers().set("cache-control", "no-store")?;
+    Ok(response)
+}
+
+/// Runs a write on its shard (through the coalescer) and keeps this isolate's cached read of
+/// the key in step with it. Answers the result and whether it is a replayed earlier answer.
+pub(crate) async fn apply_write(
+    env: &Env,
+    config: &Config,
+    target: &Target,
+    call: ShardCall,
+) -> Result<(OpResult, bool), ApiError> {
     let now = now_ms();
     edge::record(config, &target.ns, &target.key, now);
     let (result, replayed) = match coalescing::submit(env, config, target.shard, call).await {
@@ -166,27 +237,16 @@ async fn write(
             return Err(error);
         }
     };
-    let response = match result {
-        OpResult::Failed { error } => return Err(error.into()),
-        OpResult::Deleted { deleted } => {
-            edge::forget(config, &target.ns, &target.key);
-            respond::json(200, &json!({ "deleted": deleted }))?
+    match result {
+        OpResult::Deleted { .. } => edge::forget(config, &target.ns, &target.key),
+        // A replayed answer is an old one: it must not refresh the cached read.
+        OpResult::Value { value, exists, version } if !replayed => {
+            let read = CachedRead { value, exists, version, read_at_ms: now };
+            edge::refresh(config, &target.ns, &target.key, read);
         }
-        OpResult::Value { value, exists, version } => {
-            // A replayed answer is an old one: it must not refresh the cached read.
-            if !replayed {
-                let read = CachedRead { value, exists, version, read_at_ms: now };
-                edge::refresh(config, &target.ns, &target.key, read);
-            }
-            counter_body(req, target, value, exists)?
-        }
-        _ => return Err(ApiError::ShardUnavailable),
-    };
-    if replayed {
-        response.headers().set("idempotent-replayed", "true")?;
+        _ => {}
     }
-    response.headers().set("cache-control", "no-store")?;
-    Ok(response)
+    Ok((result, replayed))
 }
 
 /// The request's `Idempotency-Key`, if it sent one.

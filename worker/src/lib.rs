@@ -7,6 +7,8 @@
 //! - [`cache`]: the cache-entry routes.
 //! - [`batch`]: `POST /v1/batch`, ops grouped into one call per shard.
 //! - [`operations`]: `/v1/health`, `/v1/stats` and `/metrics`.
+//! - [`badge`]: `/v1/badge/:ns/:key.svg`, a counter as an SVG badge.
+//! - [`documents`]: the demo page, the browser client and the OpenAPI description.
 //! - [`shard`]: the `Shard` Durable Object that owns and stores a slice of the keys.
 //! - [`shard_store`]: the shard's SQLite tables.
 //! - [`shard_client`]: how the worker calls shards.
@@ -19,11 +21,13 @@
 use worker::{event, Context, Env, Request, Response, Result};
 
 pub mod api_error;
+pub mod badge;
 pub mod batch;
 pub mod cache;
 pub mod coalescing;
 pub mod config;
 pub mod counters;
+pub mod documents;
 pub mod edge;
 pub mod operations;
 pub mod rate_limits;

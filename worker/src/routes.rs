@@ -10,8 +10,9 @@ use edgecount_core::Namespace;
 use crate::cache::CacheAction;
 use crate::config::Config;
 use crate::counters::{self, CounterAction};
+use crate::documents::{self, Document};
 use crate::rate_limits::Meter;
-use crate::{batch, cache, operations, respond};
+use crate::{badge, batch, cache, operations, respond};
 
 /// The routes of API v1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +25,15 @@ enum Route {
     CounterDecr,
     Batch,
     Cache,
+    Badge,
+    Document(Document),
 }
 
 impl Route {
     /// The methods the route accepts, as sent in `Allow`.
     fn allow(self) -> &'static str {
         match self {
-            Self::Health | Self::Stats | Self::Metrics => "GET, OPTIONS",
+            Self::Health | Self::Stats | Self::Metrics | Self::Badge | Self::Document(_) => "GET, OPTIONS",
             Self::Counter => "GET, PUT, DELETE, OPTIONS",
             Self::CounterIncr | Self::CounterDecr | Self::Batch => "POST, OPTIONS",
             Self::Cache => "GET, PUT, DELETE, OPTIONS",
@@ -53,6 +56,11 @@ fn build_router() -> matchit::Router<Route> {
         ("/v1/counters/:ns/:key/decr", Route::CounterDecr),
         ("/v1/batch", Route::Batch),
         ("/v1/cache/:ns/:key", Route::Cache),
+        ("/v1/badge/:ns/:key", Route::Badge),
+        ("/", Route::Document(Document::DemoPage)),
+        ("/demo.js", Route::Document(Document::DemoScript)),
+        ("/v1/client.js", Route::Document(Document::Client)),
+        ("/v1/openapi.json", Route::Document(Document::OpenApi)),
     ];
     for (path, route) in routes {
         router.insert(path, route).expect("route patterns are distinct");
@@ -107,6 +115,8 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
         (Route::Stats, Method::Get) => Action::Stats,
         (Route::Metrics, Method::Get) => Action::Metrics,
         (Route::Batch, Method::Post) => Action::Batch,
+        (Route::Badge, Method::Get) => Action::Badge,
+        (Route::Document(document), Method::Get) => return documents::serve(&req, document),
         (Route::Cache, Method::Get) => Action::Cache(CacheAction::Get),
         (Route::Cache, Method::Put) => Action::Cache(CacheAction::Put),
         (Route::Cache, Method::Delete) => Action::Cache(CacheAction::Delete),
@@ -118,7 +128,7 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
     if action == Action::Health {
-        // Health is free: monitors poll it, and it does no work.
+        // Health is free, like the documents: monitors poll it, and it does no work.
         return operations::health(config);
     }
     let token = bearer_token(&req)?;
@@ -151,6 +161,7 @@ async fn serve(
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, env, config, token, meter).await,
+        Action::Badge => badge::serve(req, env, config, token, ns, key).await,
         Action::Cache(action) => cache::serve(action, req, env, config, ns, key).await,
         Action::Counter(action) => counters::serve(action, req, env, config, ns, key).await,
     }
@@ -171,6 +182,7 @@ enum Action {
     Stats,
     Metrics,
     Batch,
+    Badge,
     Cache(CacheAction),
     Counter(CounterAction),
 }
@@ -192,7 +204,8 @@ fn authorize(
     token: Option<&str>,
 ) -> Result<(), ApiError> {
     let need = match action {
-        Action::Health | Action::Batch => return Ok(()),
+        // Batches check each op's right, badges the right their query needs.
+        Action::Health | Action::Batch | Action::Badge => return Ok(()),
         Action::Stats | Action::Metrics => Right::Admin,
         Action::Cache(CacheAction::Get) | Action::Counter(CounterAction::Read) => Right::Read,
         Action::Cache(_) | Action::Counter(_) => Right::Write,
@@ -230,7 +243,8 @@ mod tests {
 
     #[test]
     fn unknown_paths_do_not_match() {
-        for path in ["/", "/v1", "/v1/counters/pages", "/v1/counters/pages/k/incr/x", "/v2/health"] {
+        for path in ["/index.html", "/v1", "/v1/counters/pages", "/v1/counters/pages/k/incr/x", "/v2/health"]
+        {
             assert!(match_path(path).is_none(), "{path}");
         }
     }

@@ -1,0 +1,76 @@
+//! `GET /v1/badge/:ns/:key.svg`: a counter as an SVG badge for READMEs and `<img>` tags,
+//! optionally counting the view first (`?incr=1`).
+//!
+//! A plain badge is a read: it follows the max-age policy of counter reads (and answers
+//! `If-None-Match` with 304), so a popular badge is served from the edge. A counting badge is a
+//! write and is never cached, or image proxies would swallow the views.
+
+use edgecount_core::access::Right;
+use edgecount_core::badge::{render, BadgeQuery};
+use edgecount_core::{OpResult, ShardCall, ShardOp};
+use worker::{Env, Request, Response};
+
+use crate::api_error::ApiError;
+use crate::config::Config;
+use crate::counters::{self, now_ms, Target};
+use crate::respond;
+
+const SVG: &str = "image/svg+xml; charset=utf-8";
+
+/// Serves a badge. `raw_key` is the path's last segment, `.svg` included.
+///
+/// # Errors
+/// 404 without `.svg`; bad names or query (400); 401/403 when the token may not read, or may
+/// not write for `incr=1`; unavailable shards.
+pub async fn serve(
+    req: Request,
+    env: &Env,
+    config: &Config,
+    token: Option<&str>,
+    raw_ns: &str,
+    raw_key: &str,
+) -> Result<Response, ApiError> {
+    let raw_key = raw_key.strip_suffix(".svg").ok_or(ApiError::RouteNotFound)?;
+    let target = Target::from_path(config, raw_ns, raw_key)?;
+    let outcome = badge(&req, env, config, token, &target).await;
+    respond::naming_shard(target.shard, outcome)
+}
+
+async fn badge(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    token: Option<&str>,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    let query = BadgeQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let need = if query.incr { Right::Write } else { Right::Read };
+    config.access.check(token, need, Some(&target.ns))?;
+    if query.incr {
+        let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
+        let call = ShardCall { op, idempotency_key: counters::idempotency_key(req)? };
+        let value = match counters::apply_write(env, config, target, call).await?.0 {
+            OpResult::Value { value, .. } => value,
+            OpResult::Failed { error } => return Err(error.into()),
+            _ => return Err(ApiError::ShardUnavailable),
+        };
+        let response = svg(&query, value)?;
+        response.headers().set("cache-control", "no-store")?;
+        return Ok(response);
+    }
+    let now = now_ms();
+    let current = counters::current(req, env, config, target, false, now).await?;
+    let response = if current.not_modified(req)? {
+        Response::empty()?.with_status(304)
+    } else {
+        svg(&query, current.read.value)?
+    };
+    current.set_cache_headers(&response, config, &target.ns, now)?;
+    Ok(response)
+}
+
+fn svg(query: &BadgeQuery, value: i64) -> Result<Response, ApiError> {
+    let response = Response::ok(render(&query.label, value, &query.color))?;
+    response.headers().set("content-type", SVG)?;
+    Ok(response)
+}
