@@ -34,6 +34,8 @@ describe("access with tokens", () => {
     const none = await incr();
     expect(none.status).toBe(401);
     expect(none.headers.get("www-authenticate")).toBe("Bearer");
+    // Refused before the handler ran, the answer still names the key's shard.
+    expect(none.headers.get("x-edgecount-shard")).toMatch(/^\d+$/);
     expect((await none.json()).error.code).toBe("unauthorized");
     const wrong = await incr(auth("not-a-real-token"));
     expect(wrong.status).toBe(401);

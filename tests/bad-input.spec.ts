@@ -434,6 +434,22 @@ const cases: Case[] = [
     code: "unsupported_media_type",
   },
   {
+    name: "empty cache key",
+    path: "/v1/cache/{ns}/",
+    method: "PUT",
+    body: "v",
+    status: 400,
+    code: "invalid_key",
+  },
+  {
+    name: "counter value with a fraction in exponent form",
+    path: "{c}",
+    method: "PUT",
+    body: '{"value":2.5e0}',
+    status: 400,
+    code: "invalid_body",
+  },
+  {
     name: "cache value over 1 MiB",
     path: "/v1/cache/{ns}/guarded",
     method: "PUT",
@@ -498,6 +514,10 @@ describe("bad input", () => {
       expect(body.error.message).toMatch(/^[A-Z].*\.$/);
       if (c.status === 405) {
         expect(response.headers.get("allow")).toMatch(/OPTIONS$/);
+      }
+      if (c.path.startsWith("{c}") && c.status !== 404) {
+        // Every answer on a counter route names its shard, refusals included.
+        expect(response.headers.get("x-edgecount-shard")).toMatch(/^\d+$/);
       }
       expect(await service.value(ns, "guarded")).toBe(BigInt(initial));
     });

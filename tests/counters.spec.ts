@@ -124,6 +124,17 @@ describe("counters", () => {
     expect(await service.value(ns, "bottom")).toBe(min);
   });
 
+  it("reads a whole number written as a float (5.0) as that integer", async () => {
+    const ns = freshNamespace("floaty");
+    const put = await service.fetch(`/v1/counters/${ns}/k`, {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: '{"value":5.0}',
+    });
+    expect(put.status).toBe(200);
+    expect(await service.value(ns, "k")).toBe(5n);
+  });
+
   it("answers bare digits for Accept: text/plain", async () => {
     const ns = freshNamespace("text");
     const response = await service.fetch(`/v1/counters/${ns}/k/incr?by=42`, {

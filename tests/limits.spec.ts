@@ -46,6 +46,7 @@ describe("rate limits", () => {
       Number(limited.headers.get("ratelimit-reset")),
     ).toBeGreaterThanOrEqual(1);
     expect((await limited.json()).error.code).toBe("rate_limited");
+    expect(limited.headers.get("x-edgecount-shard")).toMatch(/^\d+$/);
     // Another token has its own bucket, and it reads the count: the refused write changed nothing.
     const read = await service.fetch(`/v1/counters/${ns}/k`, {
       headers: { authorization: `Bearer ${OTHER_WRITER}` },

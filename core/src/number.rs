@@ -55,11 +55,25 @@ pub fn i64_from_json(name: &str, value: &Value) -> Result<i64, CoreError> {
     if number.is_u64() {
         return Err(CoreError::Overflow);
     }
+    if let Some(exact) = small_integral_float(number) {
+        return Ok(exact);
+    }
     // A float: only an integral one past the i64 range is an overflow; 1.5 is simply wrong.
     match number.as_f64() {
         Some(f) if f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_776e18 => Err(CoreError::Overflow),
         _ => Err(not_integer()),
     }
+}
+
+/// A float with no fraction, such as `5.0` or `-2e3`, is read as that integer, as JSON Schema's
+/// `integer` reads it, while it is below 2^48. Up there serde_json's parse (off by at most one
+/// unit in the last place) cannot turn an integer into another integer, since one unit is at
+/// most 1/32; past it, integers must be written as integers.
+const EXACT_FLOAT_LIMIT: f64 = 281_474_976_710_656.0;
+
+fn small_integral_float(number: &serde_json::Number) -> Option<i64> {
+    let f = number.as_f64().filter(|_| number.is_f64())?;
+    (f.fract() == 0.0 && f.abs() < EXACT_FLOAT_LIMIT).then_some(f as i64)
 }
 
 /// Reads an optional JSON TTL.
@@ -71,6 +85,7 @@ pub fn ttl_from_json(value: Option<&Value>) -> Result<Option<u32>, CoreError> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
             .as_u64()
+            .or_else(|| small_integral_float(n).and_then(|i| u64::try_from(i).ok()))
             .and_then(|s| u32::try_from(s).ok())
             .filter(|s| (1..=MAX_TTL_SECONDS).contains(s))
             .map(Some)
@@ -126,6 +141,18 @@ mod tests {
         for bad in [json!(1.5), json!("1"), json!(null), json!(true), json!([1])] {
             assert_eq!(i64_from_json("value", &bad).unwrap_err().code(), "invalid_body");
         }
+    }
+
+    #[test]
+    fn integral_floats_below_two_to_the_53_are_integers() {
+        let read = |text: &str| i64_from_json("value", &serde_json::from_str::<Value>(text).unwrap());
+        assert_eq!(read("5.0"), Ok(5));
+        assert_eq!(read("-2e3"), Ok(-2000));
+        assert_eq!(read("281474976710655.0"), Ok(281_474_976_710_655));
+        // Larger floats may be a rounded neighbour: they must be written as integers.
+        assert_eq!(read("9007199254740991.0").unwrap_err().code(), "invalid_body");
+        assert_eq!(read("5.5").unwrap_err().code(), "invalid_body");
+        assert_eq!(ttl_from_json(Some(&serde_json::from_str::<Value>("60.0").unwrap())), Ok(Some(60)));
     }
 
     #[test]

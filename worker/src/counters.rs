@@ -273,7 +273,7 @@ async fn read_set_body(req: &mut Request) -> Result<i64, ApiError> {
 /// cannot match because its parameters are never empty.
 #[must_use]
 pub fn unmatched_path_error(path: &str) -> Option<ApiError> {
-    let rest = path.strip_prefix("/v1/counters/")?;
+    let rest = path.strip_prefix("/v1/counters/").or_else(|| path.strip_prefix("/v1/cache/"))?;
     let mut segments = rest.split('/');
     let ns = segments.next().unwrap_or_default();
     let key = segments.next();
@@ -299,5 +299,6 @@ mod tests {
         assert_eq!(unmatched_path_error("/v1/counters/ns//incr").unwrap().code(), "invalid_key");
         assert!(unmatched_path_error("/v1/counters/ns/k/zzz").is_none());
         assert!(unmatched_path_error("/v1/other").is_none());
+        assert_eq!(unmatched_path_error("/v1/cache/ns/").unwrap().code(), "invalid_key");
     }
 }

@@ -5,7 +5,7 @@ use worker::{console_error, Env, Method, Request, Response, Result};
 
 use crate::api_error::ApiError;
 use edgecount_core::access::Right;
-use edgecount_core::Namespace;
+use edgecount_core::{Namespace, ShardId};
 
 use crate::cache::CacheAction;
 use crate::config::Config;
@@ -106,6 +106,30 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
     let Some(matched) = match_path(&path) else {
         return Err(counters::unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
     };
+    match (dispatch_matched(req, env, config, &matched).await, owning_shard(config, &matched)) {
+        // Refusals made before a handler ran (405, 401, 403, 429) still name the key's shard.
+        (Err(error), Some(shard)) => respond::naming_shard(shard, Err(error)),
+        (outcome, _) => outcome,
+    }
+}
+
+/// The shard that owns the key of a counter, cache or badge path whose names are valid.
+fn owning_shard(config: &Config, matched: &Matched) -> Option<ShardId> {
+    let key = match matched.route {
+        Route::Counter | Route::CounterIncr | Route::CounterDecr | Route::Cache => matched.key.as_str(),
+        Route::Badge => matched.key.strip_suffix(".svg")?,
+        _ => return None,
+    };
+    let target = counters::Target::from_path(config, &matched.ns, key).ok()?;
+    Some(target.shard)
+}
+
+async fn dispatch_matched(
+    req: Request,
+    env: &Env,
+    config: &Config,
+    matched: &Matched,
+) -> Result<Response, ApiError> {
     let method = known_method(&req).ok_or(ApiError::MethodNotAllowed { allow: matched.route.allow() })?;
     if method == Method::Options {
         return respond::preflight(matched.route.allow());
@@ -132,15 +156,16 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
         return operations::health(config);
     }
     let token = bearer_token(&req)?;
-    authorize(config, action, &matched, token.as_deref())?;
+    authorize(config, action, matched, token.as_deref())?;
     let mut meter = Meter::for_request(&req, config, token.as_deref())?;
     let outcome = match meter.charge(config, 1) {
-        Ok(()) => serve(action, req, env, config, &matched, token.as_deref(), &mut meter).await,
+        Ok(()) => serve(action, req, env, config, matched, token.as_deref(), &mut meter).await,
         Err(error) => Err(error),
     };
-    let response = match outcome {
-        Ok(response) => response,
-        Err(error) => error_response(&error).map_err(ApiError::from)?,
+    let response = match (outcome, owning_shard(config, matched)) {
+        (Ok(response), _) => response,
+        (Err(error), Some(shard)) => respond::naming_shard(shard, Err(error))?,
+        (Err(error), None) => error_response(&error).map_err(ApiError::from)?,
     };
     meter.add_headers(&response)?;
     Ok(response)
