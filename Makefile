@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-bench-smoke bench clean
+.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-api-spec test-bench-smoke bench fuzz clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
@@ -57,7 +57,7 @@ test-native: tools
 	@echo "[test] native Rust tests"
 	@cargo test --locked --workspace --quiet
 
-test-worker: build
+test-worker: build tools-test
 	@echo "[test] vitest in workerd"
 	@vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-report.json
 	@node -e 'const r = require("./build/vitest-report.json"); console.log(`vitest: $${r.numPassedTests} passed, $${r.numFailedTests} failed`)'
@@ -67,7 +67,11 @@ test-bench-smoke: build tools-test
 	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --out build/bench-smoke
 	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd redis-webdis
 
-test: lint test-native test-worker test-bench-smoke
+test-api-spec: build tools-test
+	@echo "[test] OpenAPI description against the running worker (schemathesis)"
+	@scripts/check-openapi.sh
+
+test: lint test-native test-worker test-api-spec test-bench-smoke
 
 bench:
 	@scripts/bootstrap.sh bench
