@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the worker to Wasm with worker-build, into build/ (wrangler.toml's `main`).
+# Builds the worker to Wasm with worker-build, into build/, and adds the entry module
+# (build/entry.js, wrangler.toml's `main`) that wraps worker-build's index.js.
 # worker-build would download wasm-bindgen, esbuild and wasm-opt from the internet; the three
 # overrides point it at the pinned copies the bootstrap installed instead.
 set -euo pipefail
@@ -18,3 +19,4 @@ echo "[build] browser client -> client/dist/"
 node client/build.mjs
 echo "[build] worker -> build/ (release Wasm)"
 "$ROOT/.tools/bin/worker-build" --release --out-dir "$ROOT/build" "$ROOT/worker"
+cp "$ROOT/worker/entry.js" "$ROOT/build/entry.js"

@@ -14,7 +14,8 @@ if (!port || !stateDir || !out) {
 }
 const config = unstable_readConfig({ config: "wrangler.toml" });
 // `embed` paths are read relative to the config file.
-const main = resolve(config.main ?? "build/index.js");
+const main = resolve(config.main ?? "build/entry.js");
+const index = resolve(main, "../index.js");
 const fromConfig = (path) => relative(dirname(resolve(out)), path);
 const wasm = resolve(main, "../index_bg.wasm");
 const text = (value) => JSON.stringify(String(value));
@@ -45,7 +46,8 @@ const config :Workerd.Config = (
 
 const edgecount :Workerd.Worker = (
   modules = [
-    (name = "index.js", esModule = embed ${text(fromConfig(main))}),
+    (name = "entry.js", esModule = embed ${text(fromConfig(main))}),
+    (name = "index.js", esModule = embed ${text(fromConfig(index))}),
     (name = "index_bg.wasm", wasm = embed ${text(fromConfig(wasm))}),
   ],
   compatibilityDate = ${text(config.compatibility_date)},

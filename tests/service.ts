@@ -34,10 +34,11 @@ export async function startService(
       workers: [
         {
           ...workerOptions,
-          // worker-build's output: the JS shim and the Wasm module it imports.
+          // The entry module, worker-build's JS shim it wraps, and the Wasm module.
           modulesRoot: dirname(main),
           modules: [
             { type: "ESModule", path: main },
+            { type: "ESModule", path: join(dirname(main), "index.js") },
             {
               type: "CompiledWasm",
               path: join(dirname(main), "index_bg.wasm"),

@@ -1,6 +1,8 @@
 //! Configuration: the `EDGECOUNT_*` vars of `wrangler.toml`, read into one typed value.
 
+use std::cell::RefCell;
 use std::num::NonZeroU32;
+use std::rc::Rc;
 
 use edgecount_core::partition::MAX_SHARDS;
 use edgecount_core::rate_limit::RateLimit;
@@ -50,7 +52,29 @@ pub struct Config {
     pub shard_queue_limit: usize,
 }
 
+thread_local! {
+    /// This isolate's configuration, read on its first request. Vars and secrets cannot change
+    /// under a running isolate (a new deployment or `wrangler dev` reload starts new isolates),
+    /// and reading them costs a call into JavaScript per var, a thrown exception for each var
+    /// that is not a secret: the largest share of a request's own CPU time before caching.
+    static CACHED: RefCell<Option<Rc<Config>>> = const { RefCell::new(None) };
+}
+
 impl Config {
+    /// The configuration for this isolate: read from the vars once, then shared.
+    ///
+    /// # Errors
+    /// As [`Config::from_env`]; a malformed configuration is read again on every request, so
+    /// the error is reported each time.
+    pub fn for_isolate(env: &Env) -> Result<Rc<Self>, ApiError> {
+        if let Some(config) = CACHED.with(|cached| cached.borrow().clone()) {
+            return Ok(config);
+        }
+        let config = Rc::new(Self::from_env(env)?);
+        CACHED.with(|cached| *cached.borrow_mut() = Some(Rc::clone(&config)));
+        Ok(config)
+    }
+
     /// Reads the configuration from the Worker's vars.
     ///
     /// # Errors

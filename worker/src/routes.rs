@@ -89,7 +89,7 @@ fn match_path(path: &str) -> Option<Matched> {
 /// Only if the runtime cannot build a response at all.
 pub async fn handle(req: Request, env: Env) -> Result<Response> {
     let origin = req.headers().get("origin")?;
-    let config = match Config::from_env(&env) {
+    let config = match Config::for_isolate(&env) {
         Ok(config) => config,
         Err(error) => return error_response(&error),
     };

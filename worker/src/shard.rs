@@ -15,6 +15,8 @@ use worker::{
     console_error, durable_object, Date, DurableObject, Env, Method, Request, Response, Result, State,
 };
 
+use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
+
 use crate::config::Config;
 use crate::shard_store::SqlShardStore;
 
@@ -54,12 +56,39 @@ fn earliest_expiry(calls: &[ShardCall], now: u64) -> Option<u64> {
         .min()
 }
 
+// The worker calls `runOps` over Durable Object RPC: a plain string each way, without the
+// Request and Response objects (and their headers) that a `fetch` builds on both sides.
+#[wasm_bindgen(
+    wasm_bindgen = worker::wasm_bindgen,
+    wasm_bindgen_futures = worker::wasm_bindgen_futures,
+    js_sys = worker::js_sys
+)]
+impl Shard {
+    /// Runs a JSON [`ShardRequest`] and answers the JSON [`ShardResponse`]. The output gate holds
+    /// the answer until the writes it made are durable, as for `fetch`.
+    ///
+    /// # Errors
+    /// A malformed request, or a failure to schedule the reclaiming alarm.
+    #[wasm_bindgen(js_name = runOps)]
+    pub async fn run_ops_rpc(&self, body: String) -> std::result::Result<String, JsValue> {
+        let Ok(request) = serde_json::from_str::<ShardRequest>(&body) else {
+            return Err(JsValue::from_str("malformed shard request"));
+        };
+        let response = self.execute(request).await.map_err(JsValue::from)?;
+        serde_json::to_string(&response).map_err(|e| JsValue::from_str(&e.to_string()))
+    }
+}
+
 impl Shard {
     async fn run_ops(&self, mut req: Request) -> Result<Response> {
         let text = req.text().await?;
         let Ok(request) = serde_json::from_str::<ShardRequest>(&text) else {
             return Response::error("malformed shard request", 400);
         };
+        Response::from_json(&self.execute(request).await?)
+    }
+
+    async fn execute(&self, request: ShardRequest) -> Result<ShardResponse> {
         self.calls.set(self.calls.get() + 1);
         let now = now_ms();
         let results = {
@@ -69,7 +98,7 @@ impl Shard {
         if let Some(expiry) = earliest_expiry(&request.ops, now) {
             self.schedule_reclaim(expiry, now).await?;
         }
-        Response::from_json(&ShardResponse { results })
+        Ok(ShardResponse { results })
     }
 
     /// Makes sure an alarm fires no later than `at`.

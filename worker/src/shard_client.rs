@@ -1,10 +1,15 @@
-//! How the worker calls shards: one `fetch` to the shard's Durable Object per call, carrying a
-//! list of ops, so a batch costs one hop per shard rather than one per op.
+//! How the worker calls shards: one RPC to the shard's Durable Object per call, carrying a list
+//! of ops, so a batch costs one hop per shard rather than one per op. Statistics still use the
+//! shard's `fetch`, which is off the request path.
 
 use edgecount_core::protocol::{ShardResponse, ShardStats};
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use serde::Serialize;
-use worker::{Env, Headers, Method, Request, RequestInit, Stub};
+use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
+use wasm_bindgen::JsCast;
+use worker::js_sys;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{Env, Stub};
 
 use crate::api_error::ApiError;
 
@@ -30,16 +35,9 @@ pub async fn execute(env: &Env, shard: ShardId, ops: &[ShardCall]) -> Result<Vec
     let expected = ops.len();
     let body =
         serde_json::to_string(&ShardRequestRef { ops }).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
-    let request = Request::new_with_init("https://shard/ops", &init)?;
-    let mut response = stub(env, shard)?.fetch_with_request(request).await.map_err(|e| unreachable(&e))?;
-    if response.status_code() != 200 {
-        return Err(ApiError::ShardUnavailable);
-    }
-    let text = response.text().await.map_err(|_| ApiError::ShardUnavailable)?;
+    let rpc: ShardRpc = stub(env, shard)?.into_rpc();
+    let answer = JsFuture::from(rpc.run_ops(&body)).await.map_err(|e| unreachable(&e))?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
     if answer.results.len() != expected {
         return Err(ApiError::ShardUnavailable);
@@ -47,12 +45,28 @@ pub async fn execute(env: &Env, shard: ShardId, ops: &[ShardCall]) -> Result<Vec
     Ok(answer.results)
 }
 
-/// Why a call to a shard failed: the runtime says "overloaded" when a Durable Object's queue of
-/// incoming requests is too long, and a client should then back off rather than retry at once.
-fn unreachable(error: &worker::Error) -> ApiError {
-    classify_failure(&error.to_string())
+#[wasm_bindgen]
+extern "C" {
+    /// The shard's RPC surface (see `Shard::run_ops_rpc`).
+    #[wasm_bindgen(extends = js_sys::Object)]
+    type ShardRpc;
+
+    /// Resolves to the JSON `ShardResponse` for a JSON `ShardRequest`.
+    #[wasm_bindgen(method, js_name = runOps)]
+    fn run_ops(this: &ShardRpc, body: &str) -> js_sys::Promise;
 }
 
+fn unreachable(error: &JsValue) -> ApiError {
+    let message = error
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| error.as_string())
+        .unwrap_or_default();
+    classify_failure(&message)
+}
+
+/// Why a call to a shard failed: the runtime says "overloaded" when a Durable Object's queue of
+/// incoming requests is too long, and a client should then back off rather than retry at once.
 fn classify_failure(message: &str) -> ApiError {
     if message.to_ascii_lowercase().contains("overloaded") {
         ApiError::ShardOverloaded
