@@ -21,6 +21,7 @@ help:
 	@echo "make test   lint, native Rust tests, Wasm build, vitest integration tests in workerd"
 	@echo "make bench  the k6 comparison against Redis and Ehcache (BENCH_QUICK=1: about 10 minutes)"
 	@echo "make fmt    format Rust and TypeScript"
+	@echo "make fuzz   fuzz the core's parsers for 10 minutes (cargo-fuzz, nightly)"
 	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
 
 tools:
@@ -72,6 +73,9 @@ test-api-spec: build tools-test
 	@scripts/check-openapi.sh
 
 test: lint test-native test-worker test-api-spec test-bench-smoke
+
+fuzz:
+	@scripts/fuzz.sh
 
 bench:
 	@scripts/bootstrap.sh bench
