@@ -44,13 +44,13 @@ class Profile:
 
 
 ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "redis-webdis", "ehcache",
-               "nginx-static")
+               "nginx-static", "js-hello-workerd")
 PROFILES = {
     "full": Profile(3, 10, 1_000_000, 100_000, 400_000, ALL_SYSTEMS,
-                    ("read", "write", "mixed", "hot", "batch", "cache-100b", "cache-1k"),
+                    ("health", "read", "write", "mixed", "hot", "batch", "cache-100b", "cache-1k"),
                     (50, 100, 150, 200, 250, 300), True),
     "quick": Profile(3, 6, 100_000, 0, 200_000, ALL_SYSTEMS,
-                     ("read", "write", "mixed", "hot", "batch"), (), True),
+                     ("health", "read", "write", "mixed", "hot", "batch"), (), True),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
     "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "redis-webdis"),
                      ("read", "mixed", "batch"), (), False, rate_steps=(0.5,)),

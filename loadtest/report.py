@@ -13,7 +13,7 @@ from pathlib import Path
 
 BASELINES = ("redis-webdis", "ehcache")
 ORDER = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "redis-webdis", "ehcache",
-         "nginx-static", "redis-benchmark")
+         "nginx-static", "js-hello-workerd", "redis-benchmark")
 
 
 def ratio(row: dict, baseline: dict | None, field: str = "ops_per_s") -> str:
@@ -57,6 +57,20 @@ def tables(rows: list[dict]) -> list[str]:
     return lines
 
 
+def request_path_overhead(rows: list[dict]) -> list[str]:
+    """edgecount's cheapest request (`/v1/health`: the Rust entry, routing, the configuration, a
+    JSON answer, no shard) against a JavaScript hello world on the same workerd."""
+    health = {r["system"]: r for r in rows if r["scenario"] == "health"}
+    rust, js = health.get("edgecount-workerd"), health.get("js-hello-workerd")
+    if not rust or not js or not rust.get("server_cpu_us_per_op") or not js.get("server_cpu_us_per_op"):
+        return []
+    cpu_ratio = rust["server_cpu_us_per_op"] / js["server_cpu_us_per_op"]
+    return ["### request path overhead", "",
+            f"edgecount's `/v1/health` costs {rust['server_cpu_us_per_op']:.0f} µs of server CPU per request "
+            f"against {js['server_cpu_us_per_op']:.0f} µs for a JavaScript hello world on the same workerd: "
+            f"{cpu_ratio:.2f}x (throughput {ratio(rust, js)}).", ""]
+
+
 def write_report(run_dir: Path, summary: dict) -> None:
     rows, machine = summary["rows"], summary["machine"]
     persistence = {r["system"]: r["persistence"] for r in rows if r.get("persistence")}
@@ -80,6 +94,7 @@ def write_report(run_dir: Path, summary: dict) -> None:
     if summary.get("skipped"):
         lines += ["Not run: " + "; ".join(f"{s} ({why})" for s, why in summary["skipped"].items()) + ".", ""]
     lines += tables(rows)
+    lines += request_path_overhead(rows)
     lines += ["![ops/s and p99 per system and scenario](chart.png)", ""]
     (run_dir / "report.md").write_text("\n".join(lines))
 

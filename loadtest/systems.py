@@ -155,7 +155,7 @@ class V1System(System):
 class EdgecountWorkerd(V1System):
     def __init__(self) -> None:
         System.__init__(self, "edgecount-workerd", "http://127.0.0.1:8790",
-                         {"read", "write", "mixed", "hot", "batch", "cache", "clients"},
+                         {"health", "read", "write", "mixed", "hot", "batch", "cache", "clients"},
                          "durable (SQLite, written before each answer)")
 
     def start(self, run_dir: Path) -> None:
@@ -208,7 +208,7 @@ class EdgecountWranglerDev(V1System):
 class RedisWebdis(System):
     def __init__(self) -> None:
         super().__init__("redis-webdis", "http://127.0.0.1:8793",
-                         {"read", "write", "mixed", "hot", "cache", "clients"},
+                         {"health", "read", "write", "mixed", "hot", "cache", "clients"},
                          "none (save \"\", appendonly no)")
 
     def start(self, run_dir: Path) -> None:
@@ -248,7 +248,7 @@ class Ehcache(V1System):
 
 class NginxStatic(System):
     def __init__(self) -> None:
-        super().__init__("nginx-static", "http://127.0.0.1:8794", {"read"}, "n/a (fixed body)")
+        super().__init__("nginx-static", "http://127.0.0.1:8794", {"health", "read"}, "n/a (fixed body)")
 
     def start(self, run_dir: Path) -> None:
         prefix = run_dir / "nginx"
@@ -257,8 +257,33 @@ class NginxStatic(System):
         wait_until_up(f"{self.base_url}/")
 
 
+class JsHelloWorkerd(System):
+    """A JavaScript hello-world worker on the same workerd: the floor for any request there."""
+
+    SCRIPT = LOADTEST / "baselines" / "js-hello" / "worker.js"
+
+    def __init__(self) -> None:
+        super().__init__("js-hello-workerd", "http://127.0.0.1:8796", {"health"}, "n/a (fixed body)")
+
+    def start(self, run_dir: Path) -> None:
+        config = run_dir / "js-hello.capnp"
+        script = os.path.relpath(self.SCRIPT, run_dir)
+        config.write_text(f"""using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "hello", worker = .hello)],
+  sockets = [(name = "http", address = "127.0.0.1:8796", http = (), service = "hello")],
+);
+const hello :Workerd.Worker = (
+  modules = [(name = "worker.js", esModule = embed "{script}")],
+  compatibilityDate = "2026-11-01",
+);
+""")
+        self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
+        wait_until_up(f"{self.base_url}/")
+
+
 SYSTEMS = {s.name: s for s in (EdgecountWorkerd, EdgecountBehindCdn, EdgecountWranglerDev, RedisWebdis, Ehcache,
-                                NginxStatic)
+                                NginxStatic, JsHelloWorkerd)
            for s in [s()]}
 
 

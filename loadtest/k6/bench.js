@@ -4,7 +4,7 @@
 //   RATE, RAMP               open model: iterations/s, reached after RAMP seconds
 //
 //   BASE_URL, SYSTEM         the target and how it spells operations (lib/targets.js)
-//   SCENARIO                 read | write | mixed | hot | batch | cache | clients
+//   SCENARIO                 health | read | write | mixed | hot | batch | cache | clients
 //   MODE                     open (RATE iterations/s) | closed (VUS virtual users)
 //   DURATION                 e.g. 10s
 //   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
@@ -80,6 +80,7 @@ export function setup() {
 const nextKey = () => sequence[exec.scenario.iterationInTest % sequence.length];
 
 const iterations = {
+  health: () => api.health(),
   read: () => api.get(nextKey()),
   write: () => api.incr(nextKey()),
   mixed: () =>

@@ -43,7 +43,17 @@ const nginx = (base) => ({
   batch: null,
 });
 
+const jsHello = (base) => ({
+  health: () => http.get(`${base}/`),
+  get: null,
+  incr: null,
+  cacheGet: null,
+  cachePut: null,
+  batch: null,
+});
+
 export function target(system, base) {
+  if (system === "js-hello-workerd") return jsHello(base);
   if (system.startsWith("edgecount") || system === "ehcache") return v1(base);
   if (system === "redis-webdis") return webdis(base);
   if (system === "nginx-static") return nginx(base);
