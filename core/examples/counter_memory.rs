@@ -2,8 +2,9 @@
 //! (or the count given as the first argument) through the op a shard runs for every
 //! increment, and reports the heap in use before and after, its peak, and bytes per counter.
 //!
-//! A shard keeps every counter it has read or written in its [`CounterTable`], so the table's
-//! size bounds how many counters one shard can hold within the isolate's memory. The heap is
+//! A shard keeps the counters it used most recently in its [`CounterTable`], up to
+//! `DEFAULT_CACHED_COUNTERS`; the rest are only in storage. So a shard's memory is bounded by
+//! that cap, not by how many counters it owns: this example shows both. The heap is
 //! measured by a counting global allocator: bytes requested and not yet freed. The allocator's
 //! own overhead is not in that figure, so the process's resident set (natively) or the Wasm
 //! linear memory (on wasm32) is reported next to it.
@@ -21,6 +22,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use edgecount_core::cache_table::CacheStore;
+use edgecount_core::counter_table::DEFAULT_CACHED_COUNTERS;
 use edgecount_core::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
 use edgecount_core::{Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
 
@@ -187,6 +189,12 @@ fn main() {
     let per_counter = held as f64 / counters.max(1) as f64;
     println!("heap in use before: {heap_before} bytes, after: {heap_after} bytes");
     println!("held by {counters} counters: {} ({per_counter:.1} bytes per counter)", mb(held));
+    let cached = engine.counters.cached_len();
+    println!(
+        "of which in memory: {cached} counters (cap {DEFAULT_CACHED_COUNTERS}), {:.1} bytes each; the rest \
+         are only in storage",
+        held as f64 / cached.max(1) as f64
+    );
     println!(
         "heap peak while filling: {} (the map holds its old and new buckets while it grows)",
         mb(peak - heap_before)

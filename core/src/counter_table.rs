@@ -4,7 +4,9 @@
 //! is computed, saved to storage, and only then applied to the map, so a failed save leaves
 //! both unchanged and the op reports an error instead of a value it did not keep.
 
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
+
+use lru::LruCache;
 
 use crate::protocol::OpResult;
 use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
@@ -30,15 +32,39 @@ pub trait CounterStore {
 }
 
 /// The counters of one shard that have been read or written since it started.
-#[derive(Debug, Default)]
+/// Counters a shard keeps in memory by default: about 20 MB of a Durable Object's 128 MB, and
+/// far more keys than are hot at once. Storage holds every counter; memory holds the recently
+/// used ones, so a shard's memory does not grow with the number of keys it owns.
+pub const DEFAULT_CACHED_COUNTERS: usize = 100_000;
+
+#[derive(Debug)]
 pub struct CounterTable {
-    cached: HashMap<(Namespace, Key), Counter>,
+    /// Write-through: every counter here is also in storage, so evicting one loses nothing.
+    cached: LruCache<(Namespace, Key), Counter>,
+}
+
+impl Default for CounterTable {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl CounterTable {
     #[must_use]
     pub fn new() -> Self {
-        Self::default()
+        Self::with_capacity(DEFAULT_CACHED_COUNTERS)
+    }
+
+    /// A table that keeps at most `max_cached` counters in memory (at least one).
+    #[must_use]
+    pub fn with_capacity(max_cached: usize) -> Self {
+        Self { cached: LruCache::new(NonZeroUsize::new(max_cached).unwrap_or(NonZeroUsize::MIN)) }
+    }
+
+    /// Counters held in memory now.
+    #[must_use]
+    pub fn cached_len(&self) -> usize {
+        self.cached.len()
     }
 
     /// Reads a counter; one that does not exist reads 0.
@@ -74,7 +100,7 @@ impl CounterTable {
         let current = self.live(store, ns, key, now_ms)?;
         let next = Counter::apply(current.as_ref(), write, ttl_seconds, now_ms)?;
         store.save(ns, key, &next).map_err(storage_error)?;
-        self.cached.insert((ns.clone(), key.clone()), next);
+        self.cached.put((ns.clone(), key.clone()), next);
         Ok(OpResult::Value { value: next.value, exists: true, version: next.version })
     }
 
@@ -92,14 +118,18 @@ impl CounterTable {
         let existed = self.live(store, ns, key, now_ms)?.is_some();
         if existed {
             store.remove(ns, key).map_err(storage_error)?;
-            self.cached.remove(&(ns.clone(), key.clone()));
+            self.cached.pop(&(ns.clone(), key.clone()));
         }
         Ok(OpResult::Deleted { deleted: existed })
     }
 
     /// Drops expired counters from memory (storage is reclaimed by the shard's alarm).
     pub fn forget_expired(&mut self, now_ms: u64) {
-        self.cached.retain(|_, c| !c.is_expired(now_ms));
+        let expired: Vec<(Namespace, Key)> =
+            self.cached.iter().filter(|(_, c)| c.is_expired(now_ms)).map(|(slot, _)| slot.clone()).collect();
+        for slot in expired {
+            self.cached.pop(&slot);
+        }
     }
 
     /// The live counter, loading it from storage on a miss. An expired one is dropped from
@@ -119,11 +149,11 @@ impl CounterTable {
         match found {
             Some(c) if c.is_expired(now_ms) => {
                 store.remove(ns, key).map_err(storage_error)?;
-                self.cached.remove(&slot);
+                self.cached.pop(&slot);
                 Ok(None)
             }
             Some(c) => {
-                self.cached.insert(slot, c);
+                self.cached.put(slot, c);
                 Ok(Some(c))
             }
             None => Ok(None),
@@ -164,6 +194,24 @@ mod tests {
         incr(&mut first, &store, 1);
         let mut restarted = CounterTable::new();
         assert_eq!(get(&mut restarted, &store, 0), OpResult::Value { value: 42, exists: true, version: 2 });
+    }
+
+    #[test]
+    fn memory_holds_only_the_most_recent_counters_and_storage_all_of_them() {
+        let store = MapStore::default();
+        let mut table = CounterTable::with_capacity(10);
+        let ns = Namespace::new("pages").unwrap();
+        for i in 0..100 {
+            let key = Key::new(&format!("k{i}")).unwrap();
+            table.write(&store, &ns, &key, CounterWrite::Add(i), None, 0).unwrap();
+            assert!(table.cached_len() <= 10);
+        }
+        // An evicted counter is read back from storage.
+        let first = Key::new("k1").unwrap();
+        assert_eq!(
+            table.get(&store, &ns, &first, 0),
+            Ok(OpResult::Value { value: 1, exists: true, version: 1 })
+        );
     }
 
     #[test]
