@@ -16,9 +16,11 @@ import csv
 import io
 import json
 import platform
+import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,6 +57,16 @@ PROFILES = {
     "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "redis-webdis"),
                      ("read", "mixed", "batch"), (), False, rate_steps=(0.5,)),
 }
+
+
+def port_in_use(base_url: str) -> str | None:
+    """The `host:port` of `base_url` when something already listens there, else None."""
+    address = urllib.parse.urlsplit(base_url)
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        if probe.connect_ex((address.hostname or "127.0.0.1", address.port or 80)) == 0:
+            return f"{address.hostname}:{address.port}"
+    return None
 
 
 def say(message: str) -> None:
@@ -224,6 +236,12 @@ def main() -> int:
             say(f"skipping {name}: {reason}")
             continue
         system = SYSTEMS[name]
+        busy = port_in_use(system.base_url)
+        if busy:
+            # Something else answers there: measuring it would be measuring the wrong server.
+            skipped[name] = f"{busy} is already in use by another process"
+            say(f"skipping {name}: {skipped[name]}")
+            continue
         say(f"starting {name}")
         try:
             system.start(run_dir)
