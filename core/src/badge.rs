@@ -2,6 +2,7 @@
 //! the SVG, a flat two-part badge in the style READMEs use, sized from the text so any label and
 //! any 64-bit value fit.
 
+use crate::query::read_known_parameters;
 use crate::CoreError;
 
 /// The label when none is asked for.
@@ -46,23 +47,14 @@ impl BadgeQuery {
     pub fn parse(query: &str) -> Result<Self, CoreError> {
         let mut parsed =
             Self { incr: false, label: DEFAULT_LABEL.to_owned(), color: DEFAULT_COLOR.to_owned() };
-        let mut seen = [false; 3];
-        for (name, value) in form_urlencoded::parse(query.as_bytes()) {
-            let slot = match name.as_ref() {
-                "incr" => 0,
-                "label" => 1,
-                "color" => 2,
-                _ => continue,
-            };
-            if std::mem::replace(&mut seen[slot], true) {
-                return Err(CoreError::DuplicateParameter { name: name.into_owned() });
-            }
+        read_known_parameters(query, &["incr", "label", "color"], |slot, value| {
             match slot {
-                0 => parsed.incr = parse_switch(&value)?,
-                1 => parsed.label = parse_label(&value)?,
-                _ => parsed.color = parse_color(&value)?,
+                0 => parsed.incr = parse_switch(value)?,
+                1 => parsed.label = parse_label(value)?,
+                _ => parsed.color = parse_color(value)?,
             }
-        }
+            Ok(())
+        })?;
         Ok(parsed)
     }
 }

@@ -25,22 +25,12 @@ impl CounterQuery {
     /// The first bad parameter's error.
     pub fn parse(query: &str) -> Result<Self, CoreError> {
         let mut parsed = Self::default();
-        let mut seen = [false; 3];
-        for (name, value) in form_urlencoded::parse(query.as_bytes()) {
-            let slot = match name.as_ref() {
-                "by" => 0,
-                "ttl" => 1,
-                "consistency" => 2,
-                _ => continue,
-            };
-            if std::mem::replace(&mut seen[slot], true) {
-                return Err(CoreError::DuplicateParameter { name: name.into_owned() });
-            }
+        read_known_parameters(query, &["by", "ttl", "consistency"], |slot, value| {
             match slot {
-                0 => parsed.by = Some(parse_i64("by", &value)?),
-                1 => parsed.ttl = Some(parse_ttl(&value)?),
+                0 => parsed.by = Some(parse_i64("by", value)?),
+                1 => parsed.ttl = Some(parse_ttl(value)?),
                 _ => {
-                    parsed.strong = match value.as_ref() {
+                    parsed.strong = match value {
                         "strong" => true,
                         "eventual" => false,
                         _ => {
@@ -52,9 +42,34 @@ impl CounterQuery {
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(parsed)
     }
+}
+
+/// Hands `read` each parameter of `query` named in `known` (at most 64 names), as its index there and its decoded
+/// value. Unknown parameters are skipped; a known one given twice is refused before `read` sees
+/// it again.
+///
+/// # Errors
+/// [`CoreError::DuplicateParameter`], or the first error `read` returns.
+pub(crate) fn read_known_parameters(
+    query: &str,
+    known: &[&str],
+    mut read: impl FnMut(usize, &str) -> Result<(), CoreError>,
+) -> Result<(), CoreError> {
+    // One bit per known name (routes know a handful), so the hot path allocates nothing.
+    let mut seen = 0_u64;
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        let Some(slot) = known.iter().position(|k| *k == name) else { continue };
+        if seen & (1 << slot) != 0 {
+            return Err(CoreError::DuplicateParameter { name: name.into_owned() });
+        }
+        seen |= 1 << slot;
+        read(slot, &value)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -115,11 +115,6 @@ impl ClientLimiter {
         }
     }
 
-    #[must_use]
-    pub fn limit(&self) -> RateLimit {
-        self.limit
-    }
-
     /// Charges `client` `cost` requests at `now_ms`. A cost above the burst is charged as the
     /// whole burst, so a large batch empties the bucket rather than never passing.
     pub fn check(&mut self, client: ClientId, cost: u32, now_ms: u64) -> Decision {

@@ -55,8 +55,8 @@ pub struct Config {
 thread_local! {
     /// This isolate's configuration, read on its first request. Vars and secrets cannot change
     /// under a running isolate (a new deployment or `wrangler dev` reload starts new isolates),
-    /// and reading them costs a call into JavaScript per var, a thrown exception for each var
-    /// that is not a secret: the largest share of a request's own CPU time before caching.
+    /// and reading them costs several calls into JavaScript per var, twelve vars per request: a
+    /// large share of a request's own CPU time before it was cached.
     static CACHED: RefCell<Option<Rc<Config>>> = const { RefCell::new(None) };
 }
 
@@ -81,8 +81,9 @@ impl Config {
     /// [`ApiError::Misconfigured`] when a var is present but malformed: better to refuse every
     /// request than to place keys on the wrong shards.
     pub fn from_env(env: &Env) -> Result<Self, ApiError> {
-        // Tokens belong in secrets (`wrangler secret put`); plain vars work too, for local use.
-        let var = |name: &str| env.secret(name).or_else(|_| env.var(name)).ok().map(|v| v.to_string());
+        // Tokens belong in secrets (`wrangler secret put`), other settings in `[vars]`: the runtime
+        // hands both to the worker as the same kind of string binding, read here in one lookup.
+        let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
         let shards = parse_number(var("EDGECOUNT_SHARDS"), DEFAULT_SHARDS, 1..=MAX_SHARDS)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARDS" })?;
         let shard_cache_bytes =

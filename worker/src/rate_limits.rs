@@ -48,14 +48,14 @@ impl Meter {
     pub fn charge(&mut self, config: &Config, cost: usize) -> Result<(), ApiError> {
         let Some(limit) = config.rate_limit.filter(|_| cost > 0) else { return Ok(()) };
         let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+        // The configuration is read once per isolate (`Config::for_isolate`), so the limit
+        // the buckets were made for is the limit still in force.
         let decision = LIMITER.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            // A changed configuration starts afresh.
-            let limiter = match slot.as_mut() {
-                Some(limiter) if limiter.limit() == limit => limiter,
-                _ => slot.insert(ClientLimiter::new(limit)),
-            };
-            limiter.check(self.client, cost, now_ms())
+            cell.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).check(
+                self.client,
+                cost,
+                now_ms(),
+            )
         });
         self.last = Some(decision);
         if decision.allowed {

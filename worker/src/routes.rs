@@ -106,10 +106,18 @@ async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, 
     let Some(matched) = match_path(&path) else {
         return Err(counters::unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
     };
-    match (dispatch_matched(req, env, config, &matched).await, owning_shard(config, &matched)) {
-        // Refusals made before a handler ran (405, 401, 403, 429) still name the key's shard.
-        (Err(error), Some(shard)) => respond::naming_shard(shard, Err(error)),
-        (outcome, _) => outcome,
+    match dispatch_matched(req, env, config, &matched).await {
+        Ok(response) => Ok(response),
+        Err(error) => refusal(config, &matched, &error),
+    }
+}
+
+/// The answer to a refusal made before a handler ran (405, 401, 403, 429): on a key's route it
+/// still names the key's shard, as the handlers' own answers do.
+fn refusal(config: &Config, matched: &Matched, error: &ApiError) -> Result<Response, ApiError> {
+    match owning_shard(config, matched) {
+        Some(shard) => respond::naming_shard(shard, Err(error.clone())),
+        None => error_response(error).map_err(ApiError::from),
     }
 }
 
@@ -162,10 +170,9 @@ async fn dispatch_matched(
         Ok(()) => serve(action, req, env, config, matched, token.as_deref(), &mut meter).await,
         Err(error) => Err(error),
     };
-    let response = match (outcome, owning_shard(config, matched)) {
-        (Ok(response), _) => response,
-        (Err(error), Some(shard)) => respond::naming_shard(shard, Err(error))?,
-        (Err(error), None) => error_response(&error).map_err(ApiError::from)?,
+    let response = match outcome {
+        Ok(response) => response,
+        Err(error) => refusal(config, matched, &error)?,
     };
     meter.add_headers(&response)?;
     Ok(response)

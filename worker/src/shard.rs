@@ -80,14 +80,6 @@ impl Shard {
 }
 
 impl Shard {
-    async fn run_ops(&self, mut req: Request) -> Result<Response> {
-        let text = req.text().await?;
-        let Ok(request) = serde_json::from_str::<ShardRequest>(&text) else {
-            return Response::error("malformed shard request", 400);
-        };
-        Response::from_json(&self.execute(request).await?)
-    }
-
     async fn execute(&self, request: ShardRequest) -> Result<ShardResponse> {
         self.calls.set(self.calls.get() + 1);
         let now = now_ms();
@@ -166,7 +158,6 @@ impl DurableObject for Shard {
 
     async fn fetch(&self, req: Request) -> Result<Response> {
         match (req.method(), req.path().as_str()) {
-            (Method::Post, "/ops") => self.run_ops(req).await,
             (Method::Get, "/stats") => self.stats(),
             _ => Response::error("no such shard route", 404),
         }
