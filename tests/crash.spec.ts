@@ -1,12 +1,13 @@
 // Crash safety: kill the runtime with SIGKILL in the middle of a stream of increments, start it
 // again over the same state, and check every counter against Jepsen's counter bounds: at least
 // every acknowledged increment, at most every attempted one.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { freshNamespace } from "./service";
+import { startWorkerd } from "./workerd";
 
 const PORT = 8797;
 const BASE = `http://127.0.0.1:${PORT}`;
@@ -17,28 +18,9 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Starts `workerd serve` with the production-like config, over `dir`'s state. */
+/** Starts `workerd serve` over `dir`'s state. */
 async function startRuntime(): Promise<ChildProcess> {
-  const config = join(dir, "edgecount.capnp");
-  spawnSync(
-    process.execPath,
-    ["scripts/workerd-config.mjs", String(PORT), join(dir, "state"), config],
-    {
-      stdio: "inherit",
-    },
-  );
-  const child = spawn(resolve("node_modules/.bin/workerd"), ["serve", config], {
-    stdio: "ignore",
-  });
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`${BASE}/v1/health`)).ok) return child;
-    } catch {
-      // not up yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error("workerd did not start");
+  return (await startWorkerd(PORT, dir)).process;
 }
 
 /** Lets `clients` run, kills the runtime with SIGKILL under them, stops them, starts it again. */

@@ -15,7 +15,7 @@ import {
 import {
   httpError,
   networkError,
-  retryableStatus,
+  mayRetry,
   send,
   withRetries,
   type Retry,
@@ -70,8 +70,8 @@ async function failed(
   const error = await httpError(response);
   const afterMs =
     error.retryAfter === undefined ? undefined : error.retryAfter * 1000;
-  if (!(retryableStatus(response.status) && retry(afterMs)))
-    calls.forEach((call) => settle(call, error));
+  const again = calls.every((call) => mayRetry(error, call.op.idempotencyKey));
+  if (!(again && retry(afterMs))) calls.forEach((call) => settle(call, error));
 }
 
 /** Sends one op to its single-key route, retrying while that passes. */
@@ -138,7 +138,8 @@ function runBatch(t: Transport, calls: Call[]): Promise<void> {
         error?: { code?: unknown; message?: unknown };
       } | null;
       const error = answer?.error && opError(answer.error);
-      if (error && retryableStatus(error.status) && retry()) again.push(call);
+      if (error && mayRetry(error, call.op.idempotencyKey) && retry())
+        again.push(call);
       else settle(call, error || answer);
     });
     pending = again;

@@ -35,7 +35,8 @@ export type {
  * - **Retries.** A 429, a 503 or a network failure is retried up to `maxRetries` times, with
  *   exponential backoff and jitter, never sooner than `Retry-After`; so is a batched op whose
  *   own error is one of those (`rate_limited`, `shard_unavailable`, `shard_overloaded`,
- *   `storage_unavailable`). Other errors are not retried.
+ *   `storage_unavailable`, and `outcome_unknown`, which is a write that may have been applied
+ *   and is retried only because it carries its idempotency key). Other errors are not retried.
  * - **Idempotency.** Every write carries an idempotency key made once per call and sent with
  *   every retry of it (the `Idempotency-Key` header, or the op's `idempotency_key` in a batch),
  *   so a retried write is applied once.

@@ -21,6 +21,7 @@ const STATUS_OF_CODE: Record<string, number> = {
   misconfigured: 500,
   internal: 500,
   shard_unavailable: 503,
+  outcome_unknown: 503,
   shard_overloaded: 503,
   storage_unavailable: 503,
 };

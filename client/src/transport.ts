@@ -19,6 +19,20 @@ export const retryableStatus = (status: number): boolean =>
   status === 429 || status === 503;
 
 /**
+ * Whether an op that failed with `error` may be sent again: a transient error may, except
+ * `outcome_unknown` (a write the service may have applied), which only a write carrying its
+ * idempotency key may repeat, since the key makes the service answer a repeat without applying
+ * it twice.
+ */
+export const mayRetry = (
+  error: { status: number; code: string },
+  idempotencyKey: string | undefined,
+): boolean =>
+  error.code === "outcome_unknown"
+    ? idempotencyKey !== undefined
+    : retryableStatus(error.status);
+
+/**
  * Sends one request.
  *
  * @throws whatever `fetch` throws (a network failure).

@@ -13,6 +13,7 @@ import {
   json,
   type Handler,
 } from "./fake-fetch";
+import { mayRetry } from "../src/transport";
 
 const BASE = "https://edgecount.test";
 
@@ -365,6 +366,30 @@ describe("retries", () => {
     expect(sent).toHaveLength(2);
     expect(sent[1].body).toBe(sent[0].body);
     expect(sent[0].ops[0].idempotency_key).toBeTypeOf("string");
+  });
+
+  it("retries an outcome_unknown write only with its idempotency key", async () => {
+    const { client, sent } = setup((_, i) =>
+      i === 0
+        ? apiError(503, "outcome_unknown", { "retry-after": "0" })
+        : json('{"ns":"n","key":"k","value":1,"exists":true}'),
+    );
+    expect(await client.incr("n", "k")).toBe(1);
+    expect(sent).toHaveLength(2);
+    expect(sent[0].headers["idempotency-key"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(sent[1].headers["idempotency-key"]).toBe(
+      sent[0].headers["idempotency-key"],
+    );
+  });
+
+  it("never retries an outcome_unknown op that carries no idempotency key", () => {
+    const unknown = { status: 503, code: "outcome_unknown" };
+    expect(mayRetry(unknown, undefined)).toBe(false);
+    expect(mayRetry(unknown, "key-1")).toBe(true);
+    expect(
+      mayRetry({ status: 503, code: "shard_unavailable" }, undefined),
+    ).toBe(true);
+    expect(mayRetry({ status: 422, code: "overflow" }, "key-1")).toBe(false);
   });
 
   it("retries only the ops of a batch that failed transiently", async () => {

@@ -27,6 +27,11 @@ pub enum CoreError {
     NotFound,
     #[error("The value is larger than the limit of {limit_bytes} bytes.")]
     EntryTooLarge { limit_bytes: u64 },
+    #[error(
+        "The answer would carry more than {limit_bytes} bytes of cache values, so this entry was \
+         left out; read it on its own or in a later batch."
+    )]
+    AnswerTooLarge { limit_bytes: u64 },
     #[error("A batch may hold at most {max} ops.")]
     TooManyOps { max: usize },
     #[error("The op {reason}.")]
@@ -54,7 +59,7 @@ impl CoreError {
             Self::InvalidBody { .. } => "invalid_body",
             Self::Overflow => "overflow",
             Self::NotFound => "not_found",
-            Self::EntryTooLarge { .. } => "payload_too_large",
+            Self::EntryTooLarge { .. } | Self::AnswerTooLarge { .. } => "payload_too_large",
             Self::TooManyOps { .. } => "too_many_ops",
             Self::InvalidOp { .. } => "invalid_op",
             Self::InvalidIdempotencyKey { .. } => "invalid_idempotency_key",

@@ -13,6 +13,7 @@
 //! - [`counter_table`]: a shard's counters in memory in front of its storage.
 //! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
+//! - [`answer_budget`]: the bytes of cache values one answer may carry.
 //! - [`access`]: bearer tokens and the rights they grant ([`AccessPolicy`]).
 //! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
 //! - [`edge_cache`]: the worker's cache of hot reads and the max-age policy ([`EdgeCache`]).
@@ -27,6 +28,7 @@
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
 pub mod access;
+pub mod answer_budget;
 pub mod badge;
 pub mod batch;
 pub mod body;

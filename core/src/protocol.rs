@@ -136,6 +136,10 @@ impl OpResult {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardRequest {
     pub ops: Vec<ShardCall>,
+    /// Bytes of cache values the answer may carry (see [`crate::answer_budget`]); absent means
+    /// the most any answer may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_budget: Option<u64>,
 }
 
 /// What a shard answers: one result per op, in request order.

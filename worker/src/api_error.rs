@@ -23,6 +23,9 @@ pub enum ApiError {
         limit_bytes: usize,
     },
     ShardUnavailable,
+    /// A write was sent to its shard but no answer came back: it may or may not have been
+    /// applied, so it is safe to retry only with the same `Idempotency-Key`.
+    OutcomeUnknown,
     /// The shard has more work queued than it may take; shed rather than queue without bound.
     ShardOverloaded,
     /// The client's token bucket is empty; the decision carries the `RateLimit-*` figures.
@@ -62,10 +65,15 @@ impl ApiError {
         match self {
             Self::Core(CoreError::StorageUnavailable { .. })
             | Self::ShardUnavailable
+            | Self::OutcomeUnknown
             | Self::ShardOverloaded => 503,
             Self::RateLimited(_) => 429,
             Self::Core(CoreError::NotFound) | Self::RouteNotFound => 404,
-            Self::Core(CoreError::EntryTooLarge { .. } | CoreError::TooManyOps { .. }) => 413,
+            Self::Core(
+                CoreError::EntryTooLarge { .. }
+                | CoreError::AnswerTooLarge { .. }
+                | CoreError::TooManyOps { .. },
+            ) => 413,
             Self::Core(e) if e.is_semantic() => 422,
             Self::Core(_) => 400,
             Self::Unauthorized => 401,
@@ -88,6 +96,7 @@ impl ApiError {
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::ShardUnavailable => "shard_unavailable",
+            Self::OutcomeUnknown => "outcome_unknown",
             Self::ShardOverloaded => "shard_overloaded",
             Self::RateLimited(_) => "rate_limited",
             Self::Misconfigured { .. } => "misconfigured",
@@ -109,7 +118,12 @@ impl ApiError {
             Self::PayloadTooLarge { limit_bytes } => {
                 format!("The request body is larger than the limit of {limit_bytes} bytes.")
             }
-            Self::ShardUnavailable => "The shard that owns this key is unavailable; retry shortly.".into(),
+            Self::ShardUnavailable => {
+                "The shard that owns this key is unavailable; nothing was applied, retry shortly.".into()
+            }
+            Self::OutcomeUnknown => "The shard did not confirm this write, which may or may not have been \
+                                     applied; retry it only with the same Idempotency-Key."
+                .into(),
             Self::ShardOverloaded => {
                 "The shard that owns this key is overloaded; nothing was applied, retry shortly.".into()
             }
@@ -121,6 +135,18 @@ impl ApiError {
                 format!("The service is misconfigured: {var} is invalid.")
             }
             Self::Internal(_) => "The service failed unexpectedly; retry shortly.".into(),
+        }
+    }
+
+    /// The error for an op whose shard call failed after it was sent: a write may have been
+    /// applied before the failure (its answer lost, or too large to return), so it cannot be
+    /// called safe to retry. The runtime's "overloaded" refusal comes before the shard runs
+    /// anything, and a read changes nothing, so those keep their error.
+    #[must_use]
+    pub fn after_send(&self, is_write: bool) -> ApiError {
+        match self {
+            Self::ShardUnavailable | Self::Internal(_) if is_write => Self::OutcomeUnknown,
+            other => other.clone(),
         }
     }
 
@@ -164,6 +190,17 @@ mod tests {
         assert_eq!(ApiError::RateLimited(decision).status(), 429);
         assert_eq!(ApiError::RateLimited(decision).retry_after_seconds(), Some(2));
         assert_eq!(ApiError::Core(CoreError::Overflow).retry_after_seconds(), None);
+    }
+
+    #[test]
+    fn a_write_whose_call_failed_after_sending_has_an_unknown_outcome() {
+        assert_eq!(ApiError::ShardUnavailable.after_send(true), ApiError::OutcomeUnknown);
+        assert_eq!(ApiError::Internal("x".into()).after_send(true), ApiError::OutcomeUnknown);
+        assert_eq!(ApiError::ShardUnavailable.after_send(false), ApiError::ShardUnavailable);
+        assert_eq!(ApiError::ShardOverloaded.after_send(true), ApiError::ShardOverloaded);
+        assert_eq!(ApiError::OutcomeUnknown.status(), 503);
+        assert_eq!(ApiError::OutcomeUnknown.code(), "outcome_unknown");
+        assert!(ApiError::OutcomeUnknown.message().contains("Idempotency-Key"));
     }
 
     #[test]

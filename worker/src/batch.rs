@@ -1,11 +1,14 @@
 //! `POST /v1/batch`: many ops in one request, grouped so each shard gets one call.
 //!
 //! Shard calls run concurrently; each shard runs its ops in request order, so ops on one key
-//! apply in the order sent. A shard that cannot be reached fails only its own ops.
+//! apply in the order sent. A shard that cannot be reached fails only its own ops. The answer
+//! keeps to a byte budget (`edgecount_core::answer_budget`): cache reads past it are answered
+//! `payload_too_large` in their place.
 
 use std::collections::BTreeMap;
 
 use edgecount_core::access::Right;
+use edgecount_core::answer_budget::{shard_share, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
 use edgecount_core::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
 use edgecount_core::body::is_json_content_type;
 use edgecount_core::edge_cache::CachedRead;
@@ -49,30 +52,57 @@ pub async fn serve(
         }
     }
     let sent_at = now_ms();
+    let reads = by_shard.values().map(|(_, ops)| cache_reads(ops)).sum();
     let calls = by_shard.into_iter().map(|(shard, (indexes, ops))| async move {
-        let outcome = shard_client::execute(env, shard, &ops).await;
+        let share = shard_share(cache_reads(&ops), reads);
+        let outcome = shard_client::execute(env, shard, &ops, share).await;
         (indexes, ops, outcome)
     });
+    let mut answered: Vec<Option<OpResult>> = vec![None; results.len()];
     for (indexes, ops, outcome) in join_all(calls).await {
         match outcome {
             Ok(shard_results) => {
                 for ((index, call), result) in indexes.into_iter().zip(&ops).zip(shard_results) {
                     keep_edge_cache_current(config, &call.op, &result, sent_at);
-                    results[index] = result_json(&result);
+                    answered[index] = Some(result);
                 }
             }
             Err(error) => {
                 for (index, call) in indexes.into_iter().zip(&ops) {
                     let (ns, key) = call.op.target();
                     edge::forget(config, ns, key);
+                    let error = error.after_send(call.op.is_write());
                     results[index] = error_json(error.code(), &error.message());
                 }
             }
         }
     }
+    // The whole answer keeps to one budget, spent in request order on entries as encoded
+    // here (a text value's JSON escapes can make it longer than the base64 the shard counted).
+    let mut budget = AnswerBudget::new(MAX_BATCH_ANSWER_BYTES);
+    for (slot, result) in results.iter_mut().zip(answered) {
+        let Some(result) = result else { continue };
+        let answer = result_json(&result);
+        *slot = match result {
+            OpResult::Entry { .. } if !budget.try_spend(encoded_len(&answer)) => {
+                let error = budget.refusal();
+                error_json(error.code(), &error.to_string())
+            }
+            _ => answer,
+        };
+    }
     let response = respond::json(200, &json!({ "results": results }))?;
     response.headers().set("cache-control", "no-store")?;
     Ok(response)
+}
+
+fn cache_reads(ops: &[ShardCall]) -> usize {
+    ops.iter().filter(|call| matches!(call.op, ShardOp::CacheGet { .. })).count()
+}
+
+/// Bytes of `value` as JSON text.
+fn encoded_len(value: &Value) -> u64 {
+    serde_json::to_string(value).map_or(u64::MAX, |text| text.len() as u64)
 }
 
 /// An op the token may run, or the per-op error saying why not.

@@ -38,6 +38,6 @@ pub mod shard_client;
 pub mod shard_store;
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    routes::handle(req, env).await
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+    routes::handle(req, env, ctx).await
 }

@@ -85,6 +85,8 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "coalesced_ops": coalescing.coalesced,
         "shard_calls_saved": coalescing.calls_saved(),
         "ops_shed_overloaded": coalescing.refused,
+        "ops_withdrawn": coalescing.withdrawn,
+        "shard_calls_lost": coalescing.lost_calls,
         "hot_threshold_per_s": config.hot_threshold_per_s,
         "hot_max_age_s": config.hot_max_age_ms / 1000,
     })

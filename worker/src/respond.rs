@@ -1,6 +1,7 @@
 //! Building responses: JSON and plain-text bodies, errors, and the CORS headers.
 
 use edgecount_core::ShardId;
+use futures_util::StreamExt;
 use serde::Serialize;
 use worker::{Headers, Request, Response};
 
@@ -109,8 +110,10 @@ pub fn add_cors(response: &Response, config: &Config, origin: Option<&str>) -> R
     Ok(())
 }
 
-/// Reads a request body of at most `limit` bytes, refusing larger ones by their declared
-/// length before reading when possible.
+/// Reads a request body of at most `limit` bytes: one whose declared length is larger is
+/// refused before reading, and one sent without a length (chunked) is read as it streams and
+/// refused as soon as it passes the limit, so an oversized body never costs more than `limit`
+/// bytes of memory.
 ///
 /// # Errors
 /// [`ApiError::PayloadTooLarge`] past the limit.
@@ -120,9 +123,18 @@ pub async fn read_bounded_body(req: &mut Request, limit: usize) -> Result<Vec<u8
     if declared.is_some_and(|len| len > limit) {
         return Err(too_large);
     }
-    let bytes = req.bytes().await?;
-    if bytes.len() > limit {
-        return Err(too_large);
+    let mut body = Vec::with_capacity(declared.unwrap_or(0));
+    let Ok(mut chunks) = req.stream() else {
+        // No body at all.
+        return Ok(body);
+    };
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        if body.len() + chunk.len() > limit {
+            // Dropping the stream cancels the rest of the upload.
+            return Err(too_large);
+        }
+        body.extend_from_slice(&chunk);
     }
-    Ok(bytes)
+    Ok(body)
 }

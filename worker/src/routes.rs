@@ -1,7 +1,7 @@
 //! Which handler serves a request: path matching with `matchit`, then the method check, so a
 //! known path with the wrong method is a 405 with `Allow` rather than a 404.
 
-use worker::{console_error, Env, Method, Request, Response, Result};
+use worker::{console_error, Context, Env, Method, Request, Response, Result};
 
 use crate::api_error::ApiError;
 use edgecount_core::access::Right;
@@ -87,13 +87,13 @@ fn match_path(path: &str) -> Option<Matched> {
 ///
 /// # Errors
 /// Only if the runtime cannot build a response at all.
-pub async fn handle(req: Request, env: Env) -> Result<Response> {
+pub async fn handle(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let origin = req.headers().get("origin")?;
     let config = match Config::for_isolate(&env) {
         Ok(config) => config,
         Err(error) => return error_response(&error),
     };
-    let response = match dispatch(req, &env, &config).await {
+    let response = match dispatch(req, &env, &ctx, &config).await {
         Ok(response) => response,
         Err(error) => error_response(&error)?,
     };
@@ -101,12 +101,12 @@ pub async fn handle(req: Request, env: Env) -> Result<Response> {
     Ok(response)
 }
 
-async fn dispatch(req: Request, env: &Env, config: &Config) -> Result<Response, ApiError> {
+async fn dispatch(req: Request, env: &Env, ctx: &Context, config: &Config) -> Result<Response, ApiError> {
     let path = req.path();
     let Some(matched) = match_path(&path) else {
         return Err(counters::unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
     };
-    match dispatch_matched(req, env, config, &matched).await {
+    match dispatch_matched(req, env, ctx, config, &matched).await {
         Ok(response) => Ok(response),
         Err(error) => refusal(config, &matched, &error),
     }
@@ -135,6 +135,7 @@ fn owning_shard(config: &Config, matched: &Matched) -> Option<ShardId> {
 async fn dispatch_matched(
     req: Request,
     env: &Env,
+    ctx: &Context,
     config: &Config,
     matched: &Matched,
 ) -> Result<Response, ApiError> {
@@ -167,7 +168,7 @@ async fn dispatch_matched(
     authorize(config, action, matched, token.as_deref())?;
     let mut meter = Meter::for_request(&req, config, token.as_deref())?;
     let outcome = match meter.charge(config, 1) {
-        Ok(()) => serve(action, req, env, config, matched, token.as_deref(), &mut meter).await,
+        Ok(()) => serve(action, req, env, ctx, config, matched, token.as_deref(), &mut meter).await,
         Err(error) => Err(error),
     };
     let response = match outcome {
@@ -178,10 +179,13 @@ async fn dispatch_matched(
     Ok(response)
 }
 
+// One request's parts, each passed on to the handlers that need it.
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     action: Action,
     req: Request,
     env: &Env,
+    ctx: &Context,
     config: &Config,
     matched: &Matched,
     token: Option<&str>,
@@ -193,9 +197,9 @@ async fn serve(
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, env, config, token, meter).await,
-        Action::Badge => badge::serve(req, env, config, token, ns, key).await,
+        Action::Badge => badge::serve(req, env, ctx, config, token, ns, key).await,
         Action::Cache(action) => cache::serve(action, req, env, config, ns, key).await,
-        Action::Counter(action) => counters::serve(action, req, env, config, ns, key).await,
+        Action::Counter(action) => counters::serve(action, req, env, ctx, config, ns, key).await,
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::cell::{Cell, RefCell};
 
+use edgecount_core::answer_budget::AnswerBudget;
 use edgecount_core::idempotency::IDEMPOTENCY_WINDOW_MS;
 use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::{ShardCall, ShardEngine, ShardOp};
@@ -83,9 +84,10 @@ impl Shard {
     async fn execute(&self, request: ShardRequest) -> Result<ShardResponse> {
         self.calls.set(self.calls.get() + 1);
         let now = now_ms();
+        let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
         let results = {
             let mut engine = self.engine.borrow_mut();
-            request.ops.iter().map(|call| engine.execute_call(&self.store, call, now)).collect()
+            request.ops.iter().map(|call| budget.admit(engine.execute_call(&self.store, call, now))).collect()
         };
         if let Some(expiry) = earliest_expiry(&request.ops, now) {
             self.schedule_reclaim(expiry, now).await?;

@@ -2,6 +2,7 @@
 //! of ops, so a batch costs one hop per shard rather than one per op. Statistics still use the
 //! shard's `fetch`, which is off the request path.
 
+use edgecount_core::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::protocol::{ShardResponse, ShardStats};
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use serde::Serialize;
@@ -25,16 +26,24 @@ fn stub(env: &Env, shard: ShardId) -> Result<Stub, ApiError> {
 #[derive(Serialize)]
 struct ShardRequestRef<'a> {
     ops: &'a [ShardCall],
+    answer_budget: u64,
 }
 
-/// Runs `ops` on `shard` in order and returns one result per op.
+/// Runs `ops` on `shard` in order and returns one result per op; cache entries past
+/// `answer_budget` bytes (see `edgecount_core::answer_budget`) come back `payload_too_large`.
 ///
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached or answers out of protocol.
-pub async fn execute(env: &Env, shard: ShardId, ops: &[ShardCall]) -> Result<Vec<OpResult>, ApiError> {
+/// The ops may have run all the same: see [`ApiError::after_send`].
+pub async fn execute(
+    env: &Env,
+    shard: ShardId,
+    ops: &[ShardCall],
+    answer_budget: u64,
+) -> Result<Vec<OpResult>, ApiError> {
     let expected = ops.len();
-    let body =
-        serde_json::to_string(&ShardRequestRef { ops }).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let body = serde_json::to_string(&ShardRequestRef { ops, answer_budget })
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let rpc: ShardRpc = stub(env, shard)?.into_rpc();
     let answer = JsFuture::from(rpc.run_ops(&body)).await.map_err(|e| unreachable(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
@@ -78,10 +87,11 @@ fn classify_failure(message: &str) -> ApiError {
 /// Runs a single op on `shard`.
 ///
 /// # Errors
-/// As [`execute`].
+/// As [`execute`], with a write whose call failed reported as [`ApiError::OutcomeUnknown`].
 pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
-    let mut results = execute(env, shard, std::slice::from_ref(&call)).await?;
-    results.pop().ok_or(ApiError::ShardUnavailable)
+    let is_write = call.op.is_write();
+    let results = execute(env, shard, std::slice::from_ref(&call), MAX_SHARD_ANSWER_BYTES).await;
+    results.and_then(|mut r| r.pop().ok_or(ApiError::ShardUnavailable)).map_err(|e| e.after_send(is_write))
 }
 
 /// Asks `shard` for its statistics.

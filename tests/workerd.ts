@@ -1,0 +1,39 @@
+// `workerd serve` with the production-like config (scripts/workerd-config.mjs), for specs that
+// need the runtime itself: killing it, or speaking raw sockets to it without a dev proxy.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+export interface Runtime {
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+  process: ChildProcess;
+}
+
+/** Starts workerd on `port` over the state kept in `dir`, and waits until it answers. */
+export async function startWorkerd(
+  port: number,
+  dir: string,
+): Promise<Runtime> {
+  const config = join(dir, "edgecount.capnp");
+  mkdirSync(join(dir, "state"), { recursive: true });
+  spawnSync(
+    process.execPath,
+    ["scripts/workerd-config.mjs", String(port), join(dir, "state"), config],
+    { stdio: "inherit" },
+  );
+  const child = spawn(resolve("node_modules/.bin/workerd"), ["serve", config], {
+    stdio: "ignore",
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(`${url}/v1/health`)).ok) return { url, process: child };
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill("SIGKILL");
+  throw new Error("workerd did not start");
+}
