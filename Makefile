@@ -8,11 +8,11 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-api-spec test-bench-smoke bench bench-core fuzz clean
+.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-api-spec test-bench-smoke bench bench-core fuzz soak clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
-PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 scripts/workerd-config.mjs scripts/bench-core.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
+PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md
 BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
 
@@ -22,6 +22,7 @@ help:
 	@echo "make bench  the k6 comparison against Redis and Ehcache (BENCH_QUICK=1: about 10 minutes)"
 	@echo "make fmt    format Rust and TypeScript"
 	@echo "make fuzz   fuzz the core's parsers for 10 minutes (cargo-fuzz, nightly)"
+	@echo "make soak   10 minutes of mixed load, client resets, hostile requests and SIGKILLs through workerd"
 	@echo "make bench-core  the core's micro-benchmarks, native and Wasm, and memory per counter"
 	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
 
@@ -77,6 +78,10 @@ test: lint test-native test-worker test-api-spec test-bench-smoke
 
 fuzz:
 	@scripts/fuzz.sh
+
+# Not part of `make test`: it runs for SOAK_SECONDS (default 600).
+soak: build
+	@node scripts/soak.mjs
 
 bench-core: tools
 	@node scripts/bench-core.mjs
