@@ -209,6 +209,7 @@ mod tests {
             {"op": "incr", "ns": "n", "key": "k"},
             {"op": "frobnicate", "ns": "n", "key": "k"},
             {"op": "incr", "ns": "bad ns", "key": "k"},
+            {"op": "incr", "ns": "..", "key": "k"},
             {"op": "incr", "ns": "n", "key": ""},
             {"op": "incr", "ns": "n", "key": "k", "by": 1.5},
             {"op": "incr", "ns": "n", "key": "k", "by": 9223372036854775808},
@@ -229,6 +230,7 @@ mod tests {
             vec![
                 Ok("write"),
                 Err("invalid_op"),
+                Err("invalid_namespace"),
                 Err("invalid_namespace"),
                 Err("invalid_key"),
                 Err("invalid_body"),
