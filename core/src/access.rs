@@ -109,6 +109,13 @@ impl AccessPolicy {
         self.grants.is_empty()
     }
 
+    /// Whether reads need a token: private reads were asked for and tokens are configured.
+    /// Their answers must then never be kept by a shared cache.
+    #[must_use]
+    pub fn reads_need_a_token(&self) -> bool {
+        self.private_reads && !self.is_open()
+    }
+
     /// Whether `token` is one of the configured tokens, whatever its right.
     #[must_use]
     pub fn recognizes(&self, token: &str) -> bool {
@@ -196,6 +203,9 @@ mod tests {
 
     #[test]
     fn reads_are_public_unless_private() {
+        assert!(!policy(false).reads_need_a_token());
+        assert!(policy(true).reads_need_a_token());
+        assert!(!AccessPolicy::parse(None, None, None, true).unwrap().reads_need_a_token());
         assert_eq!(policy(false).check(None, Right::Read, Some(&ns("pages"))), Ok(()));
         let private = policy(true);
         assert_eq!(private.check(None, Right::Read, Some(&ns("pages"))), Err(Denial::Unauthenticated));

@@ -1,6 +1,7 @@
 //! The cache routes: `PUT|GET|DELETE /v1/cache/:ns/:key`, opaque bytes with their content type.
 
 use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
+use edgecount_core::edge_cache::revalidate;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::{shard_for, Key, Namespace, OpResult, ShardCall, ShardOp};
 use serde_json::json;
@@ -8,7 +9,7 @@ use worker::{Env, Headers, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
-use crate::counters::idempotency_key;
+use crate::counters::{idempotency_key, read_audience};
 use crate::{respond, shard_client};
 
 /// Content type kept for a value sent without one.
@@ -37,13 +38,14 @@ pub async fn serve(
     let ns = Namespace::new(raw_ns)?;
     let key = Key::from_segment(raw_key)?;
     let shard = shard_for(&ns, &key, config.shards);
-    respond::naming_shard(shard, apply(action, &mut req, env, shard, ns, key).await)
+    respond::naming_shard(shard, apply(action, &mut req, env, config, shard, ns, key).await)
 }
 
 async fn apply(
     action: CacheAction,
     req: &mut Request,
     env: &Env,
+    config: &Config,
     shard: edgecount_core::ShardId,
     ns: Namespace,
     key: Key,
@@ -74,7 +76,7 @@ async fn apply(
         OpResult::Entry { value, content_type } => {
             let headers = Headers::new();
             headers.set("content-type", &content_type)?;
-            headers.set("cache-control", "no-cache")?;
+            headers.set("cache-control", revalidate(read_audience(config)))?;
             Response::from_bytes(value)?.with_headers(headers)
         }
         OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
