@@ -12,6 +12,7 @@
 //!   [`OpResult`]), shared by the worker and the shard so both speak one format.
 //! - [`counter_table`]: a shard's counters in memory in front of its storage.
 //! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
+//! - [`content_type`]: the content type kept with a cache entry, checked as a header value.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
 //! - [`access`]: bearer tokens and the rights they grant ([`AccessPolicy`]).
 //! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
@@ -32,6 +33,7 @@ pub mod batch;
 pub mod body;
 pub mod cache_table;
 pub mod coalesce;
+pub mod content_type;
 pub mod counter;
 pub mod counter_table;
 pub mod edge_cache;
@@ -52,6 +54,7 @@ mod test_store;
 pub use access::AccessPolicy;
 pub use cache_table::{CacheStore, CacheTable};
 pub use coalesce::Coalescer;
+pub use content_type::ContentType;
 pub use counter::{Counter, CounterWrite};
 pub use counter_table::{CounterStore, CounterTable};
 pub use edge_cache::EdgeCache;
