@@ -14,6 +14,7 @@
 //! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
 //! - [`content_type`]: the content type kept with a cache entry, checked as a header value.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
+//! - [`alarm_schedule`]: what a shard remembers of its reclaiming alarm, and retries.
 //! - [`access`]: bearer tokens and the rights they grant ([`AccessPolicy`]).
 //! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
 //! - [`edge_cache`]: the worker's cache of hot reads and the max-age policy ([`EdgeCache`]).
@@ -28,6 +29,7 @@
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
 pub mod access;
+pub mod alarm_schedule;
 pub mod badge;
 pub mod batch;
 pub mod body;
