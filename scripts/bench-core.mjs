@@ -1,7 +1,8 @@
 // Measures edgecount-core natively and as Wasm in V8, the engine the worker runs in:
 // - the Criterion micro-benchmarks of core/benches/core_ops.rs, as one table of ns per op on
 //   both sides and their ratio;
-// - memory per counter, from core/examples/counter_memory.rs (1,000,000 counters in a shard).
+// - memory per counter, from core/examples/counter_memory.rs (1,000,000 counters in a shard),
+//   with short names and with the longest the API allows.
 // Prints as it goes and writes the results as Markdown to build/bench-core.md.
 //
 // Usage: node scripts/bench-core.mjs [--rounds N] [FILTER]
@@ -229,7 +230,10 @@ async function cargoExecutables(args, wanted) {
   return found;
 }
 
-/** Runs the memory example natively (built in the bench profile, like the benchmark) and as Wasm. */
+/**
+ * Runs the memory example natively (built in the bench profile, like the benchmark) and as Wasm,
+ * each with short names and with the longest names allowed.
+ */
 async function measureMemory(wasmModule) {
   log("building the memory example natively");
   const { counter_memory: nativeExample } = await cargoExecutables(
@@ -244,14 +248,18 @@ async function measureMemory(wasmModule) {
     ],
     ["counter_memory"],
   );
-  log("memory per counter, native");
-  const native = (await run(nativeExample, [])).stdout.trim();
-  log("memory per counter, wasm32-wasip1");
-  const wasm = (await runWasm(wasmModule, [], [])).stdout.trim();
+  const native = [];
+  const wasm = [];
+  for (const args of [[], ["--longest-names"]]) {
+    log(`memory per counter, native ${args.join(" ")}`);
+    native.push((await run(nativeExample, args)).stdout.trim());
+    log(`memory per counter, wasm32-wasip1 ${args.join(" ")}`);
+    wasm.push((await runWasm(wasmModule, [], args)).stdout.trim());
+  }
   return {
-    native,
-    wasm,
-    text: `Native:\n${native}\n\nWasm (wasm32-wasip1 in V8):\n${wasm}`,
+    native: native.join("\n\n"),
+    wasm: wasm.join("\n\n"),
+    text: `Native:\n${native.join("\n\n")}\n\nWasm (wasm32-wasip1 in V8):\n${wasm.join("\n\n")}`,
   };
 }
 

@@ -99,25 +99,80 @@ describe("access with tokens", () => {
 });
 
 describe("private reads", () => {
-  it("needs a read token for reads when EDGECOUNT_PRIVATE_READS is set", async () => {
-    const strict = await startService({
-      vars: { EDGECOUNT_READ_TOKENS: READER, EDGECOUNT_PRIVATE_READS: "true" },
+  let strict: Service;
+  beforeAll(async () => {
+    strict = await startService({
+      vars: {
+        EDGECOUNT_READ_TOKENS: READER,
+        EDGECOUNT_WRITE_TOKENS: WRITER,
+        EDGECOUNT_PRIVATE_READS: "true",
+        // Low, so a handful of reads makes a key hot and its reads cacheable.
+        EDGECOUNT_HOT_THRESHOLD: "5",
+        EDGECOUNT_HOT_MAX_AGE: "2",
+      },
     });
-    try {
-      expect((await strict.fetch("/v1/counters/pages/home")).status).toBe(401);
-      expect(
-        (
-          await strict.fetch("/v1/counters/pages/home", {
-            headers: auth(READER),
-          })
-        ).status,
-      ).toBe(200);
-      expect(
-        (await strict.fetch("/v1/cache/pages/x", { headers: auth(READER) }))
-          .status,
-      ).toBe(404);
-    } finally {
-      await strict.stop();
-    }
+  });
+  afterAll(() => strict.stop());
+
+  it("needs a read token for reads when EDGECOUNT_PRIVATE_READS is set", async () => {
+    expect((await strict.fetch("/v1/counters/pages/home")).status).toBe(401);
+    expect(
+      (
+        await strict.fetch("/v1/counters/pages/home", {
+          headers: auth(READER),
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (await strict.fetch("/v1/cache/pages/x", { headers: auth(READER) }))
+        .status,
+    ).toBe(404);
+  });
+
+  it("marks every token-gated read answer private, hot ones included, never public", async () => {
+    const ns = freshNamespace("private");
+    const read = (path: string, headers: Record<string, string> = {}) =>
+      strict.fetch(path, { headers: { ...auth(READER), ...headers } });
+    const expectPrivate = (response: Response, pattern: RegExp) => {
+      const header = response.headers.get("cache-control") ?? "";
+      expect(header).toMatch(pattern);
+      expect(header).not.toContain("public");
+      expect(response.headers.get("cache-tag")).toBeNull();
+    };
+
+    const cold = await read(`/v1/counters/${ns}/cold`);
+    expect(cold.status).toBe(200);
+    expectPrivate(cold, /^private, no-cache$/);
+
+    const path = `/v1/counters/${ns}/hot`;
+    await strict.fetch(`${path}/incr?by=3`, {
+      method: "POST",
+      headers: auth(WRITER),
+    });
+    let hot = await read(path);
+    for (let i = 0; i < 20; i++) hot = await read(path);
+    expect(hot.headers.get("x-cache")).toBe("HIT");
+    expectPrivate(hot, /^private, max-age=[0-2]$/);
+    const notModified = await read(path, {
+      "if-none-match": hot.headers.get("etag")!,
+    });
+    expect(notModified.status).toBe(304);
+    expectPrivate(notModified, /^private, max-age=[0-2]$/);
+
+    const badge = await read(`/v1/badge/${ns}/hot.svg`);
+    expect(badge.status).toBe(200);
+    expectPrivate(badge, /^private, max-age=[0-2]$/);
+    const coldBadge = await read(`/v1/badge/${ns}/other.svg`);
+    expectPrivate(coldBadge, /^private, no-cache$/);
+
+    const put = await strict.fetch(`/v1/cache/${ns}/entry`, {
+      method: "PUT",
+      headers: { ...auth(WRITER), "content-type": "text/plain" },
+      body: "kept",
+    });
+    expect(put.status).toBe(204);
+    const entry = await read(`/v1/cache/${ns}/entry`);
+    expect(entry.status).toBe(200);
+    expectPrivate(entry, /^private, no-cache$/);
   });
 });

@@ -69,6 +69,13 @@ describe("badge", () => {
       expect(response.status, path).toBe(status);
       expect((await response.json()).error.code).toBe(code);
     }
+    const malformedKey = await service.fetch(`/v1/badge/${ns}/k.svg`, {
+      headers: { "idempotency-key": "has space" },
+    });
+    expect(malformedKey.status).toBe(400);
+    expect((await malformedKey.json()).error.code).toBe(
+      "invalid_idempotency_key",
+    );
     const post = await service.fetch(`/v1/badge/${ns}/k.svg`, {
       method: "POST",
     });

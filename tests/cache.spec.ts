@@ -1,4 +1,9 @@
-// Cache entries: bytes and content type kept, 1 MiB limit, LRU eviction under a byte bound.
+// Cache entries: bytes and content type kept, 1 MiB limit, LRU eviction under a byte bound,
+// content types checked as header values, and stored bytes served sandboxed.
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freshNamespace, startService, type Service } from "./service";
 
@@ -115,6 +120,140 @@ describe("LRU eviction", () => {
       expect(tooBig.status).toBe(413);
     } finally {
       await small.stop();
+    }
+  });
+});
+
+describe("stored values as attack surface", () => {
+  const expectSandboxed = (response: Response) => {
+    expect(response.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(response.headers.get("content-security-policy")).toBe(
+      "sandbox; default-src 'none'",
+    );
+  };
+
+  it("refuses a PUT whose Content-Type is not a header value, storing nothing", async () => {
+    const ns = freshNamespace("ctype");
+    // fetch itself refuses control characters in a header; a byte past ASCII and an
+    // overlong value get through to the worker.
+    for (const type of [
+      "text/plain; name=caf\u00e9",
+      `text/${"a".repeat(300)}`,
+    ]) {
+      const refused = await put(service, `/v1/cache/${ns}/k`, "x", type);
+      expect(refused.status).toBe(400);
+      expect((await refused.json()).error.code).toBe("invalid_content_type");
+      expectSandboxed(refused);
+    }
+    expect((await service.fetch(`/v1/cache/${ns}/k`)).status).toBe(404);
+  });
+
+  it("refuses a batch cache_put whose content_type would break headers, storing nothing", async () => {
+    const ns = freshNamespace("ctype-batch");
+    const types = ["text/html\r\nSet-Cookie: x=1", "text/plain\u0000"];
+    const response = await service.fetch("/v1/batch", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        ops: types.map((content_type, i) => ({
+          op: "cache_put",
+          ns,
+          key: `k${i}`,
+          value: "<b>x</b>",
+          content_type,
+        })),
+      }),
+    });
+    expect(response.status).toBe(200);
+    const { results } = await response.json();
+    for (const result of results) {
+      expect(result.error.code).toBe("invalid_content_type");
+    }
+    for (const i of types.keys()) {
+      const read = await service.fetch(`/v1/cache/${ns}/k${i}`);
+      expect(read.status).toBe(404);
+    }
+  });
+
+  it("serves every entry answer with nosniff and a sandboxing CSP", async () => {
+    const ns = freshNamespace("sandbox");
+    const path = `/v1/cache/${ns}/page`;
+    const stored = await put(
+      service,
+      path,
+      "<script>alert(document.cookie)</script>",
+      "text/html",
+    );
+    expect(stored.status).toBe(204);
+    expectSandboxed(stored);
+    const read = await service.fetch(path);
+    expect(read.status).toBe(200);
+    expect(read.headers.get("content-type")).toBe("text/html");
+    expectSandboxed(read);
+    expectSandboxed(await service.fetch(`/v1/cache/${ns}/missing`));
+    expectSandboxed(await service.fetch(path, { method: "DELETE" }));
+  });
+
+  it("serves an entry stored with a broken content type as opaque bytes, not a 500", async () => {
+    // Such entries could be stored before content types were checked: write one straight
+    // into the shard's SQLite file while the runtime is stopped.
+    const persistDir = mkdtempSync(join(tmpdir(), "edgecount-ctype-"));
+    try {
+      const ns = freshNamespace("legacy");
+      const first = await startService({ persistDir });
+      expect(
+        (await put(first, `/v1/cache/${ns}/old`, "<b>hi</b>")).status,
+      ).toBe(204);
+      await first.stop();
+      const { DatabaseSync } = createRequire(import.meta.url)("node:sqlite");
+      let changed = 0;
+      const files = readdirSync(persistDir, {
+        recursive: true,
+        encoding: "utf8",
+      });
+      for (const file of files.filter((f) => f.endsWith(".sqlite"))) {
+        const db = new DatabaseSync(join(persistDir, file));
+        const tables = db
+          .prepare(
+            "SELECT name FROM sqlite_master WHERE name = 'cache_entries'",
+          )
+          .all();
+        if (tables.length > 0) {
+          changed += Number(
+            db
+              .prepare(
+                "UPDATE cache_entries SET content_type = ? WHERE ns = ? AND key = ?",
+              )
+              .run("text/html\r\nSet-Cookie: x=1", ns, "old").changes,
+          );
+        }
+        db.close();
+      }
+      expect(changed).toBe(1);
+
+      const second = await startService({ persistDir });
+      try {
+        const read = await second.fetch(`/v1/cache/${ns}/old`);
+        expect(read.status).toBe(200);
+        expect(read.headers.get("content-type")).toBe(
+          "application/octet-stream",
+        );
+        expect(read.headers.get("set-cookie")).toBeNull();
+        expect(await read.text()).toBe("<b>hi</b>");
+        expectSandboxed(read);
+        const batch = await second.fetch("/v1/batch", {
+          method: "POST",
+          body: JSON.stringify({ ops: [{ op: "cache_get", ns, key: "old" }] }),
+        });
+        expect((await batch.json()).results[0]).toEqual({
+          value: "<b>hi</b>",
+          content_type: "application/octet-stream",
+        });
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      rmSync(persistDir, { recursive: true, force: true });
     }
   });
 });

@@ -12,9 +12,13 @@
 //! Storage here keeps nothing: a shard's storage is SQLite, outside its heap, so what is
 //! measured is what the engine itself holds.
 //!
-//! Runs natively (`cargo run --release -p edgecount-core --example counter_memory`) and for
-//! `wasm32-wasip1` (`scripts/bench-core.mjs` runs both), where pointers and `String`s are
-//! half the size, as they are in the worker.
+//! Names are short by default (`pages` / `page/10000`). With `--longest-names` every counter
+//! has the longest names the API allows, a 64-byte namespace and a 256-byte key, so the figure
+//! bounds what a shard can be made to hold by clients choosing their names.
+//!
+//! Runs natively (`cargo run --release -p edgecount-core --example counter_memory -- [COUNT]
+//! [--longest-names]`) and for `wasm32-wasip1` (`scripts/bench-core.mjs` runs both shapes on
+//! both), where pointers and `String`s are half the size, as they are in the worker.
 //!
 //! [`CounterTable`]: edgecount_core::CounterTable
 
@@ -24,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use edgecount_core::cache_table::CacheStore;
 use edgecount_core::counter_table::DEFAULT_CACHED_COUNTERS;
 use edgecount_core::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
+use edgecount_core::names::{MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use edgecount_core::{Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
 
 /// What a shard holding 1M counters may use.
@@ -147,17 +152,43 @@ fn footprint() -> (&'static str, usize) {
     ("resident set (not measured on this system)", 0)
 }
 
+/// The names of the `i`th counter: short ones as a site's look, or the longest allowed.
+fn names(i: usize, longest: bool) -> (Namespace, Key) {
+    let (ns, prefix) = NAMESPACES[i % NAMESPACES.len()];
+    let (ns, key) = if longest {
+        // Padded to the limits; the counter's number stays at the end so keys are distinct.
+        let number = format!("/{}", 10_000 + i);
+        let ns = format!("{ns:-<MAX_NAMESPACE_LEN$}");
+        let key = format!("{prefix:-<width$}{number}", width = MAX_KEY_LEN - number.len());
+        (ns, key)
+    } else {
+        (ns.to_owned(), format!("{prefix}/{}", 10_000 + i))
+    };
+    (Namespace::new(&ns).expect("a valid namespace"), Key::new(&key).expect("a valid key"))
+}
+
 fn mb(bytes: usize) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
 fn main() {
-    let counters: usize = match std::env::args().nth(1) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let longest = args.iter().any(|arg| arg == "--longest-names");
+    let counters: usize = match args.iter().find(|arg| !arg.starts_with("--")) {
         Some(arg) => arg.parse().expect("the first argument is the number of counters"),
         None => 1_000_000,
     };
     let arch = if cfg!(target_arch = "wasm32") { "wasm32" } else { std::env::consts::ARCH };
-    println!("{counters} counters in {} namespaces, {arch} ({}-bit pointers)", NAMESPACES.len(), usize::BITS);
+    let shape = if longest {
+        format!("longest names ({MAX_NAMESPACE_LEN}-byte namespaces, {MAX_KEY_LEN}-byte keys)")
+    } else {
+        "short names".to_owned()
+    };
+    println!(
+        "{counters} counters in {} namespaces, {shape}, {arch} ({}-bit pointers)",
+        NAMESPACES.len(),
+        usize::BITS
+    );
 
     // The names are built per op, as a shard decodes them from each request, and the engine
     // keeps its own copies: nothing is shared between counters.
@@ -167,13 +198,8 @@ fn main() {
     let step = (counters / 10).max(1);
     println!("{:>10}  {:>12}  {:>13}  {footprint_name}", "counters", "heap in use", "bytes/counter");
     for i in 0..counters {
-        let (ns, prefix) = NAMESPACES[i % NAMESPACES.len()];
-        let op = ShardOp::Incr {
-            ns: Namespace::new(ns).expect("a valid namespace"),
-            key: Key::new(&format!("{prefix}/{}", 10_000 + i)).expect("a valid key"),
-            by: 1,
-            ttl: None,
-        };
+        let (ns, key) = names(i, longest);
+        let op = ShardOp::Incr { ns, key, by: 1, ttl: None };
         let result = engine.execute(&Discard, &op, 1_700_000_000_000);
         assert!(matches!(result, OpResult::Value { exists: true, .. }), "{result:?}");
         if (i + 1) % step == 0 {

@@ -4,8 +4,13 @@
 //! Configured as comma-separated entries, each `token` or `token@ns1|ns2`. With no token
 //! configured the service is open. With tokens, writes need a write or admin token, operations
 //! data (`/v1/stats`, `/metrics`) an admin token, and reads are public unless reads are made
-//! private. Tokens are compared in constant time and never appear in errors.
+//! private. Tokens are kept and compared as SHA-256 digests: every comparison is of 32 bytes
+//! in constant time, so its timing tells neither a token's bytes nor its length, and the
+//! configured tokens are not held in the clear. They never appear in errors.
 
+use std::fmt;
+
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::Namespace;
@@ -27,12 +32,35 @@ pub enum Denial {
     Forbidden,
 }
 
-#[derive(Debug, Clone)]
+/// A token as kept and compared: its SHA-256, the same length whatever the token's.
+type TokenDigest = [u8; 32];
+
+fn token_digest(token: &[u8]) -> TokenDigest {
+    Sha256::digest(token).into()
+}
+
+#[derive(Clone)]
 struct Grant {
-    token: Vec<u8>,
+    token: TokenDigest,
     right: Right,
     /// `None`: every namespace.
     namespaces: Option<Vec<String>>,
+}
+
+impl Grant {
+    fn matches(&self, presented: &TokenDigest) -> bool {
+        bool::from(self.token.ct_eq(presented))
+    }
+}
+
+// By hand, so a logged configuration shows no digest a weak token could be guessed from.
+impl fmt::Debug for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Grant")
+            .field("right", &self.right)
+            .field("namespaces", &self.namespaces)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The configured tokens.
@@ -69,7 +97,7 @@ impl AccessPolicy {
                 if token.len() < 8 {
                     return Err(format!("a {right:?} token is shorter than 8 characters"));
                 }
-                grants.push(Grant { token: token.as_bytes().to_vec(), right, namespaces });
+                grants.push(Grant { token: token_digest(token.as_bytes()), right, namespaces });
             }
         }
         Ok(Self { grants, private_reads })
@@ -81,12 +109,20 @@ impl AccessPolicy {
         self.grants.is_empty()
     }
 
+    /// Whether reads need a token: private reads were asked for and tokens are configured.
+    /// Their answers must then never be kept by a shared cache.
+    #[must_use]
+    pub fn reads_need_a_token(&self) -> bool {
+        self.private_reads && !self.is_open()
+    }
+
     /// Whether `token` is one of the configured tokens, whatever its right.
     #[must_use]
     pub fn recognizes(&self, token: &str) -> bool {
+        let presented = token_digest(token.as_bytes());
         let mut found = false;
         for grant in &self.grants {
-            found |= bool::from(grant.token.as_slice().ct_eq(token.as_bytes()));
+            found |= grant.matches(&presented);
         }
         found
     }
@@ -99,11 +135,11 @@ impl AccessPolicy {
         if self.is_open() || (need == Right::Read && !self.private_reads) {
             return Ok(());
         }
-        let token = token.ok_or(Denial::Unauthenticated)?.as_bytes();
+        let presented = token_digest(token.ok_or(Denial::Unauthenticated)?.as_bytes());
         // Compare against every grant, so timing does not tell which one (if any) matched.
         let mut found: Option<&Grant> = None;
         for grant in &self.grants {
-            if bool::from(grant.token.as_slice().ct_eq(token)) {
+            if grant.matches(&presented) {
                 found = Some(grant);
             }
         }
@@ -167,6 +203,9 @@ mod tests {
 
     #[test]
     fn reads_are_public_unless_private() {
+        assert!(!policy(false).reads_need_a_token());
+        assert!(policy(true).reads_need_a_token());
+        assert!(!AccessPolicy::parse(None, None, None, true).unwrap().reads_need_a_token());
         assert_eq!(policy(false).check(None, Right::Read, Some(&ns("pages"))), Ok(()));
         let private = policy(true);
         assert_eq!(private.check(None, Right::Read, Some(&ns("pages"))), Err(Denial::Unauthenticated));
@@ -178,6 +217,31 @@ mod tests {
         let p = policy(false);
         assert_eq!(p.check(Some("write-token-1"), Right::Admin, None), Err(Denial::Forbidden));
         assert_eq!(p.check(Some("admin-token-1"), Right::Admin, None), Ok(()));
+    }
+
+    #[test]
+    fn configured_tokens_are_not_held_in_the_clear() {
+        let shown = format!("{:?}", policy(true));
+        for token in ["admin-token-1", "write-token-1", "pages-writer", "read-token-1"] {
+            assert!(!shown.contains(token), "{shown}");
+            assert!(!shown.contains(&format!("{:?}", token.as_bytes())), "{shown}");
+        }
+    }
+
+    #[test]
+    fn tokens_of_any_length_compare_by_whole_digest() {
+        let p = policy(true);
+        let pages = ns("pages");
+        assert_eq!(p.check(Some("read-token-1"), Right::Read, Some(&pages)), Ok(()));
+        for near in ["", "r", "read-token-", "read-token-12", "Read-token-1", &"read-token-1".repeat(500)] {
+            assert_eq!(
+                p.check(Some(near), Right::Read, Some(&pages)),
+                Err(Denial::Unauthenticated),
+                "{near:?}"
+            );
+            assert!(!p.recognizes(near), "{near:?}");
+        }
+        assert_eq!(token_digest(b"").len(), token_digest(&[b'x'; 10_000]).len());
     }
 
     #[test]

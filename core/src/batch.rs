@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::body::from_json_object;
 use crate::cache_table::MAX_CACHE_VALUE_BYTES;
+use crate::content_type::{self, ContentType};
 use crate::idempotency::IdempotencyKey;
 use crate::number::{i64_from_json, ttl_from_json};
 use crate::protocol::{OpResult, ShardCall, ShardOp};
@@ -100,6 +101,7 @@ fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {
     if let Some((field, _)) = present.iter().find(|(f, p)| *p && !allowed.contains(f)) {
         return Err(CoreError::InvalidOp { reason: format!("`{}` does not take `{field}`", raw.op) });
     }
+    let content_type = raw.content_type.as_deref().map(ContentType::new).transpose()?;
     let ttl = ttl_from_json(raw.ttl.as_ref())?;
     let by = raw.by.as_ref().map_or(Ok(1), |v| i64_from_json("by", v))?;
     Ok(match raw.op.as_str() {
@@ -122,7 +124,10 @@ fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {
             if text.len() > MAX_CACHE_VALUE_BYTES {
                 return Err(CoreError::EntryTooLarge { limit_bytes: MAX_CACHE_VALUE_BYTES as u64 });
             }
-            let content_type = raw.content_type.unwrap_or_else(|| DEFAULT_BATCH_CONTENT_TYPE.to_owned());
+            let content_type = match content_type {
+                Some(content_type) => content_type,
+                None => ContentType::new(DEFAULT_BATCH_CONTENT_TYPE)?,
+            };
             ShardOp::CachePut { ns, key, value: text.into_bytes(), content_type, ttl }
         }
     })
@@ -144,7 +149,7 @@ pub fn error_json(code: &str, message: &str) -> Value {
 }
 
 /// A result as it appears in a batch's results. Cache values that are UTF-8 come back as
-/// `value`, others as `value_base64`.
+/// `value`, others as `value_base64`; the content type is the one a `GET` would answer with.
 #[must_use]
 pub fn result_json(result: &OpResult) -> Value {
     match result {
@@ -152,8 +157,11 @@ pub fn result_json(result: &OpResult) -> Value {
         OpResult::Deleted { deleted } => json!({"deleted": deleted}),
         OpResult::Stored => json!({"stored": true}),
         OpResult::Entry { value, content_type } => match std::str::from_utf8(value) {
-            Ok(text) => json!({"value": text, "content_type": content_type}),
-            Err(_) => json!({"value_base64": STANDARD.encode(value), "content_type": content_type}),
+            Ok(text) => json!({"value": text, "content_type": content_type::served(content_type)}),
+            Err(_) => json!({
+                "value_base64": STANDARD.encode(value),
+                "content_type": content_type::served(content_type),
+            }),
         },
         OpResult::Failed { error } => error_json(error.code(), &error.to_string()),
         OpResult::Replayed { first } => {
@@ -199,7 +207,7 @@ mod tests {
         assert!(matches!(ops[2], ShardOp::Decr { by: 1, ttl: None, .. }));
         assert!(matches!(ops[3], ShardOp::Set { value: i64::MIN, .. }));
         assert!(
-            matches!(&ops[6], ShardOp::CachePut { value, content_type, .. } if value == b"hello" && content_type == "text/html")
+            matches!(&ops[6], ShardOp::CachePut { value, content_type, .. } if value == b"hello" && content_type.as_str() == "text/html")
         );
     }
 
@@ -209,6 +217,7 @@ mod tests {
             {"op": "incr", "ns": "n", "key": "k"},
             {"op": "frobnicate", "ns": "n", "key": "k"},
             {"op": "incr", "ns": "bad ns", "key": "k"},
+            {"op": "incr", "ns": "..", "key": "k"},
             {"op": "incr", "ns": "n", "key": ""},
             {"op": "incr", "ns": "n", "key": "k", "by": 1.5},
             {"op": "incr", "ns": "n", "key": "k", "by": 9223372036854775808},
@@ -230,6 +239,7 @@ mod tests {
                 Ok("write"),
                 Err("invalid_op"),
                 Err("invalid_namespace"),
+                Err("invalid_namespace"),
                 Err("invalid_key"),
                 Err("invalid_body"),
                 Err("overflow"),
@@ -244,6 +254,29 @@ mod tests {
                 Err("invalid_op"),
                 Ok("write"),
                 Ok("read"),
+            ]
+        );
+    }
+
+    #[test]
+    fn cache_put_refuses_content_types_that_are_not_header_values() {
+        let long = "a".repeat(257);
+        let text = serde_json::json!({"ops": [
+            {"op": "cache_put", "ns": "n", "key": "k", "value": "<b>", "content_type": "text/html\r\nSet-Cookie: x=1"},
+            {"op": "cache_put", "ns": "n", "key": "k", "value": "x", "content_type": "text/plain\u{0}"},
+            {"op": "cache_put", "ns": "n", "key": "k", "value": "x", "content_type": long},
+            {"op": "cache_put", "ns": "n", "key": "k", "value": "x", "content_type": ""},
+            {"op": "cache_put", "ns": "n", "key": "k", "value": "x", "content_type": "text/plain; charset=utf-8"},
+        ]})
+        .to_string();
+        assert_eq!(
+            codes(&text),
+            vec![
+                Err("invalid_content_type"),
+                Err("invalid_content_type"),
+                Err("invalid_content_type"),
+                Err("invalid_content_type"),
+                Ok("write"),
             ]
         );
     }
@@ -269,6 +302,10 @@ mod tests {
         assert_eq!(
             result_json(&OpResult::Entry { value: vec![0xff], content_type: "x/y".into() }),
             json!({"value_base64": "/w==", "content_type": "x/y"})
+        );
+        assert_eq!(
+            result_json(&OpResult::Entry { value: b"x".to_vec(), content_type: "a/b\r\nc: d".into() }),
+            json!({"value": "x", "content_type": "application/octet-stream"})
         );
         assert_eq!(
             result_json(&OpResult::Failed { error: CoreError::Overflow })["error"]["code"],

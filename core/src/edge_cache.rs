@@ -93,15 +93,58 @@ impl EdgeCache {
     }
 }
 
-/// The `Cache-Control` for a counter read: hot reads may be cached downstream for what is left
-/// of the max age (whole seconds, rounded down so the bound holds), cold ones must revalidate.
+/// Who may keep a read's answer downstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Reads need no token: any cache, shared ones included, may keep the answer.
+    Public,
+    /// Reads need a token: only the caller's own cache may keep the answer, or a shared cache
+    /// would hand it to callers without one.
+    Private,
+}
+
+impl Audience {
+    /// The audience of every read answer: private when reads need a token.
+    #[must_use]
+    pub fn for_reads(reads_need_a_token: bool) -> Self {
+        if reads_need_a_token {
+            Self::Private
+        } else {
+            Self::Public
+        }
+    }
+
+    /// Whether a shared cache may keep the answer, and so whether a CDN tag to purge it by
+    /// (`Cache-Tag`) means anything.
+    #[must_use]
+    pub fn allows_shared_caches(self) -> bool {
+        self == Self::Public
+    }
+}
+
+/// The `Cache-Control` for a read (counters, badges, cache entries): hot reads may be cached
+/// downstream for what is left of the max age (whole seconds, rounded down so the bound holds),
+/// cold ones must revalidate; a private audience is said on both, never `public`.
 #[must_use]
-pub fn cache_control(hot: bool, max_age_ms: u64, age_ms: u64) -> String {
+pub fn cache_control(audience: Audience, hot: bool, max_age_ms: u64, age_ms: u64) -> String {
     if !hot || max_age_ms == 0 {
-        return "no-cache".to_owned();
+        return revalidate(audience).to_owned();
     }
     let remaining_s = max_age_ms.saturating_sub(age_ms) / 1000;
-    format!("public, max-age={remaining_s}")
+    match audience {
+        Audience::Public => format!("public, max-age={remaining_s}"),
+        Audience::Private => format!("private, max-age={remaining_s}"),
+    }
+}
+
+/// The `Cache-Control` for a read that may be kept only if revalidated before each use: cold
+/// counters and cache entries.
+#[must_use]
+pub fn revalidate(audience: Audience) -> &'static str {
+    match audience {
+        Audience::Public => "no-cache",
+        Audience::Private => "private, no-cache",
+    }
 }
 
 /// The `ETag` of a counter read: changes whenever the value or its version does.
@@ -187,11 +230,28 @@ mod tests {
 
     #[test]
     fn cache_control_grants_only_what_is_left() {
-        assert_eq!(cache_control(false, 1_000, 0), "no-cache");
-        assert_eq!(cache_control(true, 1_000, 0), "public, max-age=1");
-        assert_eq!(cache_control(true, 1_000, 1), "public, max-age=0");
-        assert_eq!(cache_control(true, 5_000, 1_500), "public, max-age=3");
-        assert_eq!(cache_control(true, 0, 0), "no-cache");
+        let public = Audience::Public;
+        assert_eq!(cache_control(public, false, 1_000, 0), "no-cache");
+        assert_eq!(cache_control(public, true, 1_000, 0), "public, max-age=1");
+        assert_eq!(cache_control(public, true, 1_000, 1), "public, max-age=0");
+        assert_eq!(cache_control(public, true, 5_000, 1_500), "public, max-age=3");
+        assert_eq!(cache_control(public, true, 0, 0), "no-cache");
+    }
+
+    #[test]
+    fn private_reads_are_never_marked_public() {
+        let private = Audience::for_reads(true);
+        assert_eq!(cache_control(private, true, 5_000, 1_500), "private, max-age=3");
+        assert_eq!(cache_control(private, false, 5_000, 0), "private, no-cache");
+        assert_eq!(cache_control(private, true, 0, 0), "private, no-cache");
+        for (hot, max_age_ms, age_ms) in [(true, 1_000, 0), (true, 86_400_000, 7), (false, 1_000, 0)] {
+            let header = cache_control(private, hot, max_age_ms, age_ms);
+            assert!(header.starts_with("private, ") && !header.contains("public"), "{header}");
+        }
+        assert_eq!(revalidate(private), "private, no-cache");
+        assert_eq!(revalidate(Audience::Public), "no-cache");
+        assert!(!private.allows_shared_caches());
+        assert!(Audience::for_reads(false).allows_shared_caches());
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl ShardEngine {
             ShardOp::Delete { .. } => self.counters.delete(store, ns, key, now_ms),
             ShardOp::CacheGet { .. } => self.cache.get(store, ns, key, now_ms),
             ShardOp::CachePut { value, content_type, ttl, .. } => {
-                self.cache.put(store, ns, key, value, content_type, *ttl, now_ms)
+                self.cache.put(store, ns, key, value, content_type.as_str(), *ttl, now_ms)
             }
             ShardOp::CacheDelete { .. } => self.cache.delete(store, ns, key, now_ms),
         };
@@ -102,7 +102,7 @@ mod tests {
             ns: ns.clone(),
             key: key.clone(),
             value: b"v".to_vec(),
-            content_type: "text/plain".into(),
+            content_type: crate::ContentType::new("text/plain").unwrap(),
             ttl: None,
         };
         assert_eq!(engine.execute(&store, &incr, 0), OpResult::Value { value: 3, exists: true, version: 1 });

@@ -36,6 +36,8 @@ pub enum CoreError {
     TooManyOps { max: usize },
     #[error("The op {reason}.")]
     InvalidOp { reason: String },
+    #[error("The content type {reason}.")]
+    InvalidContentType { reason: String },
     #[error("An Idempotency-Key must be 1 to {max} visible ASCII characters.")]
     InvalidIdempotencyKey { max: usize },
     #[error("This Idempotency-Key was already used for a different request.")]
@@ -62,6 +64,7 @@ impl CoreError {
             Self::EntryTooLarge { .. } | Self::AnswerTooLarge { .. } => "payload_too_large",
             Self::TooManyOps { .. } => "too_many_ops",
             Self::InvalidOp { .. } => "invalid_op",
+            Self::InvalidContentType { .. } => "invalid_content_type",
             Self::InvalidIdempotencyKey { .. } => "invalid_idempotency_key",
             Self::IdempotencyMismatch => "idempotency_mismatch",
             Self::StorageUnavailable { .. } => "storage_unavailable",

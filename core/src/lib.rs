@@ -12,8 +12,10 @@
 //!   [`OpResult`]), shared by the worker and the shard so both speak one format.
 //! - [`counter_table`]: a shard's counters in memory in front of its storage.
 //! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
+//! - [`content_type`]: the content type kept with a cache entry, checked as a header value.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
 //! - [`answer_budget`]: the bytes of cache values one answer may carry.
+//! - [`alarm_schedule`]: what a shard remembers of its reclaiming alarm, and retries.
 //! - [`access`]: bearer tokens and the rights they grant ([`AccessPolicy`]).
 //! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
 //! - [`edge_cache`]: the worker's cache of hot reads and the max-age policy ([`EdgeCache`]).
@@ -28,12 +30,14 @@
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
 pub mod access;
+pub mod alarm_schedule;
 pub mod answer_budget;
 pub mod badge;
 pub mod batch;
 pub mod body;
 pub mod cache_table;
 pub mod coalesce;
+pub mod content_type;
 pub mod counter;
 pub mod counter_table;
 pub mod edge_cache;
@@ -54,6 +58,7 @@ mod test_store;
 pub use access::AccessPolicy;
 pub use cache_table::{CacheStore, CacheTable};
 pub use coalesce::Coalescer;
+pub use content_type::ContentType;
 pub use counter::{Counter, CounterWrite};
 pub use counter_table::{CounterStore, CounterTable};
 pub use edge_cache::EdgeCache;

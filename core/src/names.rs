@@ -1,8 +1,8 @@
 //! The namespace and key rules of API v1.
 //!
 //! A namespace is `^[A-Za-z0-9_.-]{1,64}$`. A key is one URL path segment, percent-decoded to
-//! 1..=256 bytes of UTF-8 without control characters; `.` and `..` are refused because URL
-//! parsers remove such segments, so a client could never address them.
+//! 1..=256 bytes of UTF-8 without control characters. Neither may be `.` or `..`: URL parsers
+//! remove such segments, so a name written through a batch could never be read by URL.
 
 use std::fmt;
 
@@ -36,6 +36,9 @@ impl Namespace {
         }
         if !raw.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) {
             return Err(invalid("may only hold letters, digits, `_`, `.` and `-`"));
+        }
+        if raw == "." || raw == ".." {
+            return Err(invalid("cannot be `.` or `..`"));
         }
         Ok(Self(raw.to_owned()))
     }
@@ -154,6 +157,16 @@ mod tests {
             let err = Namespace::new(bad).unwrap_err();
             assert_eq!(err.code(), "invalid_namespace", "{bad:?}");
         }
+    }
+
+    #[test]
+    fn namespace_refuses_dot_and_dot_dot_which_no_url_can_address() {
+        for bad in [".", ".."] {
+            let err = Namespace::new(bad).unwrap_err();
+            assert_eq!(err.code(), "invalid_namespace", "{bad:?}");
+        }
+        assert!(Namespace::new("...").is_ok());
+        assert!(Namespace::new(".well-known").is_ok());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::idempotency::IdempotencyKey;
-use crate::{CoreError, Key, Namespace};
+use crate::{ContentType, CoreError, Key, Namespace};
 
 /// One operation on one key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,7 +51,7 @@ pub enum ShardOp {
         key: Key,
         #[serde(with = "base64_bytes")]
         value: Vec<u8>,
-        content_type: String,
+        content_type: ContentType,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ttl: Option<u32>,
     },
@@ -233,7 +233,7 @@ mod tests {
             ns: Namespace::new("c").unwrap(),
             key: Key::new("k").unwrap(),
             value: vec![0, 255, 10],
-            content_type: "application/octet-stream".into(),
+            content_type: ContentType::new("application/octet-stream").unwrap(),
             ttl: None,
         };
         let text = serde_json::to_string(&op).unwrap();

@@ -21,6 +21,12 @@ proptest! {
     }
 
     #[test]
+    fn namespaces_of_the_alphabet_are_accepted_unless_dot_or_dot_dot(raw in "[A-Za-z0-9_.-]{1,64}") {
+        let url_would_remove_it = raw == "." || raw == "..";
+        prop_assert_eq!(Namespace::new(&raw).is_ok(), !url_would_remove_it);
+    }
+
+    #[test]
     fn valid_keys_round_trip_through_percent_encoding(raw in "[^\\p{Cc}]{1,80}") {
         if let Ok(key) = Key::new(&raw) {
             let segment = utf8_percent_encode(key.as_str(), NON_ALPHANUMERIC).to_string();

@@ -46,11 +46,13 @@ async fn badge(
     target: &Target,
 ) -> Result<Response, ApiError> {
     let query = BadgeQuery::parse(req.url()?.query().unwrap_or(""))?;
+    // Checked on reads too, where it is unused: a malformed header is refused, never ignored.
+    let idempotency_key = counters::idempotency_key(req)?;
     let need = if query.incr { Right::Write } else { Right::Read };
     config.access.check(token, need, Some(&target.ns))?;
     if query.incr {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
-        let call = ShardCall { op, idempotency_key: counters::idempotency_key(req)? };
+        let call = ShardCall { op, idempotency_key };
         let value = match counters::apply_write(env, ctx, config, target, call).await?.0 {
             OpResult::Value { value, .. } => value,
             OpResult::Failed { error } => return Err(error.into()),

@@ -1,6 +1,9 @@
 //! The cache routes: `PUT|GET|DELETE /v1/cache/:ns/:key`, opaque bytes with their content type.
+//! Every answer on these paths is sandboxed ([`respond::sandbox`]).
 
 use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
+use edgecount_core::content_type::{self, ContentType, FALLBACK_CONTENT_TYPE};
+use edgecount_core::edge_cache::revalidate;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::{shard_for, Key, Namespace, OpResult, ShardCall, ShardOp};
 use serde_json::json;
@@ -8,11 +11,11 @@ use worker::{Env, Headers, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
-use crate::counters::idempotency_key;
+use crate::counters::{idempotency_key, read_audience};
 use crate::{respond, shard_client};
 
 /// Content type kept for a value sent without one.
-const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+const DEFAULT_CONTENT_TYPE: &str = FALLBACK_CONTENT_TYPE;
 
 /// What a cache request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,13 +40,14 @@ pub async fn serve(
     let ns = Namespace::new(raw_ns)?;
     let key = Key::from_segment(raw_key)?;
     let shard = shard_for(&ns, &key, config.shards);
-    respond::naming_shard(shard, apply(action, &mut req, env, shard, ns, key).await)
+    respond::naming_shard(shard, apply(action, &mut req, env, config, shard, ns, key).await)
 }
 
 async fn apply(
     action: CacheAction,
     req: &mut Request,
     env: &Env,
+    config: &Config,
     shard: edgecount_core::ShardId,
     ns: Namespace,
     key: Key,
@@ -53,11 +57,8 @@ async fn apply(
         CacheAction::Get => ShardOp::CacheGet { ns, key },
         CacheAction::Delete => ShardOp::CacheDelete { ns, key },
         CacheAction::Put => {
-            let content_type = req
-                .headers()
-                .get("content-type")?
-                .filter(|c| !c.trim().is_empty())
-                .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_owned());
+            let sent = req.headers().get("content-type")?.filter(|c| !c.trim().is_empty());
+            let content_type = ContentType::new(sent.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE))?;
             let value = respond::read_bounded_body(req, MAX_CACHE_VALUE_BYTES).await?;
             ShardOp::CachePut { ns, key, value, content_type, ttl: query.ttl }
         }
@@ -73,8 +74,8 @@ async fn apply(
         }
         OpResult::Entry { value, content_type } => {
             let headers = Headers::new();
-            headers.set("content-type", &content_type)?;
-            headers.set("cache-control", "no-cache")?;
+            headers.set("content-type", content_type::served(&content_type))?;
+            headers.set("cache-control", revalidate(read_audience(config)))?;
             Response::from_bytes(value)?.with_headers(headers)
         }
         OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,

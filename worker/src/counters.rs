@@ -6,7 +6,7 @@
 //! coalescer and is answered once it is durable.
 
 use edgecount_core::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
-use edgecount_core::edge_cache::{cache_control, etag, if_none_match, CachedRead};
+use edgecount_core::edge_cache::{cache_control, etag, if_none_match, Audience, CachedRead};
 use edgecount_core::idempotency::IdempotencyKey;
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::query::CounterQuery;
@@ -130,6 +130,11 @@ pub(crate) async fn current(
     }
 }
 
+/// Who may keep read answers: only the caller's own cache when reads need a token.
+pub(crate) fn read_audience(config: &Config) -> Audience {
+    Audience::for_reads(config.access.reads_need_a_token())
+}
+
 /// What [`current`] found.
 pub(crate) struct CurrentValue {
     pub read: CachedRead,
@@ -140,8 +145,8 @@ pub(crate) struct CurrentValue {
 }
 
 impl CurrentValue {
-    /// `ETag`, `Cache-Control` (the max-age policy), `X-Cache` and, for hot keys, `Cache-Tag`
-    /// and `Age`.
+    /// `ETag`, `Cache-Control` (the max-age policy, `private` when reads need a token),
+    /// `X-Cache` and, for hot keys, `Age` and (unless private) `Cache-Tag`.
     pub(crate) fn set_cache_headers(
         &self,
         response: &Response,
@@ -151,12 +156,15 @@ impl CurrentValue {
     ) -> Result<(), ApiError> {
         let headers = response.headers();
         let age = self.read.age_ms(now);
+        let audience = read_audience(config);
         headers.set("etag", &etag(self.read.value, self.read.version))?;
-        headers.set("cache-control", &cache_control(self.hot, config.hot_max_age_ms, age))?;
+        headers.set("cache-control", &cache_control(audience, self.hot, config.hot_max_age_ms, age))?;
         headers.set("x-cache", if self.from_edge { "HIT" } else { "MISS" })?;
         if self.hot {
-            headers.set("cache-tag", &format!("ec-ns:{ns}"))?;
             headers.set("age", &(age / 1000).to_string())?;
+            if audience.allows_shared_caches() {
+                headers.set("cache-tag", &format!("ec-ns:{ns}"))?;
+            }
         }
         Ok(())
     }

@@ -14,6 +14,9 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// Headers a browser script may read from a cross-origin response.
 const EXPOSED_HEADERS: &str = "X-Edgecount-Shard, ETag, X-Cache, Age, Idempotent-Replayed, Retry-After, \
                                RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset";
+/// A document served with it runs in a unique origin without scripts and may load nothing.
+const SANDBOX_POLICY: &str = "sandbox; default-src 'none'";
+
 /// Request headers a browser may send cross-origin.
 const ALLOWED_HEADERS: &str = "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match";
 
@@ -107,6 +110,19 @@ pub fn add_cors(response: &Response, config: &Config, origin: Option<&str>) -> R
         headers.set("access-control-allow-origin", allowed)?;
         headers.set("access-control-expose-headers", EXPOSED_HEADERS)?;
     }
+    Ok(())
+}
+
+/// Marks an answer on the cache paths as not to be sniffed and sandboxed. Their bytes are the
+/// clients' and are served from the API's own origin: a stored `text/html` page with a script
+/// must neither run with that origin's rights nor be read as some other type.
+///
+/// # Errors
+/// Only if the runtime refuses to change the headers.
+pub fn sandbox(response: &Response) -> Result<(), ApiError> {
+    let headers = response.headers();
+    headers.set("x-content-type-options", "nosniff")?;
+    headers.set("content-security-policy", SANDBOX_POLICY)?;
     Ok(())
 }
 

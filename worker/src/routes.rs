@@ -89,6 +89,8 @@ fn match_path(path: &str) -> Option<Matched> {
 /// Only if the runtime cannot build a response at all.
 pub async fn handle(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let origin = req.headers().get("origin")?;
+    // Every answer here (refusals and errors too) may hold or stand in for stored bytes.
+    let serves_stored_bytes = req.path().starts_with("/v1/cache/");
     let config = match Config::for_isolate(&env) {
         Ok(config) => config,
         Err(error) => return error_response(&error),
@@ -98,6 +100,9 @@ pub async fn handle(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Err(error) => error_response(&error)?,
     };
     respond::add_cors(&response, &config, origin.as_deref()).map_err(to_worker_error)?;
+    if serves_stored_bytes {
+        respond::sandbox(&response).map_err(to_worker_error)?;
+    }
     Ok(response)
 }
 

@@ -4,10 +4,12 @@
 //! memory in front. SQLite calls are synchronous and the runtime's output gate holds every
 //! response until the writes made before it are durable, so an answered write is a kept
 //! write; and since nothing awaits between reading and writing a key, ops from concurrent
-//! requests never interleave. An alarm reclaims the storage of expired keys.
+//! requests never interleave. An alarm reclaims the storage of expired keys; when that fails
+//! it tries again a minute later ([`AlarmSchedule`]).
 
 use std::cell::{Cell, RefCell};
 
+use edgecount_core::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
 use edgecount_core::answer_budget::AnswerBudget;
 use edgecount_core::idempotency::IDEMPOTENCY_WINDOW_MS;
 use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
@@ -26,9 +28,8 @@ pub struct Shard {
     state: State,
     store: SqlShardStore,
     engine: RefCell<ShardEngine>,
-    /// The alarm this object has scheduled: `None` until read from storage, then the time in
-    /// ms, or `Some(None)` for no alarm.
-    alarm_at: Cell<Option<Option<u64>>>,
+    /// What this object knows of its alarm, so most writes need no storage call to keep it.
+    alarm: Cell<AlarmSchedule>,
     /// Expired counters and entries reclaimed since the object started.
     reclaimed: Cell<u64>,
     /// Op calls served since the object started.
@@ -95,20 +96,49 @@ impl Shard {
         Ok(ShardResponse { results })
     }
 
-    /// Makes sure an alarm fires no later than `at`.
+    /// Makes sure an alarm fires no later than `at`. A failure forgets what is known of the
+    /// alarm, so the next call asks storage instead of trusting a schedule that may be wrong.
     async fn schedule_reclaim(&self, at: u64, now: u64) -> Result<()> {
-        let storage = self.state.storage();
-        let scheduled = match self.alarm_at.get() {
-            Some(known) => known,
-            None => storage.get_alarm().await?.map(|ms| ms.max(0).cast_unsigned()),
-        };
-        if scheduled.is_some_and(|s| s <= at) {
-            self.alarm_at.set(Some(scheduled));
-            return Ok(());
+        let outcome = self.ensure_alarm(at, now).await;
+        if outcome.is_err() {
+            self.update_alarm(AlarmSchedule::forget);
         }
-        storage.set_alarm((at.saturating_sub(now)).cast_signed()).await?;
-        self.alarm_at.set(Some(Some(at)));
+        outcome
+    }
+
+    async fn ensure_alarm(&self, at: u64, now: u64) -> Result<()> {
+        let storage = self.state.storage();
+        if self.alarm.get().step_for(at) == AlarmStep::ReadStored {
+            let stored = storage.get_alarm().await?.map(|ms| ms.max(0).cast_unsigned());
+            self.update_alarm(|alarm| alarm.learned(stored));
+        }
+        if let AlarmStep::Set { at } = self.alarm.get().step_for(at) {
+            storage.set_alarm((at.saturating_sub(now)).cast_signed()).await?;
+            self.update_alarm(|alarm| alarm.scheduled(at));
+        }
         Ok(())
+    }
+
+    fn update_alarm(&self, change: impl FnOnce(&mut AlarmSchedule)) {
+        let mut alarm = self.alarm.get();
+        change(&mut alarm);
+        self.alarm.set(alarm);
+    }
+
+    /// Reclaims the storage of what expired by `now`; answers the next expiry, if any.
+    fn reclaim_expired(&self, now: u64) -> Result<Option<u64>> {
+        let counters = self.store.reclaim_expired_counters(now)?;
+        let next_counter = self.store.next_counter_expiry()?;
+        // Lapsed idempotency records are reclaimed too, but are not keys: not counted.
+        self.store.reclaim_expired_records(now)?;
+        let next_record = self.store.next_record_expiry()?;
+        let (entries, next_entry) = {
+            let mut engine = self.engine.borrow_mut();
+            engine.counters.forget_expired(now);
+            (engine.cache.reclaim_expired(&self.store, now), engine.cache.next_expiry())
+        };
+        self.reclaimed.set(self.reclaimed.get() + counters + entries);
+        Ok([next_counter, next_entry, next_record].into_iter().flatten().min())
     }
 
     fn stats(&self) -> Result<Response> {
@@ -152,7 +182,7 @@ impl DurableObject for Shard {
             state,
             store,
             engine: RefCell::new(engine),
-            alarm_at: Cell::new(None),
+            alarm: Cell::new(AlarmSchedule::unknown()),
             reclaimed: Cell::new(0),
             calls: Cell::new(0),
         }
@@ -167,20 +197,13 @@ impl DurableObject for Shard {
 
     async fn alarm(&self) -> Result<Response> {
         let now = now_ms();
-        let counters = self.store.reclaim_expired_counters(now)?;
-        let next_counter = self.store.next_counter_expiry()?;
-        // Lapsed idempotency records are reclaimed too, but are not keys: not counted.
-        self.store.reclaim_expired_records(now)?;
-        let next_record = self.store.next_record_expiry()?;
-        let (entries, next_entry) = {
-            let mut engine = self.engine.borrow_mut();
-            engine.counters.forget_expired(now);
-            (engine.cache.reclaim_expired(&self.store, now), engine.cache.next_expiry())
-        };
-        self.reclaimed.set(self.reclaimed.get() + counters + entries);
-        let next = [next_counter, next_entry, next_record].into_iter().flatten().min();
-        self.alarm_at.set(Some(None));
-        if let Some(at) = next {
+        // The runtime deleted the alarm that fired: remember that before anything can fail.
+        self.update_alarm(AlarmSchedule::fired);
+        let reclaimed = self.reclaim_expired(now);
+        if let Err(error) = &reclaimed {
+            console_error!("reclaiming expired keys failed; trying again in a minute: {error}");
+        }
+        if let Some(at) = next_alarm_after(now, &reclaimed) {
             self.schedule_reclaim(at, now).await?;
         }
         Response::ok("reclaimed")

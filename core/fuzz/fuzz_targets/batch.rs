@@ -9,6 +9,7 @@
 
 use edgecount_core::batch::{error_json, parse_batch, MAX_BATCH_OPS};
 use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
+use edgecount_core::content_type::MAX_CONTENT_TYPE_LEN;
 use edgecount_core::number::MAX_TTL_SECONDS;
 use edgecount_core::{ShardCall, ShardOp};
 use libfuzzer_sys::fuzz_target;
@@ -33,8 +34,12 @@ fn check_call(call: &ShardCall) {
     }
     let ttl = match &call.op {
         ShardOp::Incr { ttl, .. } | ShardOp::Decr { ttl, .. } | ShardOp::Set { ttl, .. } => *ttl,
-        ShardOp::CachePut { value, ttl, .. } => {
+        ShardOp::CachePut { value, content_type, ttl, .. } => {
             assert!(value.len() <= MAX_CACHE_VALUE_BYTES);
+            // It will be sent back as a header: no line break or control character, bounded.
+            let content_type = content_type.as_str();
+            assert!(!content_type.is_empty() && content_type.len() <= MAX_CONTENT_TYPE_LEN);
+            assert!(content_type.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)));
             *ttl
         }
         _ => None,

@@ -21,6 +21,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(ns.as_str(), text);
         assert!((1..=MAX_NAMESPACE_LEN).contains(&text.len()));
         assert!(text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')));
+        assert!(text != "." && text != "..");
         let json = serde_json::to_string(&ns).unwrap();
         assert_eq!(serde_json::from_str::<Namespace>(&json).ok(), Some(ns));
     }
