@@ -1,6 +1,8 @@
 //! Properties of the per-client token bucket, on a fake clock: it never lets through more
-//! than the burst plus what the rate refills, and a client that waits as told gets through.
+//! than the burst plus what the rate refills, a client that waits as told gets through, and
+//! addresses are grouped as they are handed out.
 
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::num::NonZeroU32;
 
 use edgecount_core::rate_limit::{ClientId, ClientLimiter, RateLimit};
@@ -49,5 +51,34 @@ proptest! {
         prop_assert!(refused.retry_after_s >= 1);
         now += refused.retry_after_s * 1000;
         prop_assert!(limiter.check(client, cost, now).allowed);
+    }
+
+    #[test]
+    fn ipv6_clients_are_their_slash_64(prefix: u64, first: u64, second: u64, other_prefix: u64) {
+        let address = |prefix: u64, host: u64| {
+            let ip = Ipv6Addr::from((u128::from(prefix) << 64) | u128::from(host));
+            ClientId::address(&ip.to_string())
+        };
+        // Skip the one /64 that holds IPv4-mapped addresses, which count as IPv4.
+        prop_assume!(prefix != 0 && other_prefix != 0);
+        prop_assert_eq!(address(prefix, first), address(prefix, second));
+        if other_prefix != prefix {
+            prop_assert_ne!(address(prefix, first), address(other_prefix, first));
+        }
+    }
+
+    #[test]
+    fn ipv4_clients_are_their_address_however_written(a: u32, b: u32) {
+        let v4 = Ipv4Addr::from(a);
+        let client = ClientId::address(&v4.to_string());
+        prop_assert_eq!(client, ClientId::address(&v4.to_ipv6_mapped().to_string()));
+        if a != b {
+            prop_assert_ne!(client, ClientId::address(&Ipv4Addr::from(b).to_string()));
+        }
+    }
+
+    #[test]
+    fn whatever_is_not_an_address_is_one_client(garbage in "[^0-9a-fA-F:.]*") {
+        prop_assert_eq!(ClientId::address(&garbage), ClientId::address(""));
     }
 }

@@ -3,8 +3,8 @@
 //! `RateLimit-*` figures.
 //!
 //! A client is its bearer token when the token is one of the configured ones, else its address
-//! (`CF-Connecting-IP`, which Cloudflare sets and a client cannot forge). Unknown tokens count as
-//! the address, so inventing tokens does not buy fresh buckets. The buckets live per isolate, so
+//! (`CF-Connecting-IP`, which Cloudflare sets and a client cannot forge), an IPv6 address by its
+//! /64. Unknown tokens count as the address, so inventing tokens does not buy fresh buckets. The buckets live per isolate, so
 //! a client spread over many edge locations may get more in total; the limit protects each
 //! isolate and the shards behind it.
 
