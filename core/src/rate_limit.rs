@@ -1,10 +1,14 @@
-//! Rate limits: a token bucket per client (a bearer token, or else the client's address), as
-//! `governor`'s GCRA, which lets through exactly what a token bucket of the same rate and burst
-//! would.
+//! Rate limits: a token bucket per client (a bearer token, or else the client's address, an
+//! IPv6 one by its /64: [`ClientId`]), as `governor`'s GCRA, which lets through exactly what a
+//! token bucket of the same rate and burst would.
 //!
 //! Time comes in as milliseconds from the caller (a shared clock that every bucket reads), so
 //! the limiter runs the same natively and in Wasm. Memory is bounded: a client idle long enough
 //! for its bucket to refill is indistinguishable from a new one and is forgotten first.
+//!
+//! A request costs one per op, at most the burst ([`RateLimit::cost`]), so any request fits a
+//! full bucket. A batch is charged one on arrival, before its body is read, and topped up to its
+//! cost once its ops are counted ([`RequestCharge`]).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -16,7 +20,9 @@ use governor::clock::Clock;
 use governor::middleware::StateInformationMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter as Gcra};
-use xxhash_rust::xxh3::xxh3_64;
+
+mod client_id;
+pub use client_id::ClientId;
 
 /// How many clients' buckets an isolate keeps at most.
 pub const MAX_TRACKED_CLIENTS: usize = 20_000;
@@ -29,6 +35,13 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
+    /// What a request of `ops` ops costs: one per op (a single-key request is one op), at least
+    /// one, and at most the burst, so that any request passes once its client's bucket is full.
+    #[must_use]
+    pub fn cost(self, ops: usize) -> u32 {
+        u32::try_from(ops).unwrap_or(u32::MAX).clamp(1, self.burst.get())
+    }
+
     fn quota(self) -> Quota {
         Quota::per_second(self.per_second).allow_burst(self.burst)
     }
@@ -39,21 +52,25 @@ impl RateLimit {
     }
 }
 
-/// Who a request is counted against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClientId(u64);
+/// What one request has paid so far, so a later charge for the same request (a batch's ops,
+/// known once its body is read) tops it up to the request's cost instead of adding to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestCharge {
+    client: ClientId,
+    paid: u32,
+}
 
-impl ClientId {
-    /// The client behind a bearer token (the token is hashed, never kept).
+impl RequestCharge {
+    /// A request from `client` that has paid nothing yet.
     #[must_use]
-    pub fn token(token: &str) -> Self {
-        Self(xxh3_64(format!("token\0{token}").as_bytes()))
+    pub fn new(client: ClientId) -> Self {
+        Self { client, paid: 0 }
     }
 
-    /// A client known only by its address (or by nothing, when `address` is empty).
+    /// How many requests' worth it has paid.
     #[must_use]
-    pub fn address(address: &str) -> Self {
-        Self(xxh3_64(format!("addr\0{address}").as_bytes()))
+    pub fn paid(&self) -> u32 {
+        self.paid
     }
 }
 
@@ -115,9 +132,30 @@ impl ClientLimiter {
         }
     }
 
+    /// Charges `request` as a request of `ops` ops at `now_ms`: it pays what its cost
+    /// ([`RateLimit::cost`]) exceeds what it paid already, so a batch's arrival charge is part of
+    /// its cost, not added to it. `None` when nothing more is due.
+    pub fn charge(&mut self, request: &mut RequestCharge, ops: usize, now_ms: u64) -> Option<Decision> {
+        let due = self.limit.cost(ops).saturating_sub(request.paid);
+        if due == 0 {
+            return None;
+        }
+        let decision = self.take(request.client, due, request.paid, now_ms);
+        if decision.allowed {
+            request.paid += due;
+        }
+        Some(decision)
+    }
+
     /// Charges `client` `cost` requests at `now_ms`. A cost above the burst is charged as the
     /// whole burst, so a large batch empties the bucket rather than never passing.
     pub fn check(&mut self, client: ClientId, cost: u32, now_ms: u64) -> Decision {
+        self.take(client, cost, 0, now_ms)
+    }
+
+    /// Takes `cost` from `client`'s bucket. A refusal's Retry-After also waits for the `prepaid`
+    /// requests paid earlier in the same request: its retry will pay them again.
+    fn take(&mut self, client: ClientId, cost: u32, prepaid: u32, now_ms: u64) -> Decision {
         let now = Duration::from_millis(now_ms);
         // The clock never runs backwards for the buckets, even if the caller's clock does.
         if now > self.clock.0.get() {
@@ -148,14 +186,16 @@ impl ClientLimiter {
                 }
             }
             Ok(Err(not_until)) => {
-                // For a cost of n, governor's earliest time already waits for all n cells.
-                let wait_ms = not_until.wait_time_from(self.clock.now()).as_millis();
+                // For a cost of n, governor's earliest time already waits for all n cells; each
+                // prepaid request adds one more refill interval.
+                let wait = not_until.wait_time_from(self.clock.now())
+                    + quota.replenish_interval().saturating_mul(prepaid.min(burst));
                 Decision {
                     allowed: false,
                     limit: burst,
                     remaining: 0,
                     reset_s: seconds_for(burst),
-                    retry_after_s: u64::try_from(wait_ms.div_ceil(1000)).unwrap_or(u64::MAX).max(1),
+                    retry_after_s: u64::try_from(wait.as_millis().div_ceil(1000)).unwrap_or(u64::MAX).max(1),
                 }
             }
             // Unreachable: the cost is clamped to the burst.
@@ -222,16 +262,16 @@ mod tests {
     #[test]
     fn clients_have_their_own_buckets() {
         let mut limiter = ClientLimiter::new(limit(1, 1));
-        assert!(limiter.check(ClientId::address("a"), 1, 0).allowed);
-        assert!(limiter.check(ClientId::address("b"), 1, 0).allowed);
-        assert!(limiter.check(ClientId::token("a"), 1, 0).allowed);
-        assert!(!limiter.check(ClientId::address("a"), 1, 0).allowed);
+        assert!(limiter.check(ClientId::address("192.0.2.1"), 1, 0).allowed);
+        assert!(limiter.check(ClientId::address("192.0.2.2"), 1, 0).allowed);
+        assert!(limiter.check(ClientId::token("192.0.2.1"), 1, 0).allowed);
+        assert!(!limiter.check(ClientId::address("192.0.2.1"), 1, 0).allowed);
     }
 
     #[test]
     fn a_cost_above_the_burst_takes_the_whole_burst() {
         let mut limiter = ClientLimiter::new(limit(10, 10));
-        let client = ClientId::address("a");
+        let client = ClientId::address("192.0.2.1");
         let decision = limiter.check(client, 1_000, 0);
         assert!(decision.allowed);
         assert_eq!(decision.remaining, 0);
@@ -241,7 +281,7 @@ mod tests {
     #[test]
     fn a_refused_batch_is_told_when_its_whole_cost_fits() {
         let mut limiter = ClientLimiter::new(limit(1, 10));
-        let client = ClientId::address("a");
+        let client = ClientId::address("192.0.2.1");
         assert!(limiter.check(client, 10, 0).allowed);
         let refused = limiter.check(client, 5, 0);
         assert!(!refused.allowed);
@@ -251,12 +291,58 @@ mod tests {
     #[test]
     fn memory_is_bounded_and_idle_clients_go_first() {
         let mut limiter = ClientLimiter::with_capacity(limit(1, 1), 100);
+        let address = |i: u32| ClientId::address(&format!("10.0.{}.{}", i / 256, i % 256));
         for i in 0..1_000_u32 {
-            limiter.check(ClientId::address(&i.to_string()), 1, u64::from(i));
+            limiter.check(address(i), 1, u64::from(i));
             assert!(limiter.tracked_clients() <= 100);
         }
+        assert!(limiter.tracked_clients() > 1);
         // A recent client keeps its empty bucket.
-        let recent = ClientId::address("999");
-        assert!(!limiter.check(recent, 1, 999).allowed);
+        assert!(!limiter.check(address(999), 1, 999).allowed);
+    }
+
+    #[test]
+    fn a_request_costs_one_per_op_at_least_one_and_at_most_the_burst() {
+        let limit = limit(1, 5);
+        let costs: Vec<u32> = [0, 1, 4, 5, 6, 1_000, usize::MAX].map(|ops| limit.cost(ops)).to_vec();
+        assert_eq!(costs, [1, 1, 4, 5, 5, 5, 5]);
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_burst_passes_a_full_bucket_after_its_arrival_charge() {
+        let mut limiter = ClientLimiter::new(limit(1, 5));
+        let mut request = RequestCharge::new(ClientId::address("192.0.2.1"));
+        assert!(limiter.charge(&mut request, 1, 0).is_some_and(|d| d.allowed));
+        let topped_up = limiter.charge(&mut request, 8, 0).expect("four more are due");
+        assert!(topped_up.allowed);
+        assert_eq!((request.paid(), topped_up.remaining), (5, 0));
+    }
+
+    #[test]
+    fn a_request_of_one_op_owes_nothing_after_its_arrival_charge() {
+        let mut limiter = ClientLimiter::new(limit(1, 5));
+        let mut request = RequestCharge::new(ClientId::address("192.0.2.1"));
+        assert!(limiter.charge(&mut request, 1, 0).is_some_and(|d| d.allowed));
+        assert_eq!(limiter.charge(&mut request, 1, 0), None);
+        assert_eq!(limiter.charge(&mut request, 0, 0), None);
+        assert_eq!(request.paid(), 1);
+    }
+
+    #[test]
+    fn a_refused_top_up_waits_for_the_arrival_charge_its_retry_pays_again() {
+        let mut limiter = ClientLimiter::new(limit(1, 5));
+        let client = ClientId::address("192.0.2.1");
+        assert!(limiter.check(client, 3, 0).allowed);
+        // Two left: the batch of five pays one on arrival, then cannot top up four.
+        let mut request = RequestCharge::new(client);
+        assert!(limiter.charge(&mut request, 1, 0).is_some_and(|d| d.allowed));
+        let refused = limiter.charge(&mut request, 5, 0).expect("four more are due");
+        assert!(!refused.allowed);
+        assert_eq!((request.paid(), refused.retry_after_s), (1, 4));
+        // Sent again after Retry-After, the whole batch fits: arrival and top-up.
+        let now = refused.retry_after_s * 1000;
+        let mut retry = RequestCharge::new(client);
+        assert!(limiter.charge(&mut retry, 1, now).is_some_and(|d| d.allowed));
+        assert!(limiter.charge(&mut retry, 5, now).is_some_and(|d| d.allowed));
     }
 }

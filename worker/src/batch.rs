@@ -36,8 +36,8 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     let text = read_body(&mut req).await?;
     let parsed = parse_batch(&text)?;
-    // The request paid for one op on arrival; the rest are charged before any is sent.
-    meter.charge(config, parsed.len().saturating_sub(1))?;
+    // Tops the arrival charge up to the batch's cost before any op is sent.
+    meter.charge(config, parsed.len())?;
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
     let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
     for (index, call) in parsed.into_iter().enumerate() {

@@ -3,14 +3,14 @@
 //! `RateLimit-*` figures.
 //!
 //! A client is its bearer token when the token is one of the configured ones, else its address
-//! (`CF-Connecting-IP`, which Cloudflare sets and a client cannot forge). Unknown tokens count as
-//! the address, so inventing tokens does not buy fresh buckets. The buckets live per isolate, so
+//! (`CF-Connecting-IP`, which Cloudflare sets and a client cannot forge), an IPv6 address by its
+//! /64. Unknown tokens count as the address, so inventing tokens does not buy fresh buckets. The buckets live per isolate, so
 //! a client spread over many edge locations may get more in total; the limit protects each
 //! isolate and the shards behind it.
 
 use std::cell::RefCell;
 
-use edgecount_core::rate_limit::{ClientId, ClientLimiter, Decision};
+use edgecount_core::rate_limit::{ClientId, ClientLimiter, Decision, RequestCharge};
 use worker::{Request, Response};
 
 use crate::api_error::ApiError;
@@ -23,7 +23,7 @@ thread_local! {
 
 /// The charges made for one request, so its answer can carry the figures.
 pub struct Meter {
-    client: ClientId,
+    request: RequestCharge,
     last: Option<Decision>,
 }
 
@@ -37,26 +37,27 @@ impl Meter {
             Some(token) if config.access.recognizes(token) => ClientId::token(token),
             _ => ClientId::address(&req.headers().get("cf-connecting-ip")?.unwrap_or_default()),
         };
-        Ok(Self { client, last: None })
+        Ok(Self { request: RequestCharge::new(client), last: None })
     }
 
-    /// Charges `cost` requests (a batch costs its ops), or refuses with 429 when the client's
-    /// bucket holds less. Free when no limit is configured.
+    /// Charges the request as one of `ops` ops: every request as one on arrival, a batch again
+    /// once its ops are counted. What it paid already is part of its cost (one per op, at most
+    /// the burst), so a batch of any size fits a full bucket. Free when no limit is configured.
     ///
     /// # Errors
-    /// [`ApiError::RateLimited`].
-    pub fn charge(&mut self, config: &Config, cost: usize) -> Result<(), ApiError> {
-        let Some(limit) = config.rate_limit.filter(|_| cost > 0) else { return Ok(()) };
-        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+    /// [`ApiError::RateLimited`] when the client's bucket holds less than is due.
+    pub fn charge(&mut self, config: &Config, ops: usize) -> Result<(), ApiError> {
+        let Some(limit) = config.rate_limit else { return Ok(()) };
         // The configuration is read once per isolate (`Config::for_isolate`), so the limit
         // the buckets were made for is the limit still in force.
-        let decision = LIMITER.with(|cell| {
-            cell.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).check(
-                self.client,
-                cost,
+        let charged = LIMITER.with(|cell| {
+            cell.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).charge(
+                &mut self.request,
+                ops,
                 now_ms(),
             )
         });
+        let Some(decision) = charged else { return Ok(()) };
         self.last = Some(decision);
         if decision.allowed {
             Ok(())

@@ -170,9 +170,12 @@ async fn dispatch_matched(
         return operations::health(config);
     }
     let token = bearer_token(&req)?;
-    authorize(config, action, matched, token.as_deref())?;
     let mut meter = Meter::for_request(&req, config, token.as_deref())?;
-    let outcome = match meter.charge(config, 1) {
+    // Charged before the token is checked, so a refused authentication costs the address like
+    // any request, and guessing tokens runs into 429 as soon as the bucket is empty.
+    let admitted =
+        meter.charge(config, 1).and_then(|()| authorize(config, action, matched, token.as_deref()));
+    let outcome = match admitted {
         Ok(()) => serve(action, req, env, ctx, config, matched, token.as_deref(), &mut meter).await,
         Err(error) => Err(error),
     };
