@@ -20,8 +20,8 @@ use edgecount_core::partition::key_hash;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::rate_limit::{ClientId, ClientLimiter, RateLimit};
 use edgecount_core::{
-    badge, shard_for, CacheStore, Counter, CounterStore, EdgeCache, HotKeys, Key, Namespace, OpResult,
-    ShardCall, ShardEngine, ShardOp,
+    badge, shard_for, CacheBounds, CacheStore, Counter, CounterStore, EdgeCache, HotKeys, Key, Namespace,
+    OpResult, ShardCall, ShardEngine, ShardOp,
 };
 use serde_json::{json, Value};
 
@@ -137,7 +137,7 @@ fn bench_codecs(c: &mut Criterion) {
 
 fn bench_shard(c: &mut Criterion) {
     let store = MemStore::default();
-    let mut engine = ShardEngine::new(64 * 1024 * 1024);
+    let mut engine = ShardEngine::new(CacheBounds { bytes: 64 * 1024 * 1024, entries: 50_000 });
     let (ns, key) = names("pages", "page/12345");
     let call = ShardCall { op: ShardOp::Incr { ns, key, by: 1, ttl: None }, idempotency_key: None };
     // The counter is then in the table, as a counter in use is.

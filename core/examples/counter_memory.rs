@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use edgecount_core::cache_table::CacheStore;
 use edgecount_core::counter_table::DEFAULT_CACHED_COUNTERS;
 use edgecount_core::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
-use edgecount_core::{Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
+use edgecount_core::{CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
 
 /// What a shard holding 1M counters may use.
 const TARGET_BYTES: usize = 200 * 1_000_000;
@@ -161,7 +161,7 @@ fn main() {
 
     // The names are built per op, as a shard decodes them from each request, and the engine
     // keeps its own copies: nothing is shared between counters.
-    let mut engine = ShardEngine::new(64 * 1024 * 1024);
+    let mut engine = ShardEngine::new(CacheBounds { bytes: 64 * 1024 * 1024, entries: 50_000 });
     let (heap_before, (footprint_name, footprint_before)) = (IN_USE.load(Ordering::Relaxed), footprint());
     PEAK.store(heap_before, Ordering::Relaxed);
     let step = (counters / 10).max(1);

@@ -11,7 +11,7 @@
 //! - [`protocol`]: the operations a shard executes and their results ([`ShardOp`],
 //!   [`OpResult`]), shared by the worker and the shard so both speak one format.
 //! - [`counter_table`]: a shard's counters in memory in front of its storage.
-//! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
+//! - [`cache_table`]: a shard's cache entries, bounded in bytes and number by LRU eviction.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
 //! - [`access`]: bearer tokens and the rights they grant ([`AccessPolicy`]).
 //! - [`hot_keys`]: which keys are hot, in fixed memory ([`HotKeys`]).
@@ -50,7 +50,7 @@ pub mod rate_limit;
 mod test_store;
 
 pub use access::AccessPolicy;
-pub use cache_table::{CacheStore, CacheTable};
+pub use cache_table::{CacheBounds, CacheStore, CacheTable};
 pub use coalesce::Coalescer;
 pub use counter::{Counter, CounterWrite};
 pub use counter_table::{CounterStore, CounterTable};

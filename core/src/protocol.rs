@@ -157,9 +157,10 @@ pub struct ShardStats {
     pub stored_counters: u64,
     /// Live cache entries.
     pub cache_entries: u64,
-    /// Bytes of live cache values.
+    /// Bytes charged for live cache entries (see [`crate::cache_table::entry_charge`]).
     pub cache_bytes: u64,
-    /// Cache entries evicted to stay within the byte bound since the object started.
+    /// Cache entries evicted to stay within the bounds since the object started (at start-up
+    /// included).
     pub evictions: u64,
     /// Expired counters and entries whose storage was reclaimed since the object started.
     pub reclaimed: u64,

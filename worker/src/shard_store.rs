@@ -4,7 +4,7 @@
 //! numbers as doubles, exact only up to 2^53; SQLite still stores them as 64-bit integers (the
 //! column has integer affinity). Cache values are BLOBs.
 
-use edgecount_core::cache_table::EntryMeta;
+use edgecount_core::cache_table::{entry_charge, EntryMeta};
 use edgecount_core::idempotency::{
     IdempotencyKey, IdempotencyRecord, IdempotencyStore, IDEMPOTENCY_WINDOW_MS,
 };
@@ -56,8 +56,10 @@ struct CounterRow {
 struct EntryIndexRow {
     ns: String,
     key: String,
-    bytes: u64,
+    content_type_bytes: u64,
+    value_bytes: u64,
     expires_at_ms: Option<u64>,
+    written_at_ms: u64,
 }
 
 #[derive(Deserialize)]
@@ -96,24 +98,44 @@ impl SqlShardStore {
         Self { sql }
     }
 
-    /// Rebuilds the cache index from storage, oldest write first.
+    /// Rebuilds the cache index from the most recently written entries, as many as its bounds
+    /// hold, and deletes the older ones from storage: a shard never loads more than its bounds
+    /// at start-up, however many rows an earlier version or a lowered bound left behind.
     ///
     /// # Errors
     /// When SQLite fails.
     pub fn restore_cache_index(&self, cache: &mut CacheTable) -> Result<()> {
-        let rows: Vec<EntryIndexRow> = self
-            .sql
-            .exec(
-                "SELECT ns, key, length(value) AS bytes, expires_at_ms FROM cache_entries \
-                 ORDER BY written_at_ms",
-                None,
-            )?
-            .to_array()?;
-        for row in rows {
+        let most = cache.bounds().entries as u64;
+        // Newest first, ties broken by name, so that "the first row refused and every row
+        // listed after it" is the one range of the DELETE below. One row past the entry bound
+        // is read so that it is refused when every row before it was taken. `length(value)`
+        // reads a BLOB's size without loading it; the CAST counts the content type in bytes.
+        let cursor = self.sql.exec(
+            "SELECT ns, key, length(CAST(content_type AS BLOB)) AS content_type_bytes, \
+             length(value) AS value_bytes, expires_at_ms, written_at_ms FROM cache_entries \
+             ORDER BY written_at_ms DESC, ns DESC, key DESC LIMIT ?",
+            vec![integer(Some(most + 1))],
+        )?;
+        let mut refused = None;
+        for row in cursor.next::<EntryIndexRow>() {
+            let row = row?;
             // Rows were validated when written; skip any that no longer pass the rules.
-            if let (Ok(ns), Ok(key)) = (Namespace::new(&row.ns), Key::new(&row.key)) {
-                cache.restore(ns, key, EntryMeta { bytes: row.bytes, expires_at_ms: row.expires_at_ms });
+            let (Ok(ns), Ok(key)) = (Namespace::new(&row.ns), Key::new(&row.key)) else {
+                continue;
+            };
+            let charge = entry_charge(&ns, &key, row.content_type_bytes, row.value_bytes);
+            if !cache.restore_older(ns, key, EntryMeta { charge, expires_at_ms: row.expires_at_ms }) {
+                refused = Some(row);
+                break;
             }
+        }
+        if let Some(row) = refused {
+            let cursor = self.sql.exec(
+                "DELETE FROM cache_entries WHERE (written_at_ms, ns, key) <= (?, ?, ?)",
+                vec![integer(Some(row.written_at_ms)), text(&row.ns), text(&row.key)],
+            )?;
+            let _ = cursor.raw().count();
+            cache.count_evictions(cursor.rows_written() as u64);
         }
         Ok(())
     }
