@@ -15,7 +15,7 @@ use std::num::NonZeroU32;
 use criterion::{criterion_group, criterion_main, Criterion};
 use edgecount_core::batch::{parse_batch, result_json};
 use edgecount_core::edge_cache::CachedRead;
-use edgecount_core::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
+use edgecount_core::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::partition::key_hash;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::rate_limit::{ClientId, ClientLimiter, RateLimit};
@@ -39,7 +39,7 @@ fn names(ns: &str, key: &str) -> (Namespace, Key) {
 struct MemStore {
     counters: RefCell<HashMap<u64, Counter>>,
     entries: RefCell<HashMap<u64, (Vec<u8>, String)>>,
-    records: RefCell<HashMap<String, IdempotencyRecord>>,
+    records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
 }
 
 fn row(ns: &Namespace, key: &Key) -> u64 {
@@ -83,11 +83,11 @@ impl CacheStore for MemStore {
 }
 
 impl IdempotencyStore for MemStore {
-    fn load_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, String> {
-        Ok(self.records.borrow().get(key.as_str()).cloned())
+    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
+        Ok(self.records.borrow().get(scope).cloned())
     }
-    fn save_record(&self, key: &IdempotencyKey, record: &IdempotencyRecord) -> Result<(), String> {
-        self.records.borrow_mut().insert(key.as_str().to_owned(), record.clone());
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
+        self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())
     }
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use edgecount_core::cache_table::CacheStore;
 use edgecount_core::counter_table::DEFAULT_CACHED_COUNTERS;
-use edgecount_core::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
+use edgecount_core::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::{CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
 
 /// What a shard holding 1M counters may use.
@@ -116,10 +116,10 @@ impl CacheStore for Discard {
 }
 
 impl IdempotencyStore for Discard {
-    fn load_record(&self, _: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, _: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
         Ok(None)
     }
-    fn save_record(&self, _: &IdempotencyKey, _: &IdempotencyRecord) -> Result<(), String> {
+    fn save_record(&self, _: &RecordScope, _: &IdempotencyRecord) -> Result<(), String> {
         Ok(())
     }
 }

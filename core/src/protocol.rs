@@ -77,6 +77,13 @@ impl ShardOp {
         }
     }
 
+    /// Whether the op is on a cache entry rather than a counter (the two are separate even
+    /// under one name).
+    #[must_use]
+    pub fn is_cache(&self) -> bool {
+        matches!(self, Self::CacheGet { .. } | Self::CachePut { .. } | Self::CacheDelete { .. })
+    }
+
     /// Whether the op changes state.
     #[must_use]
     pub fn is_write(&self) -> bool {
