@@ -1,11 +1,17 @@
-// Cache entries: bytes and content type kept, 1 MiB limit, LRU eviction under a byte bound,
-// content types checked as header values, and stored bytes served sandboxed.
+// Cache entries: bytes and content type kept, 1 MiB limit, LRU eviction under a byte bound
+// (names and content types charged, not just values) and an entry bound, content types checked
+// as header values, and stored bytes served sandboxed.
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freshNamespace, startService, type Service } from "./service";
+import {
+  cacheEntryCharge,
+  freshNamespace,
+  startService,
+  type Service,
+} from "./service";
 
 let service: Service;
 beforeAll(async () => {
@@ -90,12 +96,17 @@ describe("cache entries", () => {
 });
 
 describe("LRU eviction", () => {
+  const ns = freshNamespace("lru");
+  const charge = cacheEntryCharge(ns, "a", "text/plain", 100);
+
   it("evicts the least recently used entries past the shard's byte bound", async () => {
     const small = await startService({
-      vars: { EDGECOUNT_SHARDS: "1", EDGECOUNT_SHARD_CACHE_BYTES: "300" },
+      vars: {
+        EDGECOUNT_SHARDS: "1",
+        EDGECOUNT_SHARD_CACHE_BYTES: String(3 * charge),
+      },
     });
     try {
-      const ns = freshNamespace("lru");
       const value = "x".repeat(100);
       for (const key of ["a", "b", "c"]) {
         expect((await put(small, `/v1/cache/${ns}/${key}`, value)).status).toBe(
@@ -113,11 +124,68 @@ describe("LRU eviction", () => {
       const stats = await (await small.fetch("/v1/stats")).json();
       expect(stats.shards[0]).toMatchObject({
         cache_entries: 3,
-        cache_bytes: 300,
+        cache_bytes: 3 * charge,
         evictions: 1,
       });
-      const tooBig = await put(small, `/v1/cache/${ns}/huge`, "y".repeat(301));
+      // An entry charged one byte more than the whole bound is refused.
+      const tooBig = await put(
+        small,
+        `/v1/cache/${ns}/e`,
+        "y".repeat(3 * charge - cacheEntryCharge(ns, "e", "text/plain", 0) + 1),
+      );
       expect(tooBig.status).toBe(413);
+      expect((await small.fetch(`/v1/cache/${ns}/e`)).status).toBe(404);
+    } finally {
+      await small.stop();
+    }
+  });
+
+  it("keeps empty values with long keys and content types within both bounds", async () => {
+    const small = await startService({
+      vars: {
+        EDGECOUNT_SHARDS: "1",
+        EDGECOUNT_SHARD_CACHE_BYTES: "20000",
+        EDGECOUNT_SHARD_CACHE_ENTRIES: "40",
+      },
+    });
+    // Under 256 bytes, a content type any version accepts; the key is the longest allowed.
+    const type = `application/${"x".repeat(200)}`;
+    const keyOf = (i: number) => `${i}`.padStart(256, "k");
+    const each = cacheEntryCharge(ns, keyOf(0), type, 0);
+    try {
+      const stats = async () =>
+        (await (await small.fetch("/v1/stats")).json()).shards[0];
+      for (let i = 0; i < 100; i++) {
+        const path = `/v1/cache/${ns}/${keyOf(i)}`;
+        expect((await put(small, path, "", type)).status).toBe(204);
+      }
+      // Each entry is charged about 680 bytes though its value is empty, so 20,000 bytes
+      // hold fewer than 40 of them: the byte bound binds first.
+      const fits = Math.floor(20_000 / each);
+      expect(fits).toBeLessThan(40);
+      expect(await stats()).toMatchObject({
+        cache_entries: fits,
+        cache_bytes: fits * each,
+        evictions: 100 - fits,
+      });
+      expect((await small.fetch(`/v1/cache/${ns}/${keyOf(99)}`)).status).toBe(
+        200,
+      );
+      expect((await small.fetch(`/v1/cache/${ns}/${keyOf(0)}`)).status).toBe(
+        404,
+      );
+
+      // Tiny entries: now the entry bound binds, exactly at 40.
+      for (let i = 0; i < 60; i++) {
+        expect((await put(small, `/v1/cache/${ns}/t${i}`, "")).status).toBe(
+          204,
+        );
+      }
+      const after = await stats();
+      expect(after.cache_entries).toBe(40);
+      expect(after.cache_bytes).toBe(
+        40 * cacheEntryCharge(ns, "t10", "text/plain", 0),
+      );
     } finally {
       await small.stop();
     }

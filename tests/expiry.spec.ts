@@ -1,7 +1,12 @@
 // TTL expiry: expired keys vanish at once, and their storage is reclaimed by the shard's alarm
 // even if nobody reads them again.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { freshNamespace, startService, type Service } from "./service";
+import {
+  cacheEntryCharge,
+  freshNamespace,
+  startService,
+  type Service,
+} from "./service";
 
 let service: Service;
 beforeAll(async () => {
@@ -19,17 +24,24 @@ it("reclaims expired counters and cache entries without being read", async () =>
     method: "POST",
   });
   await service.fetch(`/v1/counters/${ns}/kept/incr`, { method: "POST" });
+  const text = { "content-type": "text/plain" };
   await service.fetch(`/v1/cache/${ns}/short?ttl=1`, {
     method: "PUT",
+    headers: text,
     body: "x",
   });
-  await service.fetch(`/v1/cache/${ns}/kept`, { method: "PUT", body: "y" });
+  await service.fetch(`/v1/cache/${ns}/kept`, {
+    method: "PUT",
+    headers: text,
+    body: "y",
+  });
+  const kept = cacheEntryCharge(ns, "kept", "text/plain", 1);
   const before = await shardStats();
   expect(before).toMatchObject({
     keys: 2,
     stored_counters: 2,
     cache_entries: 2,
-    cache_bytes: 2,
+    cache_bytes: kept + cacheEntryCharge(ns, "short", "text/plain", 1),
   });
 
   await sleep(2_500);
@@ -38,7 +50,7 @@ it("reclaims expired counters and cache entries without being read", async () =>
     keys: 1,
     stored_counters: 1,
     cache_entries: 1,
-    cache_bytes: 1,
+    cache_bytes: kept,
   });
   expect(after.reclaimed - before.reclaimed).toBe(2);
   expect(await service.value(ns, "kept")).toBe(1n);

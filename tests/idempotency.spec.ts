@@ -1,8 +1,10 @@
 // Idempotency keys: a repeat returns the first answer without applying again, also after a
-// restart; the same key with a different request is refused.
-import { mkdtempSync, rmSync } from "node:fs";
+// restart; the same key with a different request to the same key is refused, and to another
+// key is another write. Records are small, and those of the older layout still work.
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freshNamespace, startService, type Service } from "./service";
 
@@ -126,6 +128,196 @@ describe("idempotency across a restart", () => {
       expect(await second.value(ns, "k")).toBe(1n);
     } finally {
       await second.stop();
+    }
+  });
+});
+
+/** The SQLite file of the one shard of a service started with `EDGECOUNT_SHARDS: "1"`. */
+function shardDatabase(dir: string): string {
+  // Miniflare keeps each object's database as `<id>.sqlite` beside a `metadata.sqlite`.
+  const files = readdirSync(dir, { recursive: true, encoding: "utf8" }).filter(
+    (file) => /Shard\/[0-9a-f]{64}\.sqlite$/.test(file),
+  );
+  expect(files).toHaveLength(1);
+  return join(dir, files[0]);
+}
+
+/** Stores a record as shards did before records were scoped and digested: keyed by the
+ * Idempotency-Key alone (`old-key`), holding the whole op, here a first `incr` of `ns/k`. */
+function storeLegacyRecord(dir: string, ns: string, createdAtMs: number) {
+  const db = new DatabaseSync(shardDatabase(dir));
+  db.exec(`CREATE TABLE IF NOT EXISTS idempotency (
+    idempotency_key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL,
+    result TEXT NOT NULL, created_at_ms INTEGER NOT NULL) WITHOUT ROWID`);
+  db.prepare("INSERT INTO idempotency VALUES (?, ?, ?, ?)").run(
+    "old-key",
+    JSON.stringify({ op: "incr", ns, key: "k", by: 1 }),
+    JSON.stringify({ value: { value: 1, exists: true, version: 1 } }),
+    createdAtMs,
+  );
+  db.close();
+}
+
+describe("records per written key", () => {
+  const oneShard = { EDGECOUNT_SHARDS: "1" };
+
+  it("applies one Idempotency-Key on two namespaces, and on a counter and an entry, as separate writes", async () => {
+    const single = await startService({ vars: oneShard });
+    try {
+      const [a, b] = [freshNamespace("scope-a"), freshNamespace("scope-b")];
+      for (const ns of [a, b]) {
+        const incr = await single.fetch(
+          `/v1/counters/${ns}/k/incr?by=3`,
+          keyed("shared", { method: "POST" }),
+        );
+        expect(incr.status, ns).toBe(200);
+        expect(incr.headers.get("idempotent-replayed")).toBeNull();
+        const put = await single.fetch(
+          `/v1/cache/${ns}/k`,
+          keyed("shared", { method: "PUT", body: ns }),
+        );
+        expect(put.status, ns).toBe(204);
+        expect(put.headers.get("idempotent-replayed")).toBeNull();
+      }
+      for (const ns of [a, b]) {
+        expect(await single.value(ns, "k")).toBe(3n);
+        expect(await (await single.fetch(`/v1/cache/${ns}/k`)).text()).toBe(ns);
+      }
+      // Each write still replays on its own key.
+      const again = await single.fetch(
+        `/v1/counters/${b}/k/incr?by=3`,
+        keyed("shared", { method: "POST" }),
+      );
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+      expect(await single.value(b, "k")).toBe(3n);
+    } finally {
+      await single.stop();
+    }
+  });
+
+  it("keeps a small record for a keyed 1 MiB PUT", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "edgecount-idem-size-"));
+    try {
+      const first = await startService({ persistDir: dir, vars: oneShard });
+      const ns = freshNamespace("bigput");
+      const mib = new Uint8Array(1024 * 1024).fill(1);
+      for (let i = 0; i < 20; i++) {
+        const path = `/v1/cache/${ns}/v${i}`;
+        const put = await first.fetch(
+          path,
+          keyed(`put-${i}`, { method: "PUT", body: mib }),
+        );
+        expect(put.status).toBe(204);
+        await first.fetch(path, { method: "DELETE" });
+      }
+      const replay = await first.fetch(
+        `/v1/cache/${ns}/v0`,
+        keyed("put-0", { method: "PUT", body: mib }),
+      );
+      expect(replay.headers.get("idempotent-replayed")).toBe("true");
+      await first.stop();
+
+      // With the 20 entries deleted, what the shard still stores is its records.
+      const db = new DatabaseSync(shardDatabase(dir), { readOnly: true });
+      const pragma = (name: string) =>
+        Number(Object.values(db.prepare(`PRAGMA ${name}`).get()!)[0]);
+      const used =
+        (pragma("page_count") - pragma("freelist_count")) * pragma("page_size");
+      db.close();
+      expect(used).toBeLessThan(256 * 1024);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("still replays records stored in the older layout, and scopes them to their key", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "edgecount-idem-legacy-"));
+    const ns = freshNamespace("legacy");
+    try {
+      const first = await startService({ persistDir: dir, vars: oneShard });
+      await first.fetch(`/v1/counters/${ns}/k/incr`, { method: "POST" });
+      await first.stop();
+
+      storeLegacyRecord(dir, ns, Date.now());
+
+      const second = await startService({ persistDir: dir, vars: oneShard });
+      try {
+        const path = `/v1/counters/${ns}/k/incr`;
+        const replay = await second.fetch(
+          path,
+          keyed("old-key", { method: "POST" }),
+        );
+        expect(replay.status).toBe(200);
+        expect(replay.headers.get("idempotent-replayed")).toBe("true");
+        expect((await replay.json()).value).toBe(1);
+        const mismatch = await second.fetch(
+          `${path}?by=2`,
+          keyed("old-key", { method: "POST" }),
+        );
+        expect(mismatch.status).toBe(422);
+        expect(await second.value(ns, "k")).toBe(1n);
+
+        const elsewhere = await second.fetch(
+          `/v1/counters/${ns}/other/incr`,
+          keyed("old-key", { method: "POST" }),
+        );
+        expect(elsewhere.status).toBe(200);
+        expect(elsewhere.headers.get("idempotent-replayed")).toBeNull();
+        const fresh = () =>
+          second.fetch(path, keyed("new-key", { method: "POST" }));
+        expect((await fresh()).status).toBe(200);
+        expect((await fresh()).headers.get("idempotent-replayed")).toBe("true");
+        expect(await second.value(ns, "k")).toBe(2n);
+        expect(await second.value(ns, "other")).toBe(1n);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("drops the older records table once its records lapse", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "edgecount-idem-drop-"));
+    const ns = freshNamespace("legacydrop");
+    try {
+      const first = await startService({ persistDir: dir, vars: oneShard });
+      await first.fetch(`/v1/counters/${ns}/k/incr`, { method: "POST" });
+      await first.stop();
+      storeLegacyRecord(dir, ns, Date.now() - 25 * 60 * 60 * 1000);
+
+      const second = await startService({ persistDir: dir, vars: oneShard });
+      try {
+        // A write with a TTL of one second brings the shard's alarm, which reclaims.
+        const incr = () =>
+          second.fetch(
+            `/v1/counters/${ns}/t/incr?ttl=1`,
+            keyed("after", { method: "POST" }),
+          );
+        expect((await incr()).status).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 2_500));
+        const replay = await incr();
+        expect(replay.headers.get("idempotent-replayed")).toBe("true");
+        // The lapsed record no longer answers: the same key applies again.
+        const lapsed = await second.fetch(
+          `/v1/counters/${ns}/k/incr`,
+          keyed("old-key", { method: "POST" }),
+        );
+        expect(lapsed.headers.get("idempotent-replayed")).toBeNull();
+        expect(await second.value(ns, "k")).toBe(2n);
+      } finally {
+        await second.stop();
+      }
+      const db = new DatabaseSync(shardDatabase(dir), { readOnly: true });
+      const tables = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .all()
+        .map((row) => row.name);
+      db.close();
+      expect(tables).toContain("idempotency_records");
+      expect(tables).not.toContain("idempotency");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -1,9 +1,15 @@
-// Acknowledged writes survive a restart of the runtime: a new workerd over the same state.
+// Acknowledged writes survive a restart of the runtime: a new workerd over the same state; and
+// a restarted shard loads no more cache entries than its bounds, deleting the older ones.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { freshNamespace, startService } from "./service";
+import {
+  cacheEntryCharge,
+  freshNamespace,
+  startService,
+  type Service,
+} from "./service";
 
 const persistDir = mkdtempSync(join(tmpdir(), "edgecount-restart-"));
 afterAll(() => rmSync(persistDir, { recursive: true, force: true }));
@@ -50,5 +56,74 @@ it("keeps every acknowledged counter write and cache entry across a restart", as
     expect(new Uint8Array(await entry.arrayBuffer())).toEqual(blob);
   } finally {
     await second.stop();
+  }
+});
+
+it("restarts a shard with at most its cache bounds, the newest entries, and deletes the rest", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-restart-bounds-"));
+  const ns = freshNamespace("bounded");
+  const start = (vars: Record<string, string> = {}) =>
+    startService({ persistDir: dir, vars: { EDGECOUNT_SHARDS: "1", ...vars } });
+  const keys = Array.from({ length: 30 }, (_, i) => `e${i + 10}`); // one length: one charge
+  const shardStats = async (service: Service) =>
+    (await (await service.fetch("/v1/stats")).json()).shards[0];
+  const live = async (service: Service) => {
+    const found = [];
+    for (const key of keys) {
+      const read = await service.fetch(`/v1/cache/${ns}/${key}`);
+      if (read.status === 200) found.push(key);
+    }
+    return found;
+  };
+  try {
+    const first = await start();
+    for (const key of keys) {
+      const put = await first.fetch(`/v1/cache/${ns}/${key}`, {
+        method: "PUT",
+        headers: { "content-type": "text/plain" },
+        body: key,
+      });
+      expect(put.status).toBe(204);
+      // Entries written in one millisecond have no order between them.
+      await new Promise((resolve) => setTimeout(resolve, 3));
+    }
+    expect((await shardStats(first)).cache_entries).toBe(30);
+    await first.stop();
+
+    const fewer = await start({ EDGECOUNT_SHARD_CACHE_ENTRIES: "10" });
+    try {
+      expect(await shardStats(fewer)).toMatchObject({
+        cache_entries: 10,
+        evictions: 20,
+      });
+      expect(await live(fewer)).toEqual(keys.slice(20));
+    } finally {
+      await fewer.stop();
+    }
+
+    const charge = cacheEntryCharge(ns, keys[0], "text/plain", 3);
+    const smaller = await start({
+      EDGECOUNT_SHARD_CACHE_BYTES: String(5 * charge),
+    });
+    try {
+      expect(await shardStats(smaller)).toMatchObject({
+        cache_entries: 5,
+        cache_bytes: 5 * charge,
+        evictions: 5,
+      });
+    } finally {
+      await smaller.stop();
+    }
+
+    // The rows past the bounds were deleted, not just left unloaded.
+    const again = await start();
+    try {
+      expect((await shardStats(again)).cache_entries).toBe(5);
+      expect(await live(again)).toEqual(keys.slice(25));
+    } finally {
+      await again.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

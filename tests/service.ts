@@ -99,3 +99,15 @@ export function exactValue(body: string): bigint {
 export function freshNamespace(label: string): string {
   return `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 }
+
+/** What a shard charges a cache entry against `EDGECOUNT_SHARD_CACHE_BYTES`: its names,
+ * content type and value in bytes plus a fixed 192 (`entry_charge` in core/src/cache_table.rs). */
+export function cacheEntryCharge(
+  ns: string,
+  key: string,
+  contentType: string,
+  valueBytes: number,
+): number {
+  const bytes = (text: string) => new TextEncoder().encode(text).length;
+  return 192 + bytes(ns) + bytes(key) + bytes(contentType) + valueBytes;
+}

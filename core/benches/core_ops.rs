@@ -15,13 +15,13 @@ use std::num::NonZeroU32;
 use criterion::{criterion_group, criterion_main, Criterion};
 use edgecount_core::batch::{parse_batch, result_json};
 use edgecount_core::edge_cache::CachedRead;
-use edgecount_core::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
+use edgecount_core::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::partition::key_hash;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::rate_limit::{ClientId, ClientLimiter, RateLimit};
 use edgecount_core::{
-    badge, shard_for, CacheStore, Counter, CounterStore, EdgeCache, HotKeys, Key, Namespace, OpResult,
-    ShardCall, ShardEngine, ShardOp,
+    badge, shard_for, CacheBounds, CacheStore, Counter, CounterStore, EdgeCache, HotKeys, Key, Namespace,
+    OpResult, ShardCall, ShardEngine, ShardOp,
 };
 use serde_json::{json, Value};
 
@@ -39,7 +39,7 @@ fn names(ns: &str, key: &str) -> (Namespace, Key) {
 struct MemStore {
     counters: RefCell<HashMap<u64, Counter>>,
     entries: RefCell<HashMap<u64, (Vec<u8>, String)>>,
-    records: RefCell<HashMap<String, IdempotencyRecord>>,
+    records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
 }
 
 fn row(ns: &Namespace, key: &Key) -> u64 {
@@ -83,11 +83,11 @@ impl CacheStore for MemStore {
 }
 
 impl IdempotencyStore for MemStore {
-    fn load_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, String> {
-        Ok(self.records.borrow().get(key.as_str()).cloned())
+    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
+        Ok(self.records.borrow().get(scope).cloned())
     }
-    fn save_record(&self, key: &IdempotencyKey, record: &IdempotencyRecord) -> Result<(), String> {
-        self.records.borrow_mut().insert(key.as_str().to_owned(), record.clone());
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
+        self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())
     }
 }
@@ -137,7 +137,7 @@ fn bench_codecs(c: &mut Criterion) {
 
 fn bench_shard(c: &mut Criterion) {
     let store = MemStore::default();
-    let mut engine = ShardEngine::new(64 * 1024 * 1024);
+    let mut engine = ShardEngine::new(CacheBounds { bytes: 64 * 1024 * 1024, entries: 50_000 });
     let (ns, key) = names("pages", "page/12345");
     let call = ShardCall { op: ShardOp::Incr { ns, key, by: 1, ttl: None }, idempotency_key: None };
     // The counter is then in the table, as a counter in use is.

@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use edgecount_core::cache_table::CacheStore;
 use edgecount_core::counter_table::DEFAULT_CACHED_COUNTERS;
-use edgecount_core::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
+use edgecount_core::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::names::{MAX_KEY_LEN, MAX_NAMESPACE_LEN};
-use edgecount_core::{Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
+use edgecount_core::{CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
 
 /// What a shard holding 1M counters may use.
 const TARGET_BYTES: usize = 200 * 1_000_000;
@@ -121,10 +121,10 @@ impl CacheStore for Discard {
 }
 
 impl IdempotencyStore for Discard {
-    fn load_record(&self, _: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, _: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
         Ok(None)
     }
-    fn save_record(&self, _: &IdempotencyKey, _: &IdempotencyRecord) -> Result<(), String> {
+    fn save_record(&self, _: &RecordScope, _: &IdempotencyRecord) -> Result<(), String> {
         Ok(())
     }
 }
@@ -192,7 +192,7 @@ fn main() {
 
     // The names are built per op, as a shard decodes them from each request, and the engine
     // keeps its own copies: nothing is shared between counters.
-    let mut engine = ShardEngine::new(64 * 1024 * 1024);
+    let mut engine = ShardEngine::new(CacheBounds { bytes: 64 * 1024 * 1024, entries: 50_000 });
     let (heap_before, (footprint_name, footprint_before)) = (IN_USE.load(Ordering::Relaxed), footprint());
     PEAK.store(heap_before, Ordering::Relaxed);
     let step = (counters / 10).max(1);

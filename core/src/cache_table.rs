@@ -1,10 +1,13 @@
 //! A shard's cache entries: opaque bytes with a content type and an optional TTL, bounded in
-//! total bytes by evicting the least recently used entries.
+//! total charged bytes and in number by evicting the least recently used entries.
 //!
-//! Values live only in storage; memory holds an LRU index of sizes and expiries, so a shard
-//! can bound many megabytes of values while using little memory. Recency is tracked in memory
-//! only (a read that wrote storage to record recency would cost a write per read); after a
-//! restart the index is rebuilt in the order entries were last written.
+//! Values live only in storage; memory holds an LRU index of charges and expiries, so a shard
+//! can bound many megabytes of values while using little memory. Each entry is charged its
+//! names, content type and value plus a fixed overhead, so an empty value with long names
+//! costs as much as it takes; the entry bound caps the index whatever the entries weigh.
+//! Recency is tracked in memory only (a read that wrote storage to record recency would cost a
+//! write per read); after a restart the index is rebuilt from the most recently written
+//! entries, as many as the bounds allow.
 
 use lru::LruCache;
 
@@ -14,6 +17,34 @@ use crate::{CoreError, Key, Namespace};
 
 /// Largest cache value, in bytes.
 pub const MAX_CACHE_VALUE_BYTES: usize = 1024 * 1024;
+
+/// What an entry is charged beyond its names, content type and value: its share of the
+/// in-memory index, rounded up. Natively (64-bit) the index holds per entry a boxed LRU node
+/// of 88 bytes (the two name `String`s 48, [`EntryMeta`] 24, two links 16), a hash-table slot
+/// of two pointers and a control byte (17 bytes, up to 39 while the table is just past a
+/// doubling at 7/8 load), and three heap blocks (node and the two name buffers) of up to 16
+/// bytes of allocator header and padding each: 88 + 39 + 48 = 175 (a counting allocator
+/// measures 110 to 125 bytes requested per entry besides the names, before headers). In Wasm,
+/// where shards run, pointers are 4 bytes and the same sum is about 100, so the charge
+/// overstates memory there rather than under it.
+pub const ENTRY_OVERHEAD_BYTES: u64 = 192;
+
+/// The bytes an entry is charged against [`CacheBounds::bytes`]: its namespace, key, content
+/// type and value, plus [`ENTRY_OVERHEAD_BYTES`].
+#[must_use]
+pub fn entry_charge(ns: &Namespace, key: &Key, content_type_bytes: u64, value_bytes: u64) -> u64 {
+    let names = (ns.as_str().len() + key.as_str().len()) as u64;
+    ENTRY_OVERHEAD_BYTES + names + content_type_bytes + value_bytes
+}
+
+/// How much one shard's cache may hold; past either bound the least recently used entries go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBounds {
+    /// Most bytes charged for all entries together (see [`entry_charge`]).
+    pub bytes: u64,
+    /// Most entries, which caps the index's memory however small each entry is.
+    pub entries: usize,
+}
 
 /// Durable storage for cache entries; synchronous, like [`crate::CounterStore`].
 pub trait CacheStore {
@@ -45,7 +76,8 @@ pub trait CacheStore {
 /// What the index knows of an entry without loading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntryMeta {
-    pub bytes: u64,
+    /// What the entry is charged against the byte bound (see [`entry_charge`]).
+    pub charge: u64,
     pub expires_at_ms: Option<u64>,
 }
 
@@ -59,24 +91,44 @@ impl EntryMeta {
 #[derive(Debug)]
 pub struct CacheTable {
     index: LruCache<(Namespace, Key), EntryMeta>,
-    bytes: u64,
-    capacity_bytes: u64,
+    /// The sum of the charges of the entries in the index.
+    charged: u64,
+    bounds: CacheBounds,
     evictions: u64,
 }
 
 impl CacheTable {
-    /// An empty table that holds at most `capacity_bytes` of values.
+    /// An empty table that holds at most `bounds` (and room for one entry at least).
     #[must_use]
-    pub fn new(capacity_bytes: u64) -> Self {
-        Self { index: LruCache::unbounded(), bytes: 0, capacity_bytes, evictions: 0 }
+    pub fn new(bounds: CacheBounds) -> Self {
+        let bounds = CacheBounds { entries: bounds.entries.max(1), ..bounds };
+        Self { index: LruCache::unbounded(), charged: 0, bounds, evictions: 0 }
     }
 
-    /// Adds an entry found in storage at start-up; call in the order entries were written.
-    pub fn restore(&mut self, ns: Namespace, key: Key, meta: EntryMeta) {
-        if let Some(old) = self.index.put((ns, key), meta) {
-            self.bytes -= old.bytes;
+    #[must_use]
+    pub fn bounds(&self) -> CacheBounds {
+        self.bounds
+    }
+
+    /// Adds an entry found in storage at start-up. Call with entries listed most recently
+    /// written first: each joins as the least recently used so far. Returns false, adding
+    /// nothing, when the entry would break either bound; the caller then deletes it and every
+    /// older entry from storage, so a shard starts within its bounds however much was stored.
+    pub fn restore_older(&mut self, ns: Namespace, key: Key, meta: EntryMeta) -> bool {
+        let full = self.index.len() >= self.bounds.entries;
+        if full || self.charged.saturating_add(meta.charge) > self.bounds.bytes {
+            return false;
         }
-        self.bytes += meta.bytes;
+        let slot = (ns, key);
+        self.insert(slot.clone(), meta);
+        self.index.demote(&slot);
+        true
+    }
+
+    /// Counts `entries` evicted outside the table: the rows past the bounds that start-up
+    /// deleted from storage (see [`Self::restore_older`]).
+    pub fn count_evictions(&mut self, entries: u64) {
+        self.evictions += entries;
     }
 
     /// Entries in the index (expired ones count until reclaimed).
@@ -90,10 +142,10 @@ impl CacheTable {
         self.index.is_empty()
     }
 
-    /// Bytes of values in the index.
+    /// Bytes charged for the entries in the index.
     #[must_use]
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.charged
     }
 
     /// Entries evicted since the table was made.
@@ -132,11 +184,12 @@ impl CacheTable {
         }
     }
 
-    /// Stores an entry, then evicts least recently used entries until the bound holds.
+    /// Stores an entry, then evicts least recently used entries until both bounds hold.
     ///
     /// # Errors
-    /// [`CoreError::EntryTooLarge`] for a value over [`MAX_CACHE_VALUE_BYTES`] or over the whole
-    /// bound; [`CoreError::StorageUnavailable`] when storage fails. Nothing changes then.
+    /// [`CoreError::EntryTooLarge`] for a value over [`MAX_CACHE_VALUE_BYTES`], or one whose
+    /// entry would be charged more than the whole byte bound; [`CoreError::StorageUnavailable`]
+    /// when storage fails. Nothing changes then.
     #[allow(clippy::too_many_arguments)]
     pub fn put(
         &mut self,
@@ -148,15 +201,19 @@ impl CacheTable {
         ttl_seconds: Option<u32>,
         now_ms: u64,
     ) -> Result<OpResult, CoreError> {
-        let limit = self.capacity_bytes.min(MAX_CACHE_VALUE_BYTES as u64);
-        let bytes = value.len() as u64;
-        if bytes > limit {
+        let value_bytes = value.len() as u64;
+        let charge = entry_charge(ns, key, content_type.len() as u64, value_bytes);
+        // The largest value these names and content type leave room for.
+        let room = self.bounds.bytes.saturating_sub(charge - value_bytes);
+        let limit = room.min(MAX_CACHE_VALUE_BYTES as u64);
+        // The charge check also refuses an empty value when the names alone overflow the bound.
+        if value_bytes > limit || charge > self.bounds.bytes {
             return Err(CoreError::EntryTooLarge { limit_bytes: limit });
         }
         let expires_at_ms = ttl_seconds.map(|s| now_ms.saturating_add(u64::from(s) * 1000));
         store.save_entry(ns, key, value, content_type, expires_at_ms, now_ms).map_err(storage_error)?;
-        self.restore(ns.clone(), key.clone(), EntryMeta { bytes, expires_at_ms });
-        self.evict_to_bound(store);
+        self.insert((ns.clone(), key.clone()), EntryMeta { charge, expires_at_ms });
+        self.evict_to_bounds(store);
         Ok(OpResult::Stored)
     }
 
@@ -196,13 +253,26 @@ impl CacheTable {
         self.index.iter().filter_map(|(_, meta)| meta.expires_at_ms).min()
     }
 
-    fn evict_to_bound(&mut self, store: &impl CacheStore) {
-        while self.bytes > self.capacity_bytes {
+    /// Puts an entry in the index as the most recently used, in place of any older one.
+    fn insert(&mut self, slot: (Namespace, Key), meta: EntryMeta) {
+        if let Some(old) = self.index.put(slot, meta) {
+            self.charged -= old.charge;
+        }
+        self.charged += meta.charge;
+    }
+
+    fn over_bounds(&self) -> bool {
+        self.charged > self.bounds.bytes || self.index.len() > self.bounds.entries
+    }
+
+    fn evict_to_bounds(&mut self, store: &impl CacheStore) {
+        while self.over_bounds() {
             let Some((slot, _)) = self.index.peek_lru().map(|(s, m)| (s.clone(), *m)) else {
                 break;
             };
-            // A failed removal leaves the bound exceeded until the next put retries; the
-            // entry just stored is never the least recently used one, so it stays.
+            // A failed removal leaves a bound exceeded until the next put retries. The entry
+            // just stored is the most recently used, fits the byte bound alone, and the entry
+            // bound is at least one, so it is never the one evicted.
             if self.remove_slot(store, &slot).is_err() {
                 break;
             }
@@ -218,7 +288,7 @@ impl CacheTable {
 
     fn forget(&mut self, slot: &(Namespace, Key)) {
         if let Some(meta) = self.index.pop(slot) {
-            self.bytes -= meta.bytes;
+            self.charged -= meta.charge;
         }
     }
 }
@@ -227,6 +297,16 @@ impl CacheTable {
 mod tests {
     use super::*;
     use crate::test_store::MapStore;
+
+    /// What a test entry named `name` with `len` bytes of `text/plain` is charged.
+    fn charge(name: &str, len: usize) -> u64 {
+        let (ns, key) = key(name);
+        entry_charge(&ns, &key, "text/plain".len() as u64, len as u64)
+    }
+
+    fn bounded(bytes: u64, entries: usize) -> CacheTable {
+        CacheTable::new(CacheBounds { bytes, entries })
+    }
 
     fn key(name: &str) -> (Namespace, Key) {
         (Namespace::new("c").unwrap(), Key::new(name).unwrap())
@@ -248,58 +328,156 @@ mod tests {
         table.get(store, &ns, &key, now)
     }
 
+    fn live(table: &mut CacheTable, store: &MapStore, names: &[&str]) -> Vec<bool> {
+        names.iter().map(|name| get(table, store, name, 0).is_ok()).collect()
+    }
+
     #[test]
     fn stores_and_reads_bytes_with_their_content_type() {
         let store = MapStore::default();
-        let mut table = CacheTable::new(1_000);
+        let mut table = bounded(1_000, 10);
         let (ns, k) = key("a");
         table.put(&store, &ns, &k, b"\x00\xffhi", "application/x-thing", None, 0).unwrap();
         assert_eq!(
             table.get(&store, &ns, &k, 0),
             Ok(OpResult::Entry { value: b"\x00\xffhi".to_vec(), content_type: "application/x-thing".into() })
         );
-        assert_eq!(table.bytes(), 4);
+        assert_eq!(table.bytes(), ENTRY_OVERHEAD_BYTES + 2 + "application/x-thing".len() as u64 + 4);
     }
 
     #[test]
-    fn evicts_the_least_recently_used_past_the_bound() {
+    fn an_entry_is_charged_its_names_content_type_value_and_overhead() {
         let store = MapStore::default();
-        let mut table = CacheTable::new(300);
+        let mut table = bounded(1_000_000, 10);
+        let (ns, k) = (Namespace::new("c").unwrap(), Key::new(&"k".repeat(256)).unwrap());
+        table.put(&store, &ns, &k, b"", &"t".repeat(60_000), None, 0).unwrap();
+        assert_eq!(table.bytes(), ENTRY_OVERHEAD_BYTES + 1 + 256 + 60_000);
+    }
+
+    #[test]
+    fn empty_values_with_long_names_stay_within_both_bounds() {
+        let store = MapStore::default();
+        let mut table = bounded(100_000, 50);
+        let ns = Namespace::new("c").unwrap();
+        for i in 0..1_000 {
+            let key = Key::new(&format!("{i:0>256}")).unwrap();
+            table.put(&store, &ns, &key, b"", &"t".repeat(1_000), None, 0).unwrap();
+            assert!(table.bytes() <= 100_000 && table.len() <= 50, "after {i}: {table:?}");
+        }
+        // 100,000 bytes hold 69 entries of 1,449 bytes: the entry bound is the one that binds.
+        assert_eq!((table.len(), table.evictions()), (50, 950));
+        assert_eq!(store.entries.borrow().len(), 50);
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used_past_the_byte_bound() {
+        let store = MapStore::default();
+        let mut table = bounded(3 * charge("a", 100), 10);
         for name in ["a", "b", "c"] {
             put(&mut table, &store, name, 100, None).unwrap();
         }
         get(&mut table, &store, "a", 0).unwrap(); // b is now the least recently used
         put(&mut table, &store, "d", 100, None).unwrap();
-        assert_eq!(get(&mut table, &store, "b", 0), Err(CoreError::NotFound));
-        for name in ["a", "c", "d"] {
-            assert!(get(&mut table, &store, name, 0).is_ok(), "{name}");
+        assert_eq!(live(&mut table, &store, &["a", "b", "c", "d"]), [true, false, true, true]);
+        assert_eq!(
+            (table.evictions(), table.bytes(), store.entries.borrow().len()),
+            (1, 3 * charge("a", 100), 3)
+        );
+    }
+
+    #[test]
+    fn exactly_the_byte_bound_fits_and_one_byte_more_evicts() {
+        let store = MapStore::default();
+        let mut table = bounded(charge("a", 100) + charge("b", 100), 10);
+        put(&mut table, &store, "a", 100, None).unwrap();
+        put(&mut table, &store, "b", 100, None).unwrap();
+        assert_eq!((table.bytes(), table.evictions()), (charge("a", 100) + charge("b", 100), 0));
+        put(&mut table, &store, "b", 101, None).unwrap();
+        assert_eq!(live(&mut table, &store, &["a", "b"]), [false, true]);
+        assert_eq!((table.len(), table.evictions()), (1, 1));
+    }
+
+    #[test]
+    fn exactly_the_entry_bound_fits_and_one_more_evicts() {
+        let store = MapStore::default();
+        let mut table = bounded(1_000_000, 3);
+        for name in ["a", "b", "c"] {
+            put(&mut table, &store, name, 0, None).unwrap();
         }
-        assert_eq!((table.evictions(), table.bytes(), store.entries.borrow().len()), (1, 300, 3));
+        assert_eq!((table.len(), table.evictions()), (3, 0));
+        put(&mut table, &store, "a", 0, None).unwrap(); // a replaced: still 3, b now oldest
+        put(&mut table, &store, "d", 0, None).unwrap();
+        assert_eq!(live(&mut table, &store, &["a", "b", "c", "d"]), [true, false, true, true]);
+        assert_eq!((table.len(), table.evictions(), store.entries.borrow().len()), (3, 1, 3));
     }
 
     #[test]
     fn replacing_an_entry_counts_its_bytes_once() {
         let store = MapStore::default();
-        let mut table = CacheTable::new(1_000);
+        let mut table = bounded(1_000, 10);
         put(&mut table, &store, "a", 100, None).unwrap();
         put(&mut table, &store, "a", 40, None).unwrap();
-        assert_eq!((table.len(), table.bytes()), (1, 40));
+        assert_eq!((table.len(), table.bytes()), (1, charge("a", 40)));
     }
 
     #[test]
-    fn refuses_values_over_the_limits_and_changes_nothing() {
+    fn refuses_entries_over_the_limits_and_changes_nothing() {
         let store = MapStore::default();
-        let mut table = CacheTable::new(50);
-        assert_eq!(put(&mut table, &store, "a", 51, None), Err(CoreError::EntryTooLarge { limit_bytes: 50 }));
-        let mut big = CacheTable::new(u64::MAX);
-        assert!(put(&mut big, &store, "a", MAX_CACHE_VALUE_BYTES + 1, None).is_err());
-        assert!(store.entries.borrow().is_empty());
+        let mut table = bounded(charge("a", 50), 10);
+        put(&mut table, &store, "a", 50, None).unwrap();
+        assert_eq!(put(&mut table, &store, "b", 51, None), Err(CoreError::EntryTooLarge { limit_bytes: 50 }));
+        let mut big = bounded(u64::MAX, 10);
+        let over = put(&mut big, &store, "b", MAX_CACHE_VALUE_BYTES + 1, None);
+        assert_eq!(over, Err(CoreError::EntryTooLarge { limit_bytes: MAX_CACHE_VALUE_BYTES as u64 }));
+        let mut tiny = bounded(ENTRY_OVERHEAD_BYTES, 10);
+        assert_eq!(put(&mut tiny, &store, "b", 0, None), Err(CoreError::EntryTooLarge { limit_bytes: 0 }));
+        assert_eq!(store.entries.borrow().keys().map(|(_, k)| k.as_str()).collect::<Vec<_>>(), ["a"]);
+        assert_eq!((table.len(), table.evictions()), (1, 0));
+    }
+
+    #[test]
+    fn restore_takes_the_newest_entries_within_the_bounds_in_recency_order() {
+        let store = MapStore::default();
+        let mut table = bounded(1_000_000, 3);
+        let meta = EntryMeta { charge: charge("a", 0), expires_at_ms: None };
+        // Storage lists entries most recently written first.
+        let taken: Vec<bool> = ["d", "c", "b", "a"]
+            .iter()
+            .map(|name| {
+                let (ns, key) = key(name);
+                store
+                    .entries
+                    .borrow_mut()
+                    .insert((ns.clone(), key.clone()), (Vec::new(), "text/plain".into()));
+                table.restore_older(ns, key, meta)
+            })
+            .collect();
+        assert_eq!(taken, [true, true, true, false]);
+        assert_eq!((table.len(), table.bytes()), (3, 3 * meta.charge));
+        // b, written longest ago, is the least recently used and goes first.
+        put(&mut table, &store, "e", 0, None).unwrap();
+        assert_eq!(live(&mut table, &store, &["b", "c", "d", "e"]), [false, true, true, true]);
+    }
+
+    #[test]
+    fn restore_stops_at_the_byte_bound_exactly() {
+        let mut table = bounded(2 * charge("a", 10), 100);
+        let meta = EntryMeta { charge: charge("a", 10), expires_at_ms: None };
+        let taken: Vec<bool> = ["c", "b", "a"]
+            .iter()
+            .map(|name| {
+                let (ns, key) = key(name);
+                table.restore_older(ns, key, meta)
+            })
+            .collect();
+        assert_eq!(taken, [true, true, false]);
+        assert_eq!(table.bytes(), 2 * meta.charge);
     }
 
     #[test]
     fn expired_entries_vanish_and_are_reclaimed() {
         let store = MapStore::default();
-        let mut table = CacheTable::new(1_000);
+        let mut table = bounded(10_000, 10);
         put(&mut table, &store, "short", 10, Some(1)).unwrap();
         put(&mut table, &store, "long", 10, Some(60)).unwrap();
         put(&mut table, &store, "forever", 10, None).unwrap();
@@ -314,7 +492,7 @@ mod tests {
     #[test]
     fn delete_reports_live_entries_only() {
         let store = MapStore::default();
-        let mut table = CacheTable::new(1_000);
+        let mut table = bounded(1_000, 10);
         let (ns, k) = key("a");
         assert_eq!(table.delete(&store, &ns, &k, 0), Ok(OpResult::Deleted { deleted: false }));
         put(&mut table, &store, "a", 1, Some(1)).unwrap();
@@ -322,5 +500,6 @@ mod tests {
         put(&mut table, &store, "a", 1, None).unwrap();
         assert_eq!(table.delete(&store, &ns, &k, 0), Ok(OpResult::Deleted { deleted: true }));
         assert!(store.entries.borrow().is_empty());
+        assert_eq!(table.bytes(), 0);
     }
 }

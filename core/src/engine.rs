@@ -1,6 +1,6 @@
 //! A shard's state machine: runs [`ShardOp`]s against its counters and cache entries.
 
-use crate::cache_table::{CacheStore, CacheTable};
+use crate::cache_table::{CacheBounds, CacheStore, CacheTable};
 use crate::counter_table::CounterTable;
 use crate::idempotency::{self, IdempotencyStore, Recall};
 use crate::protocol::{OpResult, ShardCall, ShardOp};
@@ -19,10 +19,10 @@ pub struct ShardEngine {
 }
 
 impl ShardEngine {
-    /// A shard whose cache holds at most `cache_capacity_bytes` of values.
+    /// A shard whose cache holds at most `cache_bounds`.
     #[must_use]
-    pub fn new(cache_capacity_bytes: u64) -> Self {
-        Self { counters: CounterTable::new(), cache: CacheTable::new(cache_capacity_bytes), ops: 0 }
+    pub fn new(cache_bounds: CacheBounds) -> Self {
+        Self { counters: CounterTable::new(), cache: CacheTable::new(cache_bounds), ops: 0 }
     }
 
     /// Ops executed since the shard started.
@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn counters_and_cache_entries_with_one_name_are_separate() {
         let store = MapStore::default();
-        let mut engine = ShardEngine::new(1_000);
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
         let (ns, key) = (Namespace::new("n").unwrap(), Key::new("k").unwrap());
         let incr = ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 3, ttl: None };
         let put = ShardOp::CachePut {
@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn refused_ops_report_their_error() {
         let store = MapStore::default();
-        let mut engine = ShardEngine::new(1_000);
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
         let op = ShardOp::CacheGet { ns: Namespace::new("n").unwrap(), key: Key::new("k").unwrap() };
         assert_eq!(engine.execute(&store, &op, 0), OpResult::Failed { error: CoreError::NotFound });
     }

@@ -11,7 +11,7 @@
 //! - [`protocol`]: the operations a shard executes and their results ([`ShardOp`],
 //!   [`OpResult`]), shared by the worker and the shard so both speak one format.
 //! - [`counter_table`]: a shard's counters in memory in front of its storage.
-//! - [`cache_table`]: a shard's cache entries, bounded in bytes by LRU eviction.
+//! - [`cache_table`]: a shard's cache entries, bounded in bytes and number by LRU eviction.
 //! - [`content_type`]: the content type kept with a cache entry, checked as a header value.
 //! - [`engine`]: a shard's state machine, running ops on both ([`ShardEngine`]).
 //! - [`answer_budget`]: the bytes of cache values one answer may carry.
@@ -56,7 +56,7 @@ pub mod rate_limit;
 mod test_store;
 
 pub use access::AccessPolicy;
-pub use cache_table::{CacheStore, CacheTable};
+pub use cache_table::{CacheBounds, CacheStore, CacheTable};
 pub use coalesce::Coalescer;
 pub use content_type::ContentType;
 pub use counter::{Counter, CounterWrite};

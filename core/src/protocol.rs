@@ -77,6 +77,13 @@ impl ShardOp {
         }
     }
 
+    /// Whether the op is on a cache entry rather than a counter (the two are separate even
+    /// under one name).
+    #[must_use]
+    pub fn is_cache(&self) -> bool {
+        matches!(self, Self::CacheGet { .. } | Self::CachePut { .. } | Self::CacheDelete { .. })
+    }
+
     /// Whether the op changes state.
     #[must_use]
     pub fn is_write(&self) -> bool {
@@ -161,9 +168,10 @@ pub struct ShardStats {
     pub stored_counters: u64,
     /// Live cache entries.
     pub cache_entries: u64,
-    /// Bytes of live cache values.
+    /// Bytes charged for live cache entries (see [`crate::cache_table::entry_charge`]).
     pub cache_bytes: u64,
-    /// Cache entries evicted to stay within the byte bound since the object started.
+    /// Cache entries evicted to stay within the bounds since the object started (at start-up
+    /// included).
     pub evictions: u64,
     /// Expired counters and entries whose storage was reclaimed since the object started.
     pub reclaimed: u64,

@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use crate::cache_table::CacheStore;
-use crate::idempotency::{IdempotencyKey, IdempotencyRecord, IdempotencyStore};
+use crate::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::{Counter, CounterStore, Key, Namespace};
 
 type Slot = (Namespace, Key);
@@ -13,7 +13,7 @@ type Slot = (Namespace, Key);
 pub struct MapStore {
     pub counters: RefCell<HashMap<Slot, Counter>>,
     pub entries: RefCell<HashMap<Slot, (Vec<u8>, String)>>,
-    pub records: RefCell<HashMap<String, IdempotencyRecord>>,
+    pub records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
     pub broken: Cell<bool>,
 }
 
@@ -74,13 +74,13 @@ impl CacheStore for MapStore {
 }
 
 impl IdempotencyStore for MapStore {
-    fn load_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
         self.check()?;
-        Ok(self.records.borrow().get(key.as_str()).cloned())
+        Ok(self.records.borrow().get(scope).cloned())
     }
-    fn save_record(&self, key: &IdempotencyKey, record: &IdempotencyRecord) -> Result<(), String> {
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
         self.check()?;
-        self.records.borrow_mut().insert(key.as_str().to_owned(), record.clone());
+        self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())
     }
 }

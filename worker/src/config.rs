@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use edgecount_core::partition::MAX_SHARDS;
 use edgecount_core::rate_limit::RateLimit;
-use edgecount_core::AccessPolicy;
+use edgecount_core::{AccessPolicy, CacheBounds};
 use worker::Env;
 
 use crate::api_error::ApiError;
@@ -14,8 +14,19 @@ use crate::api_error::ApiError;
 /// Shard count used when `EDGECOUNT_SHARDS` is not set.
 pub const DEFAULT_SHARDS: u32 = 16;
 
-/// Per-shard bound on cache values when `EDGECOUNT_SHARD_CACHE_BYTES` is not set: 64 MiB.
+/// Per-shard bound on what cache entries are charged (names, content types, values and a fixed
+/// overhead each) when `EDGECOUNT_SHARD_CACHE_BYTES` is not set: 64 MiB.
 pub const DEFAULT_SHARD_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Per-shard bound on the number of cache entries when `EDGECOUNT_SHARD_CACHE_ENTRIES` is not
+/// set. The index holds each entry's names and about 100 bytes more in Wasm, so 50,000 entries
+/// take at most about 21 MB even with the longest names (64 + 256 bytes), and a few MB with
+/// typical ones: room beside the counters' table within a Durable Object's 128 MB.
+pub const DEFAULT_SHARD_CACHE_ENTRIES: usize = 50_000;
+
+/// The cache bounds of a shard when the vars cannot be read.
+pub const DEFAULT_SHARD_CACHE_BOUNDS: CacheBounds =
+    CacheBounds { bytes: DEFAULT_SHARD_CACHE_BYTES, entries: DEFAULT_SHARD_CACHE_ENTRIES };
 
 /// Reads per second past which a key is hot, when `EDGECOUNT_HOT_THRESHOLD` is not set.
 pub const DEFAULT_HOT_THRESHOLD_PER_S: f64 = 50.0;
@@ -38,8 +49,8 @@ pub enum CorsOrigins {
 pub struct Config {
     pub shards: u32,
     pub cors_origins: CorsOrigins,
-    /// Most bytes of cache values one shard keeps before evicting.
-    pub shard_cache_bytes: u64,
+    /// How much one shard's cache holds before evicting: charged bytes and entries.
+    pub shard_cache: CacheBounds,
     /// Reads and writes per second past which a key is hot.
     pub hot_threshold_per_s: f64,
     /// How old a hot read answered from the edge may be, in ms (0 turns edge caching off).
@@ -89,6 +100,9 @@ impl Config {
         let shard_cache_bytes =
             parse_number(var("EDGECOUNT_SHARD_CACHE_BYTES"), DEFAULT_SHARD_CACHE_BYTES, 1..=u64::MAX)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_CACHE_BYTES" })?;
+        let shard_cache_entries =
+            parse_number(var("EDGECOUNT_SHARD_CACHE_ENTRIES"), DEFAULT_SHARD_CACHE_ENTRIES, 1..=1_000_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_CACHE_ENTRIES" })?;
         let hot_threshold_per_s =
             parse_number(var("EDGECOUNT_HOT_THRESHOLD"), DEFAULT_HOT_THRESHOLD_PER_S, 0.0..=1e9)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_THRESHOLD" })?;
@@ -118,7 +132,7 @@ impl Config {
             shard_queue_limit,
             shards,
             cors_origins: parse_origins(var("EDGECOUNT_CORS_ORIGINS").as_deref()),
-            shard_cache_bytes,
+            shard_cache: CacheBounds { bytes: shard_cache_bytes, entries: shard_cache_entries },
             hot_threshold_per_s,
             hot_max_age_ms: hot_max_age_s * 1000,
         })

@@ -160,15 +160,15 @@ impl Shard {
 
 impl DurableObject for Shard {
     fn new(state: State, env: Env) -> Self {
-        let capacity = match Config::from_env(&env) {
-            Ok(config) => config.shard_cache_bytes,
+        let cache_bounds = match Config::from_env(&env) {
+            Ok(config) => config.shard_cache,
             Err(error) => {
                 // The worker refuses every request in this case, so this object is not reached.
                 console_error!("{}", error.message());
-                crate::config::DEFAULT_SHARD_CACHE_BYTES
+                crate::config::DEFAULT_SHARD_CACHE_BOUNDS
             }
         };
-        let mut engine = ShardEngine::new(capacity);
+        let mut engine = ShardEngine::new(cache_bounds);
         let store = SqlShardStore::open(state.storage().sql()).and_then(|store| {
             store.restore_cache_index(&mut engine.cache)?;
             Ok(store)

@@ -1,17 +1,26 @@
-//! A shard's SQLite storage, behind the core's [`CounterStore`] and [`CacheStore`] traits.
+//! A shard's SQLite storage, behind the core's [`CounterStore`], [`CacheStore`] and
+//! [`IdempotencyStore`] traits.
 //!
 //! Counter values are bound and read as decimal text because the JavaScript boundary carries
 //! numbers as doubles, exact only up to 2^53; SQLite still stores them as 64-bit integers (the
 //! column has integer affinity). Cache values are BLOBs.
 
-use edgecount_core::cache_table::EntryMeta;
+use std::cell::Cell;
+
+use edgecount_core::cache_table::{entry_charge, EntryMeta};
 use edgecount_core::idempotency::{
-    IdempotencyKey, IdempotencyRecord, IdempotencyStore, IDEMPOTENCY_WINDOW_MS,
+    request_digest, IdempotencyRecord, IdempotencyStore, RecordScope, IDEMPOTENCY_WINDOW_MS,
 };
-use edgecount_core::{CacheStore, CacheTable, Counter, CounterStore, Key, Namespace};
+use edgecount_core::{CacheStore, CacheTable, Counter, CounterStore, Key, Namespace, ShardOp};
 use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
+// Idempotency records live in `idempotency_records`, one per Idempotency-Key and written key,
+// holding a digest of the request. Shards written before that keep the older `idempotency`
+// table (one record per Idempotency-Key, holding the whole request as JSON). It is not
+// converted: converting a day of full requests at start-up could outlast what a start may
+// take. Instead it is read as a fallback while its records can still be replayed, reclaimed by
+// the alarm as they lapse, and dropped once empty, within 24 hours of the upgrade.
 const SCHEMA: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
@@ -31,17 +40,26 @@ const SCHEMA: [&str; 3] = [
         written_at_ms INTEGER NOT NULL,
         PRIMARY KEY (ns, key)
     ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS idempotency (
-        idempotency_key TEXT PRIMARY KEY,
-        fingerprint TEXT NOT NULL,
+    "CREATE TABLE IF NOT EXISTS idempotency_records (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        request_digest TEXT NOT NULL,
         result TEXT NOT NULL,
-        created_at_ms INTEGER NOT NULL
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (ns, key, kind, idempotency_key)
     ) WITHOUT ROWID",
 ];
+
+/// The records table of shards written before records were scoped and digested.
+const LEGACY_RECORDS: &str = "idempotency";
 
 /// The shard's tables.
 pub struct SqlShardStore {
     sql: SqlStorage,
+    /// Whether the legacy records table is still there (see [`LEGACY_RECORDS`]).
+    legacy_records: Cell<bool>,
 }
 
 #[derive(Deserialize)]
@@ -56,8 +74,10 @@ struct CounterRow {
 struct EntryIndexRow {
     ns: String,
     key: String,
-    bytes: u64,
+    content_type_bytes: u64,
+    value_bytes: u64,
     expires_at_ms: Option<u64>,
+    written_at_ms: u64,
 }
 
 #[derive(Deserialize)]
@@ -86,34 +106,60 @@ impl SqlShardStore {
         for statement in SCHEMA {
             sql.exec(statement, None)?;
         }
-        Ok(Self { sql })
+        let store = Self::unopened(sql);
+        let legacy = store.count(
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?",
+            vec![text(LEGACY_RECORDS)],
+        )?;
+        store.legacy_records.set(legacy > 0);
+        Ok(store)
     }
 
     /// The tables without creating them, for when [`Self::open`] failed: every op then reports
     /// a storage error rather than the object failing to start.
     #[must_use]
     pub fn unopened(sql: SqlStorage) -> Self {
-        Self { sql }
+        Self { sql, legacy_records: Cell::new(false) }
     }
 
-    /// Rebuilds the cache index from storage, oldest write first.
+    /// Rebuilds the cache index from the most recently written entries, as many as its bounds
+    /// hold, and deletes the older ones from storage: a shard never loads more than its bounds
+    /// at start-up, however many rows an earlier version or a lowered bound left behind.
     ///
     /// # Errors
     /// When SQLite fails.
     pub fn restore_cache_index(&self, cache: &mut CacheTable) -> Result<()> {
-        let rows: Vec<EntryIndexRow> = self
-            .sql
-            .exec(
-                "SELECT ns, key, length(value) AS bytes, expires_at_ms FROM cache_entries \
-                 ORDER BY written_at_ms",
-                None,
-            )?
-            .to_array()?;
-        for row in rows {
+        let most = cache.bounds().entries as u64;
+        // Newest first, ties broken by name, so that "the first row refused and every row
+        // listed after it" is the one range of the DELETE below. One row past the entry bound
+        // is read so that it is refused when every row before it was taken. `length(value)`
+        // reads a BLOB's size without loading it; the CAST counts the content type in bytes.
+        let cursor = self.sql.exec(
+            "SELECT ns, key, length(CAST(content_type AS BLOB)) AS content_type_bytes, \
+             length(value) AS value_bytes, expires_at_ms, written_at_ms FROM cache_entries \
+             ORDER BY written_at_ms DESC, ns DESC, key DESC LIMIT ?",
+            vec![integer(Some(most + 1))],
+        )?;
+        let mut refused = None;
+        for row in cursor.next::<EntryIndexRow>() {
+            let row = row?;
             // Rows were validated when written; skip any that no longer pass the rules.
-            if let (Ok(ns), Ok(key)) = (Namespace::new(&row.ns), Key::new(&row.key)) {
-                cache.restore(ns, key, EntryMeta { bytes: row.bytes, expires_at_ms: row.expires_at_ms });
+            let (Ok(ns), Ok(key)) = (Namespace::new(&row.ns), Key::new(&row.key)) else {
+                continue;
+            };
+            let charge = entry_charge(&ns, &key, row.content_type_bytes, row.value_bytes);
+            if !cache.restore_older(ns, key, EntryMeta { charge, expires_at_ms: row.expires_at_ms }) {
+                refused = Some(row);
+                break;
             }
+        }
+        if let Some(row) = refused {
+            let cursor = self.sql.exec(
+                "DELETE FROM cache_entries WHERE (written_at_ms, ns, key) <= (?, ?, ?)",
+                vec![integer(Some(row.written_at_ms)), text(&row.ns), text(&row.key)],
+            )?;
+            let _ = cursor.raw().count();
+            cache.count_evictions(cursor.rows_written() as u64);
         }
         Ok(())
     }
@@ -156,16 +202,38 @@ impl SqlShardStore {
         Ok(cursor.rows_written() as u64)
     }
 
-    /// Deletes idempotency records past their window; returns how many.
+    /// The records tables in use: the current one, and the legacy one while it lasts.
+    fn record_tables(&self) -> &'static [&'static str] {
+        if self.legacy_records.get() {
+            &["idempotency_records", LEGACY_RECORDS]
+        } else {
+            &["idempotency_records"]
+        }
+    }
+
+    /// Deletes idempotency records past their window, and the legacy table once it is empty;
+    /// returns how many records.
     ///
     /// # Errors
     /// When SQLite fails.
     pub fn reclaim_expired_records(&self, now_ms: u64) -> Result<u64> {
         let cutoff = now_ms.saturating_sub(IDEMPOTENCY_WINDOW_MS);
-        let cursor =
-            self.sql.exec("DELETE FROM idempotency WHERE created_at_ms <= ?", vec![integer(Some(cutoff))])?;
-        let _ = cursor.raw().count();
-        Ok(cursor.rows_written() as u64)
+        let mut reclaimed = 0;
+        for table in self.record_tables() {
+            let cursor = self.sql.exec(
+                &format!("DELETE FROM {table} WHERE created_at_ms <= ?"),
+                vec![integer(Some(cutoff))],
+            )?;
+            let _ = cursor.raw().count();
+            reclaimed += cursor.rows_written() as u64;
+        }
+        if self.legacy_records.get()
+            && self.count(&format!("SELECT COUNT(*) AS n FROM {LEGACY_RECORDS}"), vec![])? == 0
+        {
+            self.sql.exec(&format!("DROP TABLE {LEGACY_RECORDS}"), None)?;
+            self.legacy_records.set(false);
+        }
+        Ok(reclaimed)
     }
 
     /// When the oldest idempotency record lapses, if any is stored.
@@ -173,8 +241,48 @@ impl SqlShardStore {
     /// # Errors
     /// When SQLite fails.
     pub fn next_record_expiry(&self) -> Result<Option<u64>> {
-        let oldest = self.count("SELECT MIN(created_at_ms) AS n FROM idempotency", vec![])?;
-        Ok((oldest > 0).then_some(oldest + IDEMPOTENCY_WINDOW_MS))
+        let mut oldest = None;
+        for table in self.record_tables() {
+            let first = self.count(&format!("SELECT MIN(created_at_ms) AS n FROM {table}"), vec![])?;
+            if first > 0 {
+                oldest = Some(oldest.map_or(first, |o: u64| o.min(first)));
+            }
+        }
+        Ok(oldest.map(|o| o + IDEMPOTENCY_WINDOW_MS))
+    }
+
+    /// A record in the legacy table for `scope`: one whose request was a write to the same
+    /// key, compared by the digest of that request like a current record.
+    fn load_legacy_record(
+        &self,
+        scope: &RecordScope,
+    ) -> std::result::Result<Option<IdempotencyRecord>, String> {
+        #[derive(Deserialize)]
+        struct Row {
+            fingerprint: String,
+            result: String,
+            created_at_ms: u64,
+        }
+        let rows: Vec<Row> = self
+            .sql
+            .exec(
+                &format!(
+                    "SELECT fingerprint, result, created_at_ms FROM {LEGACY_RECORDS} WHERE idempotency_key = ?"
+                ),
+                vec![text(scope.idempotency_key.as_str())],
+            )
+            .and_then(|cursor| cursor.to_array())
+            .map_err(|e| describe(&e))?;
+        // The fingerprint is the request as the shard protocol encodes it; one that no longer
+        // parses cannot match any request, so it is no record.
+        Ok(rows.into_iter().find_map(|row| {
+            let op: ShardOp = serde_json::from_str(&row.fingerprint).ok()?;
+            (RecordScope::new(&scope.idempotency_key, &op) == *scope).then(|| IdempotencyRecord {
+                request_digest: request_digest(&op),
+                result: row.result,
+                created_at_ms: row.created_at_ms,
+            })
+        }))
     }
 
     /// When the next counter expires, if any has a TTL.
@@ -242,41 +350,53 @@ impl CounterStore for SqlShardStore {
 }
 
 impl IdempotencyStore for SqlShardStore {
-    fn load_record(&self, key: &IdempotencyKey) -> std::result::Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, scope: &RecordScope) -> std::result::Result<Option<IdempotencyRecord>, String> {
         #[derive(Deserialize)]
         struct Row {
-            fingerprint: String,
+            request_digest: String,
             result: String,
             created_at_ms: u64,
         }
         let rows: Vec<Row> = self
             .sql
             .exec(
-                "SELECT fingerprint, result, created_at_ms FROM idempotency WHERE idempotency_key = ?",
-                vec![text(key.as_str())],
+                "SELECT request_digest, result, created_at_ms FROM idempotency_records \
+                 WHERE ns = ? AND key = ? AND kind = ? AND idempotency_key = ?",
+                vec![
+                    text(scope.ns.as_str()),
+                    text(scope.key.as_str()),
+                    text(scope.kind),
+                    text(scope.idempotency_key.as_str()),
+                ],
             )
             .and_then(|cursor| cursor.to_array())
             .map_err(|e| describe(&e))?;
-        Ok(rows.into_iter().next().map(|row| IdempotencyRecord {
-            fingerprint: row.fingerprint,
-            result: row.result,
-            created_at_ms: row.created_at_ms,
-        }))
+        let Some(row) = rows.into_iter().next() else {
+            return if self.legacy_records.get() { self.load_legacy_record(scope) } else { Ok(None) };
+        };
+        let request_digest = u128::from_str_radix(&row.request_digest, 16)
+            .map_err(|_| format!("stored request digest {:?} is not hex", row.request_digest))?;
+        Ok(Some(IdempotencyRecord { request_digest, result: row.result, created_at_ms: row.created_at_ms }))
     }
 
     fn save_record(
         &self,
-        key: &IdempotencyKey,
+        scope: &RecordScope,
         record: &IdempotencyRecord,
     ) -> std::result::Result<(), String> {
         self.sql
             .exec(
-                "INSERT INTO idempotency (idempotency_key, fingerprint, result, created_at_ms) VALUES (?, ?, ?, ?) \
-                 ON CONFLICT (idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint, \
-                 result = excluded.result, created_at_ms = excluded.created_at_ms",
+                "INSERT INTO idempotency_records \
+                 (ns, key, kind, idempotency_key, request_digest, result, created_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key, kind, idempotency_key) DO UPDATE SET \
+                 request_digest = excluded.request_digest, result = excluded.result, \
+                 created_at_ms = excluded.created_at_ms",
                 vec![
-                    text(key.as_str()),
-                    text(&record.fingerprint),
+                    text(scope.ns.as_str()),
+                    text(scope.key.as_str()),
+                    text(scope.kind),
+                    text(scope.idempotency_key.as_str()),
+                    text(&format!("{:032x}", record.request_digest)),
                     text(&record.result),
                     integer(Some(record.created_at_ms)),
                 ],

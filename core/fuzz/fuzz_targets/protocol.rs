@@ -5,14 +5,14 @@
 //!
 //! Beyond "never panics" it checks that whatever is accepted is written back to JSON that reads
 //! back equal (the protocol's round trip), and it runs what the worker and shard do next with
-//! an accepted message: place each op on a shard, fingerprint keyed writes, and turn each
+//! an accepted message: place each op on a shard, digest keyed writes, and turn each
 //! result into its client form.
 #![no_main]
 
 use std::fmt::Debug;
 
 use edgecount_core::batch::result_json;
-use edgecount_core::idempotency::fingerprint;
+use edgecount_core::idempotency::request_digest;
 use edgecount_core::partition::MAX_SHARDS;
 use edgecount_core::protocol::ShardStats;
 use edgecount_core::{shard_for, ShardRequest, ShardResponse};
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(shard_for(ns, key, shards).0 < shards);
             }
             if call.idempotency_key.is_some() {
-                assert!(!fingerprint(&call.op).is_empty());
+                assert_eq!(request_digest(&call.op), request_digest(&call.op.clone()));
             }
         }
     }
