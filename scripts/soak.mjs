@@ -7,7 +7,13 @@
 //
 // Usage: node scripts/soak.mjs   (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SEED to change the run)
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { connect } from "node:net";
 import { join, resolve } from "node:path";
 
@@ -62,9 +68,13 @@ async function startRuntime() {
     ["scripts/workerd-config.mjs", String(PORT), join(DIR, "state"), config],
     { stdio: "inherit" },
   );
-  const child = spawn(resolve("node_modules/.bin/workerd"), ["serve", config], {
-    stdio: "ignore",
-  });
+  // The runtime's own log (uncaught errors, warnings) is kept for diagnosis.
+  const log = openSync(join(DIR, "workerd.log"), "a");
+  const child = spawn(
+    resolve("node_modules/.bin/workerd"),
+    ["serve", "--verbose", config],
+    { stdio: ["ignore", log, log] },
+  );
   for (let i = 0; i < 400; i++) {
     try {
       if ((await fetch(`${URL_BASE}/v1/health`)).ok) return child;

@@ -67,7 +67,7 @@ function busyBatch(ns: string, keys: string[], ops: number): RequestInit {
 }
 
 /** A request that must be answered within `ms`, or the test fails saying the shard is wedged. */
-async function promptly(path: string, init: RequestInit = {}, ms = 10_000) {
+async function promptly(path: string, init: RequestInit = {}, ms = 5_000) {
   return fetch(`${url}${path}`, {
     ...init,
     signal: AbortSignal.timeout(ms),

@@ -34,7 +34,7 @@ export async function sendAndReset(
 
 /** What {@link streamChunked} saw. */
 export interface StreamedUpload {
-  /** The status line's code, or 0 if the server closed without one. */
+  /** The status line's code, 0 if the server closed without one, -1 if it did neither in 30 s. */
   status: number;
   /** Body bytes written to the socket before the answer arrived (or the upload ended). */
   bytesSentBeforeAnswer: number;
@@ -74,16 +74,23 @@ export async function streamChunked(
   socket.write(
     `${method} ${path} HTTP/1.1\r\nHost: edgecount.test\r\n${head}Transfer-Encoding: chunked\r\n\r\n`,
   );
+  // A server that neither reads nor answers must fail the test, not hang it.
+  let timedOut = false;
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    socket.destroy();
+  }, 30_000);
   const chunk = Buffer.alloc(chunkBytes, "7");
   while (sent < totalBytes && !answered && !socket.destroyed) {
-    const ok = socket.write(`${chunk.length.toString(16)}\r\n`);
+    socket.write(`${chunk.length.toString(16)}\r\n`);
     socket.write(chunk);
     socket.write("\r\n");
     sent += chunk.length;
     // Let an early answer be read before writing more: a write to a socket the server has
     // already closed destroys it, with the unread answer.
     await new Promise((resolve) => setImmediate(resolve));
-    if (!ok && !answered)
+    // Wait for the socket to drain (checked after the yield: it may have drained during it).
+    if (socket.writableNeedDrain && !answered && !socket.destroyed)
       await new Promise((resolve) => {
         socket.once("drain", resolve);
         socket.once("close", resolve);
@@ -92,8 +99,11 @@ export async function streamChunked(
   }
   if (!answered && !socket.destroyed) socket.write("0\r\n\r\n");
   await done;
+  clearTimeout(deadline);
   socket.destroy();
-  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0);
+  const status = timedOut
+    ? -1
+    : Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0);
   return {
     status,
     bytesSentBeforeAnswer: answered ? sentBeforeAnswer : sent,

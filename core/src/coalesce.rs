@@ -34,7 +34,7 @@ pub struct CoalesceStats {
     pub refused: u64,
     /// Ops taken back unsent by a waiter that gave up.
     pub withdrawn: u64,
-    /// Calls that outlived their lease without reporting back.
+    /// Calls that never reported back: abandoned with their request, or past their lease.
     pub lost_calls: u64,
 }
 
@@ -171,6 +171,23 @@ impl<W> Coalescer<W> {
                 self.queues.remove(&shard);
             }
         }
+    }
+
+    /// `call` to `shard` will never report back: the request whose task carried it was cancelled
+    /// (its client hung up) and the task with it. The shard is free at once, without waiting
+    /// for the lease to end; the call's ops have an unknown outcome. False if the call was no
+    /// longer in flight.
+    pub fn abandon(&mut self, shard: ShardId, call: CallId) -> bool {
+        let Some(queue) = self.queues.get_mut(&shard) else { return false };
+        if !queue.in_flight.is_some_and(|f| f.call == call) {
+            return false;
+        }
+        queue.in_flight = None;
+        self.stats.lost_calls += 1;
+        if queue.waiting.is_empty() {
+            self.queues.remove(&shard);
+        }
+        true
     }
 
     /// The waiters queued for `shard` (not yet sent), in arrival order.
@@ -331,6 +348,25 @@ mod tests {
         assert!(c.try_start(s, 100 + LEASE + 1, LEASE).is_none());
         c.finish(s, next.call);
         assert_eq!(c.try_start(s, 100 + LEASE + 2, LEASE).unwrap().ops, vec![2]);
+    }
+
+    #[test]
+    fn an_abandoned_call_frees_its_shard_at_once_and_only_once() {
+        let mut c: Coalescer<u32> = Coalescer::new();
+        let s = ShardId(4);
+        queued(c.arrive(s, 0, 10));
+        let dead = c.try_start(s, 0, LEASE).unwrap();
+        queued(c.arrive(s, 1, 10));
+        assert!(c.abandon(s, dead.call));
+        assert!(!c.abandon(s, dead.call), "already abandoned");
+        let next = c.try_start(s, 1, LEASE).unwrap();
+        assert_eq!(next.ops, vec![1], "no need to wait for the lease");
+        // A late report or abandonment of the dead call leaves the new one in flight.
+        c.finish(s, dead.call);
+        assert!(!c.abandon(s, dead.call));
+        queued(c.arrive(s, 2, 10));
+        assert!(c.try_start(s, 2, LEASE).is_none());
+        assert_eq!(c.stats().lost_calls, 1);
     }
 
     #[test]

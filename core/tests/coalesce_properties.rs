@@ -19,6 +19,8 @@ enum Event {
     CallEnds,
     /// The call in flight is killed: it never reports back.
     CallKilled,
+    /// The request carrying the call in flight is cancelled, and says so: the call is abandoned.
+    CallAbandoned,
     /// A queued request is cancelled (its client hung up): it never runs again.
     Cancel(usize),
     /// A queued live request's timer fires: it gives up, taking its op back if still queued.
@@ -33,6 +35,7 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
             4 => Just(Event::Arrive),
             3 => Just(Event::CallEnds),
             1 => Just(Event::CallKilled),
+            1 => Just(Event::CallAbandoned),
             2 => (0_usize..64).prop_map(Event::Cancel),
             1 => (0_usize..64).prop_map(Event::GiveUp),
             1 => (1_u64..150).prop_map(Event::Tick),
@@ -99,6 +102,14 @@ impl World {
             }
             Event::CallKilled => {
                 self.in_flight = None;
+            }
+            Event::CallAbandoned => {
+                if let Some(call) = self.in_flight.take() {
+                    assert!(self.coalescer.abandon(SHARD, call));
+                    for _ in self.live_queued() {
+                        self.runs();
+                    }
+                }
             }
             Event::Cancel(i) => {
                 if !self.waiting.is_empty() {

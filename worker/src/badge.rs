@@ -8,9 +8,10 @@
 use edgecount_core::access::Right;
 use edgecount_core::badge::{render, BadgeQuery};
 use edgecount_core::{OpResult, ShardCall, ShardOp};
-use worker::{Context, Env, Request, Response};
+use worker::{Env, Request, Response};
 
 use crate::api_error::ApiError;
+use crate::coalescing::Caller;
 use crate::config::Config;
 use crate::counters::{self, now_ms, Target};
 use crate::respond;
@@ -25,7 +26,7 @@ const SVG: &str = "image/svg+xml; charset=utf-8";
 pub async fn serve(
     req: Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     token: Option<&str>,
     raw_ns: &str,
@@ -33,14 +34,14 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     let raw_key = raw_key.strip_suffix(".svg").ok_or(ApiError::RouteNotFound)?;
     let target = Target::from_path(config, raw_ns, raw_key)?;
-    let outcome = badge(&req, env, ctx, config, token, &target).await;
+    let outcome = badge(&req, env, caller, config, token, &target).await;
     respond::naming_shard(target.shard, outcome)
 }
 
 async fn badge(
     req: &Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     token: Option<&str>,
     target: &Target,
@@ -53,7 +54,7 @@ async fn badge(
     if query.incr {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
         let call = ShardCall { op, idempotency_key };
-        let value = match counters::apply_write(env, ctx, config, target, call).await?.0 {
+        let value = match counters::apply_write(env, caller, config, target, call).await?.0 {
             OpResult::Value { value, .. } => value,
             OpResult::Failed { error } => return Err(error.into()),
             _ => return Err(ApiError::ShardUnavailable),
@@ -63,7 +64,7 @@ async fn badge(
         return Ok(response);
     }
     let now = now_ms();
-    let current = counters::current(req, env, ctx, config, target, false, now).await?;
+    let current = counters::current(req, env, caller, config, target, false, now).await?;
     let response = if current.not_modified(req)? {
         Response::empty()?.with_status(304)
     } else {

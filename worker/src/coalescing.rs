@@ -12,11 +12,12 @@
 //!   goes idle starts the next call, so a waiter that never runs again strands nobody;
 //! - a call that never reports back is declared lost when its lease ends.
 //!
-//! A promise resolved from another request's task runs its continuation in the request that
-//! made it (the runtime's `handle_cross_request_promise_resolution`, on by default), so each
+//! A promise resolved from another request's task runs its reaction in the request that made
+//! it (the runtime's `handle_cross_request_promise_resolution`, on by default), and that
+//! reaction hands over through a timer of the request's own (see [`Slot::woken`]), so each
 //! request's code only ever runs in its own context.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -24,8 +25,11 @@ use edgecount_core::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::coalesce::{Arrival, CallId, CoalesceStats, Coalescer, Started, Ticket};
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use futures_util::future::{select, Either};
+use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
+use wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{js_sys, Context, Date, Delay, Env};
+use worker::web_sys::AbortSignal;
+use worker::{js_sys, Context, Date, Delay, Env, Request};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
@@ -41,14 +45,20 @@ const CALL_LEASE_MS: u64 = 10_000;
 #[derive(Default)]
 struct Slot {
     outcome: RefCell<Option<Result<OpResult, ApiError>>>,
+    /// An outcome was handed over (the waiter may have taken it since).
+    delivered: Cell<bool>,
     /// Resolves the promise the op's request awaits now, if it awaits one.
     wake: RefCell<Option<js_sys::Function>>,
 }
 
 impl Slot {
-    /// Hands over the op's outcome and wakes its request.
-    fn deliver(&self, outcome: Result<OpResult, ApiError>) {
-        *self.outcome.borrow_mut() = Some(outcome);
+    /// Hands over the op's outcome and wakes its request, unless it has one already: a call
+    /// abandoned with its request may still report back later, and then changes nothing.
+    fn deliver_first(&self, outcome: impl FnOnce() -> Result<OpResult, ApiError>) {
+        if self.delivered.replace(true) {
+            return;
+        }
+        *self.outcome.borrow_mut() = Some(outcome());
         self.wake();
     }
 
@@ -56,17 +66,54 @@ impl Slot {
     fn wake(&self) {
         if let Some(resolve) = self.wake.borrow_mut().take() {
             // A resolver cannot fail; a gone request simply never sees the resolution.
-            let _ = resolve.call0(&wasm_bindgen::JsValue::UNDEFINED);
+            let _ = resolve.call0(&JsValue::UNDEFINED);
         }
     }
 
-    /// A promise, made in the calling request, that [`Slot::wake`] resolves.
-    fn woken(&self) -> JsFuture {
-        let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+    /// A wait, made in the calling request, that [`Slot::wake`] ends.
+    ///
+    /// The resolution reaches the request through a timer of its own: the promise that
+    /// [`Slot::wake`] resolves runs its reaction in the request that made it, and that reaction
+    /// sets a zero-delay timer there, which ends the wait. Waking the Rust task straight from the
+    /// reaction would not do: the tasks of every request share one queue, so several requests
+    /// woken at once would all be run in whichever request's turn drains it, and their I/O
+    /// (reading a body, building a response) would fail there as another request's.
+    fn woken(&self) -> Wake {
+        let woken = js_sys::Promise::new(&mut |resolve, _reject| {
             *self.wake.borrow_mut() = Some(resolve);
         });
-        JsFuture::from(promise)
+        let mut hop = None;
+        let own_turn = js_sys::Promise::new(&mut |resolve, _reject| {
+            hop = Some(Closure::once(move |_: JsValue| {
+                set_timeout(&resolve, 0);
+            }));
+        });
+        let hop = hop.expect("the promise executor runs at once");
+        let _ = woken.then(&hop);
+        Wake { future: JsFuture::from(own_turn), _hop: hop }
     }
+}
+
+/// A wake-up in flight: the future, and the reaction that turns it into a timer of the
+/// waiting request's own (kept alive as long as the wait).
+struct Wake {
+    future: JsFuture,
+    _hop: Closure<dyn FnMut(JsValue)>,
+}
+
+impl std::future::Future for Wake {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::pin::Pin::new(&mut self.future).poll(cx).map(|_| ())
+    }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The runtime's `setTimeout`: its callback runs in the request that set it.
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(handler: &js_sys::Function, delay_ms: i32) -> JsValue;
 }
 
 /// A queued op.
@@ -89,15 +136,31 @@ fn now_ms() -> u64 {
     Date::now().as_millis()
 }
 
+/// What the coalescer needs of the request an op comes from: its context, to keep a shard call
+/// it starts running after it has answered (`waitUntil`), and its abort signal, which fires when
+/// its client hangs up. The runtime then cancels the request and any call it started (even one
+/// kept with `waitUntil`), so the call is abandoned at once rather than waited for.
+pub struct Caller<'a> {
+    ctx: &'a Context,
+    aborted: AbortSignal,
+}
+
+impl<'a> Caller<'a> {
+    #[must_use]
+    pub fn new(ctx: &'a Context, req: &Request) -> Self {
+        Self { ctx, aborted: req.inner().signal() }
+    }
+}
+
 /// Runs `op` on `shard`, in the next call to that shard if one is in flight.
 ///
 /// # Errors
 /// [`ApiError::ShardOverloaded`] when `config.shard_queue_limit` ops already wait for the shard
 /// (nothing sent); [`ApiError::ShardUnavailable`] when the op was never sent or is a read;
-/// [`ApiError::OutcomeUnknown`] for a write whose call failed or did not answer in time, which
-/// may have been applied.
+/// [`ApiError::OutcomeUnknown`] for a write whose call failed, was cancelled or did not answer
+/// in time, which may have been applied.
 pub async fn submit(
-    ctx: &Context,
+    caller: &Caller<'_>,
     env: &Env,
     config: &Config,
     shard: ShardId,
@@ -112,7 +175,7 @@ pub async fn submit(
     };
     let deadline = now_ms() + MAX_WAIT_MS;
     loop {
-        start_next_call(ctx, env, shard);
+        start_next_call(caller, env, shard);
         if let Some(outcome) = slot.outcome.borrow_mut().take() {
             return outcome;
         }
@@ -143,42 +206,80 @@ fn give_up(shard: ShardId, ticket: Ticket, slot: &Slot, is_write: bool) -> ApiEr
     }
 }
 
-/// Starts a call with every op queued for `shard`, if the shard is idle.
-fn start_next_call(ctx: &Context, env: &Env, shard: ShardId) {
-    let started = COALESCER.with(|c| c.borrow_mut().try_start(shard, now_ms(), CALL_LEASE_MS));
-    if let Some(started) = started {
-        ctx.wait_until(run_call(env.clone(), shard, started));
+/// A call in flight: its ops' slots, shared by the task that runs it and the abort handler of
+/// the request that started it.
+struct CallInFlight {
+    shard: ShardId,
+    id: CallId,
+    /// Each op's slot, and whether the op is a write.
+    slots: Vec<(Rc<Slot>, bool)>,
+}
+
+impl CallInFlight {
+    /// The call is over, one way or the other: hands each op that has no outcome yet `outcome`
+    /// (the first outcome stands), frees the shard if this call still holds it, and wakes the
+    /// ops still queued so that one of them starts the next call.
+    fn end(&self, mut outcome: impl FnMut(usize, bool) -> Result<OpResult, ApiError>, abandoned: bool) {
+        for (index, (slot, is_write)) in self.slots.iter().enumerate() {
+            slot.deliver_first(|| outcome(index, *is_write));
+        }
+        let queued: Vec<Rc<Slot>> = COALESCER.with(|c| {
+            let mut coalescer = c.borrow_mut();
+            if abandoned {
+                coalescer.abandon(self.shard, self.id);
+            } else {
+                coalescer.finish(self.shard, self.id);
+            }
+            coalescer.waiting(self.shard).map(|w| Rc::clone(&w.slot)).collect()
+        });
+        for slot in queued {
+            slot.wake();
+        }
     }
 }
 
-/// One shard call: sends the ops, hands each its outcome, then frees the shard and wakes the
-/// ops still queued so that one of them starts the next call.
-async fn run_call(env: Env, shard: ShardId, started: Started<Waiter>) {
-    let Started { call: call_id, ops: waiters } = started;
-    let (calls, slots): (Vec<ShardCall>, Vec<Rc<Slot>>) =
-        waiters.into_iter().map(|w| (w.call, w.slot)).unzip();
-    match shard_client::execute(&env, shard, &calls, MAX_SHARD_ANSWER_BYTES).await {
-        Ok(results) => {
-            for (slot, result) in slots.iter().zip(results) {
-                slot.deliver(Ok(result));
+/// Starts a call with every op queued for `shard`, if the shard is idle: a task of the caller's
+/// request, which the call abandons if that request is cancelled.
+fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
+    let Some(Started { call: id, ops }) =
+        COALESCER.with(|c| c.borrow_mut().try_start(shard, now_ms(), CALL_LEASE_MS))
+    else {
+        return;
+    };
+    let (calls, slots): (Vec<ShardCall>, Vec<(Rc<Slot>, bool)>) = ops
+        .into_iter()
+        .map(|w| (w.call.op.is_write(), w))
+        .map(|(write, w)| (w.call, (w.slot, write)))
+        .unzip();
+    let in_flight = Rc::new(CallInFlight { shard, id, slots });
+    let on_abort = {
+        let in_flight = Rc::clone(&in_flight);
+        Closure::once(move || in_flight.end(|_, is_write| Err(cancelled(is_write)), true))
+    };
+    caller.aborted.set_onabort(Some(on_abort.as_ref().unchecked_ref()));
+    let aborted = caller.aborted.clone();
+    let env = env.clone();
+    caller.ctx.wait_until(async move {
+        let results = shard_client::execute(&env, shard, &calls, MAX_SHARD_ANSWER_BYTES).await;
+        // The call reported back: its request's abort no longer concerns it.
+        aborted.set_onabort(None);
+        drop(on_abort);
+        match results {
+            Ok(results) => {
+                let mut results = results.into_iter();
+                in_flight.end(|_, _| results.next().ok_or(ApiError::ShardUnavailable), false);
             }
+            Err(error) => in_flight.end(|_, is_write| Err(error.after_send(is_write)), false),
         }
-        Err(error) => {
-            for (slot, call) in slots.iter().zip(&calls) {
-                slot.deliver(Err(error.after_send(call.op.is_write())));
-            }
-        }
-    }
-    finish(shard, call_id);
-}
-
-fn finish(shard: ShardId, call: CallId) {
-    let queued: Vec<Rc<Slot>> = COALESCER.with(|c| {
-        let mut coalescer = c.borrow_mut();
-        coalescer.finish(shard, call);
-        coalescer.waiting(shard).map(|w| Rc::clone(&w.slot)).collect()
     });
-    for slot in queued {
-        slot.wake();
+}
+
+/// The error for an op whose call was cancelled with the request that carried it: a write may
+/// have reached the shard before the cancellation, a read changed nothing.
+fn cancelled(is_write: bool) -> ApiError {
+    if is_write {
+        ApiError::OutcomeUnknown
+    } else {
+        ApiError::ShardUnavailable
     }
 }

@@ -13,9 +13,10 @@ use edgecount_core::query::CounterQuery;
 use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardCall, ShardId, ShardOp};
 use serde::Serialize;
 use serde_json::json;
-use worker::{Context, Date, Env, Request, Response};
+use worker::{Date, Env, Request, Response};
 
 use crate::api_error::ApiError;
+use crate::coalescing::Caller;
 use crate::config::Config;
 use crate::{coalescing, edge, respond};
 
@@ -67,7 +68,7 @@ pub async fn serve(
     action: CounterAction,
     mut req: Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     raw_ns: &str,
     raw_key: &str,
@@ -75,8 +76,8 @@ pub async fn serve(
     let target = Target::from_path(config, raw_ns, raw_key)?;
     let shard = target.shard;
     let outcome = match action {
-        CounterAction::Read => read(&req, env, ctx, config, &target).await,
-        _ => write(action, &mut req, env, ctx, config, &target).await,
+        CounterAction::Read => read(&req, env, caller, config, &target).await,
+        _ => write(action, &mut req, env, caller, config, &target).await,
     };
     respond::naming_shard(shard, outcome)
 }
@@ -84,13 +85,13 @@ pub async fn serve(
 async fn read(
     req: &Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     target: &Target,
 ) -> Result<Response, ApiError> {
     let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
     let now = now_ms();
-    let current = current(req, env, ctx, config, target, query.strong, now).await?;
+    let current = current(req, env, caller, config, target, query.strong, now).await?;
     read_response(req, config, target, current, now)
 }
 
@@ -100,7 +101,7 @@ async fn read(
 pub(crate) async fn current(
     req: &Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     target: &Target,
     strong: bool,
@@ -117,7 +118,7 @@ pub(crate) async fn current(
         edge::count_miss(config);
     }
     let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
-    match coalescing::submit(ctx, env, config, target.shard, op.into()).await? {
+    match coalescing::submit(caller, env, config, target.shard, op.into()).await? {
         OpResult::Value { value, exists, version } => {
             let read = CachedRead { value, exists, version, read_at_ms: now };
             if hot {
@@ -205,7 +206,7 @@ async fn write(
     action: CounterAction,
     req: &mut Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     target: &Target,
 ) -> Result<Response, ApiError> {
@@ -222,7 +223,7 @@ async fn write(
         }
     };
     let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
-    let (result, replayed) = apply_write(env, ctx, config, target, call).await?;
+    let (result, replayed) = apply_write(env, caller, config, target, call).await?;
     let response = match result {
         OpResult::Failed { error } => return Err(error.into()),
         OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
@@ -240,14 +241,14 @@ async fn write(
 /// the key in step with it. Answers the result and whether it is a replayed earlier answer.
 pub(crate) async fn apply_write(
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     target: &Target,
     call: ShardCall,
 ) -> Result<(OpResult, bool), ApiError> {
     let now = now_ms();
     edge::record(config, &target.ns, &target.key, now);
-    let (result, replayed) = match coalescing::submit(ctx, env, config, target.shard, call).await {
+    let (result, replayed) = match coalescing::submit(caller, env, config, target.shard, call).await {
         Ok(result) => result.unwrap_replay(),
         Err(error) => {
             // The write may or may not have happened: never serve a cached value for it.

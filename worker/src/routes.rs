@@ -8,6 +8,7 @@ use edgecount_core::access::Right;
 use edgecount_core::{Namespace, ShardId};
 
 use crate::cache::CacheAction;
+use crate::coalescing::Caller;
 use crate::config::Config;
 use crate::counters::{self, CounterAction};
 use crate::documents::{self, Document};
@@ -95,7 +96,8 @@ pub async fn handle(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Ok(config) => config,
         Err(error) => return error_response(&error),
     };
-    let response = match dispatch(req, &env, &ctx, &config).await {
+    let caller = Caller::new(&ctx, &req);
+    let response = match dispatch(req, &env, &caller, &config).await {
         Ok(response) => response,
         Err(error) => error_response(&error)?,
     };
@@ -106,12 +108,17 @@ pub async fn handle(req: Request, env: Env, ctx: Context) -> Result<Response> {
     Ok(response)
 }
 
-async fn dispatch(req: Request, env: &Env, ctx: &Context, config: &Config) -> Result<Response, ApiError> {
+async fn dispatch(
+    req: Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+) -> Result<Response, ApiError> {
     let path = req.path();
     let Some(matched) = match_path(&path) else {
         return Err(counters::unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
     };
-    match dispatch_matched(req, env, ctx, config, &matched).await {
+    match dispatch_matched(req, env, caller, config, &matched).await {
         Ok(response) => Ok(response),
         Err(error) => refusal(config, &matched, &error),
     }
@@ -140,7 +147,7 @@ fn owning_shard(config: &Config, matched: &Matched) -> Option<ShardId> {
 async fn dispatch_matched(
     req: Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     matched: &Matched,
 ) -> Result<Response, ApiError> {
@@ -176,7 +183,7 @@ async fn dispatch_matched(
     let admitted =
         meter.charge(config, 1).and_then(|()| authorize(config, action, matched, token.as_deref()));
     let outcome = match admitted {
-        Ok(()) => serve(action, req, env, ctx, config, matched, token.as_deref(), &mut meter).await,
+        Ok(()) => serve(action, req, env, caller, config, matched, token.as_deref(), &mut meter).await,
         Err(error) => Err(error),
     };
     let response = match outcome {
@@ -193,7 +200,7 @@ async fn serve(
     action: Action,
     req: Request,
     env: &Env,
-    ctx: &Context,
+    caller: &Caller<'_>,
     config: &Config,
     matched: &Matched,
     token: Option<&str>,
@@ -205,9 +212,9 @@ async fn serve(
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, env, config, token, meter).await,
-        Action::Badge => badge::serve(req, env, ctx, config, token, ns, key).await,
+        Action::Badge => badge::serve(req, env, caller, config, token, ns, key).await,
         Action::Cache(action) => cache::serve(action, req, env, config, ns, key).await,
-        Action::Counter(action) => counters::serve(action, req, env, ctx, config, ns, key).await,
+        Action::Counter(action) => counters::serve(action, req, env, caller, config, ns, key).await,
     }
 }
 
