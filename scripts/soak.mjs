@@ -5,7 +5,8 @@
 // at most the attempted ones), that every shard answers promptly, and that the runtime's memory
 // came back near where it started. Prints a summary and writes it to build/soak/summary.json.
 //
-// Usage: node scripts/soak.mjs   (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SEED to change the run)
+// Usage: node scripts/soak.mjs   (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SEED, SOAK_KILLS=0 to change
+// the run)
 import { spawn, spawnSync } from "node:child_process";
 import {
   mkdirSync,
@@ -24,6 +25,8 @@ const URL_BASE = `http://127.0.0.1:${PORT}`;
 const DIR = resolve("build/soak");
 const KEYS = Array.from({ length: 48 }, (_, i) => `k${i}`);
 const NS = `soak-${Date.now().toString(36)}`;
+// SOAK_KILLS=0 runs without SIGKILLs, so the memory figures describe one runtime's whole run.
+const KILLS = process.env.SOAK_KILLS !== "0";
 
 // A small seeded generator (mulberry32), so a run can be repeated.
 let seed = Number(process.env.SOAK_SEED ?? Date.now()) >>> 0;
@@ -239,7 +242,7 @@ async function resetIncrement() {
 }
 
 async function killer(until) {
-  while (Date.now() < until - 20_000) {
+  while (KILLS && Date.now() < until - 20_000) {
     await sleep(30_000 + random() * 60_000);
     if (Date.now() >= until - 20_000) break;
     runtime.kill("SIGKILL");

@@ -11,9 +11,10 @@ use edgecount_core::{OpResult, ShardCall, ShardOp};
 use worker::{Env, Request, Response};
 
 use crate::api_error::ApiError;
+use crate::clock::now_ms;
 use crate::coalescing::Caller;
 use crate::config::Config;
-use crate::counters::{self, now_ms, Target};
+use crate::counters::{self, Target};
 use crate::respond;
 
 const SVG: &str = "image/svg+xml; charset=utf-8";

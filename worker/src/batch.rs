@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 use worker::{Env, Request, Response};
 
 use crate::api_error::ApiError;
+use crate::clock::now_ms;
 use crate::config::Config;
-use crate::counters::now_ms;
 use crate::rate_limits::Meter;
 use crate::{edge, respond, shard_client};
 

@@ -29,9 +29,10 @@ use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
 use wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys::AbortSignal;
-use worker::{js_sys, Context, Date, Delay, Env, Request};
+use worker::{js_sys, Context, Delay, Env, Request};
 
 use crate::api_error::ApiError;
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::shard_client;
 
@@ -130,10 +131,6 @@ thread_local! {
 #[must_use]
 pub fn stats() -> CoalesceStats {
     COALESCER.with(|c| c.borrow().stats())
-}
-
-fn now_ms() -> u64 {
-    Date::now().as_millis()
 }
 
 /// What the coalescer needs of the request an op comes from: its context, to keep a shard call

@@ -13,9 +13,10 @@ use edgecount_core::query::CounterQuery;
 use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardCall, ShardId, ShardOp};
 use serde::Serialize;
 use serde_json::json;
-use worker::{Date, Env, Request, Response};
+use worker::{Env, Request, Response};
 
 use crate::api_error::ApiError;
+use crate::clock::now_ms;
 use crate::coalescing::Caller;
 use crate::config::Config;
 use crate::{coalescing, edge, respond};
@@ -54,10 +55,6 @@ impl Target {
         let shard = shard_for(&ns, &key, config.shards);
         Ok(Self { ns, key, shard })
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    Date::now().as_millis()
 }
 
 /// Serves one counter request; every answer, errors included, names the shard it reached.

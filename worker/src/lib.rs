@@ -12,6 +12,7 @@
 //! - [`shard`]: the `Shard` Durable Object that owns and stores a slice of the keys.
 //! - [`shard_store`]: the shard's SQLite tables.
 //! - [`shard_client`]: how the worker calls shards.
+//! - [`clock`]: the runtime's clock, read in one place.
 //! - [`coalescing`]: concurrent single-key ops to one shard merged into one call.
 //! - [`edge`]: this isolate's hot-key sketch and cache of hot reads.
 //! - [`rate_limits`]: the token bucket each request is charged to.
@@ -24,6 +25,7 @@ pub mod api_error;
 pub mod badge;
 pub mod batch;
 pub mod cache;
+pub mod clock;
 pub mod coalescing;
 pub mod config;
 pub mod counters;

@@ -9,8 +9,8 @@ use serde_json::{json, Map, Value};
 use worker::{Env, Response};
 
 use crate::api_error::ApiError;
+use crate::clock::now_ms;
 use crate::config::Config;
-use crate::counters::now_ms;
 use crate::{coalescing, edge, respond, shard_client};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.

@@ -14,8 +14,8 @@ use edgecount_core::rate_limit::{ClientId, ClientLimiter, Decision, RequestCharg
 use worker::{Request, Response};
 
 use crate::api_error::ApiError;
+use crate::clock::now_ms;
 use crate::config::Config;
-use crate::counters::now_ms;
 
 thread_local! {
     static LIMITER: RefCell<Option<ClientLimiter>> = const { RefCell::new(None) };

@@ -14,12 +14,11 @@ use edgecount_core::answer_budget::AnswerBudget;
 use edgecount_core::idempotency::IDEMPOTENCY_WINDOW_MS;
 use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::{ShardCall, ShardEngine, ShardOp};
-use worker::{
-    console_error, durable_object, Date, DurableObject, Env, Method, Request, Response, Result, State,
-};
+use worker::{console_error, durable_object, DurableObject, Env, Method, Request, Response, Result, State};
 
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::shard_store::SqlShardStore;
 
@@ -34,10 +33,6 @@ pub struct Shard {
     reclaimed: Cell<u64>,
     /// Op calls served since the object started.
     calls: Cell<u64>,
-}
-
-fn now_ms() -> u64 {
-    Date::now().as_millis()
 }
 
 /// When the earliest thing written by `calls` lapses: a TTL, or an idempotency record's window.
