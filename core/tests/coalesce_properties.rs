@@ -105,7 +105,8 @@ impl World {
             }
             Event::CallAbandoned => {
                 if let Some(call) = self.in_flight.take() {
-                    assert!(self.coalescer.abandon(SHARD, call));
+                    // False when its lease had already run out and it was declared lost.
+                    self.coalescer.abandon(SHARD, call);
                     for _ in self.live_queued() {
                         self.runs();
                     }
