@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::body::from_json_object;
 use crate::cache_table::MAX_CACHE_VALUE_BYTES;
 use crate::content_type::{self, ContentType};
-use crate::idempotency::IdempotencyKey;
+use crate::names::IdempotencyKey;
 use crate::number::{i64_from_json, ttl_from_json};
 use crate::protocol::{OpResult, ShardCall, ShardOp};
 use crate::{CoreError, Key, Namespace};

@@ -11,7 +11,6 @@
 
 use lru::LruCache;
 
-use crate::counter_table::storage_error;
 use crate::protocol::OpResult;
 use crate::{CoreError, Key, Namespace};
 
@@ -173,7 +172,7 @@ impl CacheTable {
                 self.remove_slot(store, &slot)?;
                 Err(CoreError::NotFound)
             }
-            Some(_) => match store.load_entry(ns, key).map_err(storage_error)? {
+            Some(_) => match store.load_entry(ns, key).map_err(CoreError::storage)? {
                 Some((value, content_type)) => Ok(OpResult::Entry { value, content_type }),
                 None => {
                     // Storage lost the row behind our back; believe storage.
@@ -211,7 +210,7 @@ impl CacheTable {
             return Err(CoreError::EntryTooLarge { limit_bytes: limit });
         }
         let expires_at_ms = ttl_seconds.map(|s| now_ms.saturating_add(u64::from(s) * 1000));
-        store.save_entry(ns, key, value, content_type, expires_at_ms, now_ms).map_err(storage_error)?;
+        store.save_entry(ns, key, value, content_type, expires_at_ms, now_ms).map_err(CoreError::storage)?;
         self.insert((ns.clone(), key.clone()), EntryMeta { charge, expires_at_ms });
         self.evict_to_bounds(store);
         Ok(OpResult::Stored)
@@ -281,7 +280,7 @@ impl CacheTable {
     }
 
     fn remove_slot(&mut self, store: &impl CacheStore, slot: &(Namespace, Key)) -> Result<(), CoreError> {
-        store.remove_entry(&slot.0, &slot.1).map_err(storage_error)?;
+        store.remove_entry(&slot.0, &slot.1).map_err(CoreError::storage)?;
         self.forget(slot);
         Ok(())
     }

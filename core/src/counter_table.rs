@@ -99,7 +99,7 @@ impl CounterTable {
     ) -> Result<OpResult, CoreError> {
         let current = self.live(store, ns, key, now_ms)?;
         let next = Counter::apply(current.as_ref(), write, ttl_seconds, now_ms)?;
-        store.save(ns, key, &next).map_err(storage_error)?;
+        store.save(ns, key, &next).map_err(CoreError::storage)?;
         self.cached.put((ns.clone(), key.clone()), next);
         Ok(OpResult::Value { value: next.value, exists: true, version: next.version })
     }
@@ -117,7 +117,7 @@ impl CounterTable {
     ) -> Result<OpResult, CoreError> {
         let existed = self.live(store, ns, key, now_ms)?.is_some();
         if existed {
-            store.remove(ns, key).map_err(storage_error)?;
+            store.remove(ns, key).map_err(CoreError::storage)?;
             self.cached.pop(&(ns.clone(), key.clone()));
         }
         Ok(OpResult::Deleted { deleted: existed })
@@ -144,11 +144,11 @@ impl CounterTable {
         let slot = (ns.clone(), key.clone());
         let found = match self.cached.get(&slot) {
             Some(c) => Some(*c),
-            None => store.load(ns, key).map_err(storage_error)?,
+            None => store.load(ns, key).map_err(CoreError::storage)?,
         };
         match found {
             Some(c) if c.is_expired(now_ms) => {
-                store.remove(ns, key).map_err(storage_error)?;
+                store.remove(ns, key).map_err(CoreError::storage)?;
                 self.cached.pop(&slot);
                 Ok(None)
             }
@@ -159,10 +159,6 @@ impl CounterTable {
             None => Ok(None),
         }
     }
-}
-
-pub(crate) fn storage_error(detail: String) -> CoreError {
-    CoreError::StorageUnavailable { detail }
 }
 
 #[cfg(test)]

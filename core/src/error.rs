@@ -48,6 +48,12 @@ pub enum CoreError {
 }
 
 impl CoreError {
+    /// A storage failure; `detail` goes to the operator's logs only.
+    #[must_use]
+    pub fn storage(detail: String) -> Self {
+        Self::StorageUnavailable { detail }
+    }
+
     /// The stable code clients match on, e.g. `invalid_key`.
     #[must_use]
     pub fn code(&self) -> &'static str {

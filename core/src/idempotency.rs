@@ -11,55 +11,13 @@
 
 use std::io;
 
-use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::counter_table::storage_error;
 use crate::protocol::{OpResult, ShardOp};
-use crate::{CoreError, Key, Namespace};
+use crate::{CoreError, IdempotencyKey, Key, Namespace};
 
 /// How long a key is remembered.
 pub const IDEMPOTENCY_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
-/// Longest key.
-pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
-
-/// A validated idempotency key: 1 to 128 visible ASCII characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct IdempotencyKey(String);
-
-impl IdempotencyKey {
-    /// # Errors
-    /// [`CoreError::InvalidIdempotencyKey`] when `raw` breaks the rule.
-    pub fn new(raw: &str) -> Result<Self, CoreError> {
-        let ok = (1..=MAX_IDEMPOTENCY_KEY_LEN).contains(&raw.len())
-            && raw.bytes().all(|b| (0x21..=0x7e).contains(&b));
-        if ok {
-            Ok(Self(raw.to_owned()))
-        } else {
-            Err(CoreError::InvalidIdempotencyKey { max: MAX_IDEMPOTENCY_KEY_LEN })
-        }
-    }
-
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for IdempotencyKey {
-    type Error = CoreError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Self::new(&value)
-    }
-}
-
-impl From<IdempotencyKey> for String {
-    fn from(value: IdempotencyKey) -> Self {
-        value.0
-    }
-}
-
 /// What a record is about: one Idempotency-Key on one written counter or cache entry. The same
 /// Idempotency-Key on another key, namespace or kind is another record, so a key chosen by one
 /// client cannot refuse another client's write to a different key.
@@ -154,7 +112,7 @@ pub fn recall(
     op: &ShardOp,
     now_ms: u64,
 ) -> Result<Recall, CoreError> {
-    let Some(record) = store.load_record(&RecordScope::new(key, op)).map_err(storage_error)? else {
+    let Some(record) = store.load_record(&RecordScope::new(key, op)).map_err(CoreError::storage)? else {
         return Ok(Recall::Apply);
     };
     if now_ms.saturating_sub(record.created_at_ms) >= IDEMPOTENCY_WINDOW_MS {
@@ -184,7 +142,7 @@ pub fn remember(
         result: serde_json::to_string(result).unwrap_or_default(),
         created_at_ms: now_ms,
     };
-    store.save_record(&RecordScope::new(key, op), &record).map_err(storage_error)
+    store.save_record(&RecordScope::new(key, op), &record).map_err(CoreError::storage)
 }
 
 #[cfg(test)]

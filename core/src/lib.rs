@@ -3,7 +3,8 @@
 //!
 //! Layout:
 //! - [`error`]: [`CoreError`], every way an operation can be refused, with its stable code.
-//! - [`names`]: the namespace and key rules ([`Namespace`], [`Key`]).
+//! - [`names`]: the rules for the names a client sends ([`Namespace`], [`Key`],
+//!   [`IdempotencyKey`]).
 //! - [`partition`]: which shard owns a key ([`ShardId`], [`shard_for`]).
 //! - [`number`]: exact parsing of signed 64-bit numbers and TTLs from queries and JSON.
 //! - [`body`]: the JSON request bodies of the counter routes.
@@ -65,6 +66,6 @@ pub use edge_cache::EdgeCache;
 pub use engine::{ShardEngine, ShardStore};
 pub use error::CoreError;
 pub use hot_keys::HotKeys;
-pub use names::{Key, Namespace};
+pub use names::{IdempotencyKey, Key, Namespace};
 pub use partition::{shard_for, ShardId};
 pub use protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse};

@@ -141,6 +141,47 @@ macro_rules! string_newtype_conversions {
 string_newtype_conversions!(Namespace);
 string_newtype_conversions!(Key);
 
+/// Longest key.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
+
+/// A validated idempotency key (the `Idempotency-Key` a client names a write with): 1 to 128
+/// visible ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// # Errors
+    /// [`CoreError::InvalidIdempotencyKey`] when `raw` breaks the rule.
+    pub fn new(raw: &str) -> Result<Self, CoreError> {
+        let ok = (1..=MAX_IDEMPOTENCY_KEY_LEN).contains(&raw.len())
+            && raw.bytes().all(|b| (0x21..=0x7e).contains(&b));
+        if ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(CoreError::InvalidIdempotencyKey { max: MAX_IDEMPOTENCY_KEY_LEN })
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for IdempotencyKey {
+    type Error = CoreError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::new(&value)
+    }
+}
+
+impl From<IdempotencyKey> for String {
+    fn from(value: IdempotencyKey) -> Self {
+        value.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::idempotency::IdempotencyKey;
+use crate::names::IdempotencyKey;
 use crate::{ContentType, CoreError, Key, Namespace};
 
 /// One operation on one key.

@@ -7,7 +7,7 @@
 
 use edgecount_core::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
 use edgecount_core::edge_cache::{cache_control, etag, if_none_match, Audience, CachedRead};
-use edgecount_core::idempotency::IdempotencyKey;
+use edgecount_core::names::IdempotencyKey;
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::query::CounterQuery;
 use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardCall, ShardId, ShardOp};

@@ -11,7 +11,7 @@
 
 use edgecount_core::body::is_json_content_type;
 use edgecount_core::edge_cache::{etag, if_none_match};
-use edgecount_core::idempotency::{IdempotencyKey, MAX_IDEMPOTENCY_KEY_LEN};
+use edgecount_core::names::{IdempotencyKey, MAX_IDEMPOTENCY_KEY_LEN};
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::rate_limit::ClientId;
 use libfuzzer_sys::fuzz_target;
