@@ -4,8 +4,10 @@
 //!
 //! The runtime cancels a request whose client hangs up, and a cancelled request never runs
 //! again, so nothing here waits on a particular request:
-//! - a shard call runs as a task of its own, kept alive with `waitUntil` (which the runtime lets
-//!   finish after a disconnect), and it hands every op of the call its result;
+//! - a shard call runs as a task of the request that starts it, kept going with `waitUntil`
+//!   after that request has answered, and hands every op of the call its result; if that
+//!   request is cancelled first, the call dies with it, and is abandoned at once (see
+//!   [`Caller`]);
 //! - a waiting request awaits a promise of its own that is resolved when it has a result or when
 //!   the shard goes idle, raced with one timer of its own (a request that waits on nothing but
 //!   another request's promise would be cancelled as hung); whoever runs first after the shard
@@ -24,14 +26,13 @@ use std::time::Duration;
 use edgecount_core::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::coalesce::{Arrival, CallId, CoalesceStats, Coalescer, Started, Ticket};
 use edgecount_core::{OpResult, ShardCall, ShardId};
-use futures_util::future::{select, Either};
+use futures_util::future::select;
 use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
-use wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::web_sys::AbortSignal;
-use worker::{js_sys, Context, Delay, Env, Request};
+use worker::{js_sys, Context, Delay, Env};
 
 use crate::api_error::ApiError;
+use crate::cancellation::Cancellation;
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::shard_client;
@@ -117,6 +118,16 @@ extern "C" {
     fn set_timeout(handler: &js_sys::Function, delay_ms: i32) -> JsValue;
 }
 
+/// Clears a slot's wake-up when its request stops waiting, also when the request is dropped
+/// because its client hung up: nothing may then call into the wait it left.
+struct Disarm<'a>(&'a Slot);
+
+impl Drop for Disarm<'_> {
+    fn drop(&mut self) {
+        self.0.wake.borrow_mut().take();
+    }
+}
+
 /// A queued op.
 struct Waiter {
     call: ShardCall,
@@ -134,18 +145,18 @@ pub fn stats() -> CoalesceStats {
 }
 
 /// What the coalescer needs of the request an op comes from: its context, to keep a shard call
-/// it starts running after it has answered (`waitUntil`), and its abort signal, which fires when
-/// its client hangs up. The runtime then cancels the request and any call it started (even one
-/// kept with `waitUntil`), so the call is abandoned at once rather than waited for.
+/// it starts running after it has answered (`waitUntil`), and its cancellation: if its client
+/// hangs up first, the runtime cancels the request and any call it started (even one kept with
+/// `waitUntil`), so the call is abandoned at once rather than waited for.
 pub struct Caller<'a> {
     ctx: &'a Context,
-    aborted: AbortSignal,
+    cancellation: Cancellation,
 }
 
 impl<'a> Caller<'a> {
     #[must_use]
-    pub fn new(ctx: &'a Context, req: &Request) -> Self {
-        Self { ctx, aborted: req.inner().signal() }
+    pub fn new(ctx: &'a Context, cancellation: Cancellation) -> Self {
+        Self { ctx, cancellation }
     }
 }
 
@@ -183,11 +194,10 @@ pub async fn submit(
         // Look again when woken, at the deadline, or when the call in flight loses its lease.
         let lease = COALESCER.with(|c| c.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
         let wait_ms = deadline.min(lease.saturating_add(1)).saturating_sub(now).max(1);
+        let _disarm = Disarm(&slot);
         let woken = slot.woken();
         let timer = Delay::from(Duration::from_millis(wait_ms));
-        if let Either::Right(_) = select(woken, timer).await {
-            slot.wake.borrow_mut().take();
-        }
+        select(woken, timer).await;
     }
 }
 
@@ -249,18 +259,15 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
         .map(|(write, w)| (w.call, (w.slot, write)))
         .unzip();
     let in_flight = Rc::new(CallInFlight { shard, id, slots });
-    let on_abort = {
+    {
+        // Once the call has reported back this changes nothing: every op has its outcome and
+        // the shard no longer holds the call.
         let in_flight = Rc::clone(&in_flight);
-        Closure::once(move || in_flight.end(|_, is_write| Err(cancelled(is_write)), true))
-    };
-    caller.aborted.set_onabort(Some(on_abort.as_ref().unchecked_ref()));
-    let aborted = caller.aborted.clone();
+        caller.cancellation.on_cancel(move || in_flight.end(|_, is_write| Err(cancelled(is_write)), true));
+    }
     let env = env.clone();
     caller.ctx.wait_until(async move {
         let results = shard_client::execute(&env, shard, &calls, MAX_SHARD_ANSWER_BYTES).await;
-        // The call reported back: its request's abort no longer concerns it.
-        aborted.set_onabort(None);
-        drop(on_abort);
         match results {
             Ok(results) => {
                 let mut results = results.into_iter();

@@ -12,6 +12,7 @@
 //! - [`shard`]: the `Shard` Durable Object that owns and stores a slice of the keys.
 //! - [`shard_store`]: the shard's SQLite tables.
 //! - [`shard_client`]: how the worker calls shards.
+//! - [`cancellation`]: what happens to a request whose client hangs up.
 //! - [`clock`]: the runtime's clock, read in one place.
 //! - [`coalescing`]: concurrent single-key ops to one shard merged into one call.
 //! - [`edge`]: this isolate's hot-key sketch and cache of hot reads.
@@ -25,6 +26,7 @@ pub mod api_error;
 pub mod badge;
 pub mod batch;
 pub mod cache;
+pub mod cancellation;
 pub mod clock;
 pub mod coalescing;
 pub mod config;
@@ -41,5 +43,7 @@ pub mod shard_store;
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
-    routes::handle(req, env, ctx).await
+    let signal = req.inner().signal();
+    cancellation::serve_cancellable(signal, move |cancellation| routes::handle(req, env, ctx, cancellation))
+        .await
 }

@@ -8,6 +8,7 @@ use edgecount_core::access::Right;
 use edgecount_core::{Namespace, ShardId};
 
 use crate::cache::CacheAction;
+use crate::cancellation::Cancellation;
 use crate::coalescing::Caller;
 use crate::config::Config;
 use crate::counters::{self, CounterAction};
@@ -88,7 +89,7 @@ fn match_path(path: &str) -> Option<Matched> {
 ///
 /// # Errors
 /// Only if the runtime cannot build a response at all.
-pub async fn handle(req: Request, env: Env, ctx: Context) -> Result<Response> {
+pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancellation) -> Result<Response> {
     let origin = req.headers().get("origin")?;
     // Every answer here (refusals and errors too) may hold or stand in for stored bytes.
     let serves_stored_bytes = req.path().starts_with("/v1/cache/");
@@ -96,7 +97,7 @@ pub async fn handle(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Ok(config) => config,
         Err(error) => return error_response(&error),
     };
-    let caller = Caller::new(&ctx, &req);
+    let caller = Caller::new(&ctx, cancellation);
     let response = match dispatch(req, &env, &caller, &config).await {
         Ok(response) => response,
         Err(error) => error_response(&error)?,
