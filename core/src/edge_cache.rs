@@ -7,6 +7,7 @@
 
 use lru::LruCache;
 
+use crate::protocol::{OpResult, ShardOp};
 use crate::{Key, Namespace};
 
 /// A counter read as the shard answered it.
@@ -24,6 +25,40 @@ impl CachedRead {
     #[must_use]
     pub fn age_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_sub(self.read_at_ms)
+    }
+}
+
+/// What an op's outcome does to the isolate's kept read of its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterOp {
+    /// Keep it as it is.
+    Keep,
+    /// Replace it with the value the write produced.
+    Refresh(CachedRead),
+    /// Drop it: the key was deleted, or a write's outcome is unknown.
+    Forget,
+}
+
+/// The one rule, for single writes and batches alike, for what an op does to the kept read of
+/// its key. `outcome` is `None` when the op's call failed, so a write may or may not have
+/// happened; `sent_at_ms` is when that call was sent. Reads, refused ops and replayed answers
+/// (old ones) change nothing; a counter's new value refreshes it; a delete drops it.
+#[must_use]
+pub fn after_op(op: &ShardOp, outcome: Option<&OpResult>, sent_at_ms: u64) -> AfterOp {
+    if !op.is_write() || matches!(op, ShardOp::CachePut { .. } | ShardOp::CacheDelete { .. }) {
+        // Only counters are kept, and a read changes nothing.
+        return AfterOp::Keep;
+    }
+    match outcome {
+        None => AfterOp::Forget,
+        Some(OpResult::Value { value, exists, version }) => AfterOp::Refresh(CachedRead {
+            value: *value,
+            exists: *exists,
+            version: *version,
+            read_at_ms: sent_at_ms,
+        }),
+        Some(OpResult::Deleted { .. }) => AfterOp::Forget,
+        Some(_) => AfterOp::Keep,
     }
 }
 
@@ -171,6 +206,43 @@ pub fn if_none_match(header: &str, etag: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::CoreError;
+    fn counter_op(kind: &str) -> ShardOp {
+        let (ns, key) = (Namespace::new("n").unwrap(), Key::new("k").unwrap());
+        match kind {
+            "get" => ShardOp::Get { ns, key },
+            "incr" => ShardOp::Incr { ns, key, by: 1, ttl: None },
+            "delete" => ShardOp::Delete { ns, key },
+            _ => ShardOp::CacheDelete { ns, key },
+        }
+    }
+
+    #[test]
+    fn a_counter_write_refreshes_the_kept_read_with_its_value_as_of_the_call() {
+        let value = OpResult::Value { value: 7, exists: true, version: 3 };
+        let read = CachedRead { value: 7, exists: true, version: 3, read_at_ms: 100 };
+        assert_eq!(after_op(&counter_op("incr"), Some(&value), 100), AfterOp::Refresh(read));
+    }
+
+    #[test]
+    fn deletes_and_writes_of_unknown_outcome_drop_the_kept_read() {
+        let deleted = OpResult::Deleted { deleted: true };
+        assert_eq!(after_op(&counter_op("delete"), Some(&deleted), 0), AfterOp::Forget);
+        assert_eq!(after_op(&counter_op("incr"), None, 0), AfterOp::Forget);
+    }
+
+    #[test]
+    fn reads_refusals_replays_and_cache_entries_change_nothing() {
+        let value = OpResult::Value { value: 1, exists: true, version: 1 };
+        let replay = OpResult::Replayed { first: Box::new(value.clone()) };
+        let refused = OpResult::Failed { error: CoreError::Overflow };
+        assert_eq!(after_op(&counter_op("get"), Some(&value), 0), AfterOp::Keep);
+        assert_eq!(after_op(&counter_op("get"), None, 0), AfterOp::Keep);
+        assert_eq!(after_op(&counter_op("incr"), Some(&replay), 0), AfterOp::Keep);
+        assert_eq!(after_op(&counter_op("incr"), Some(&refused), 0), AfterOp::Keep);
+        let gone = OpResult::Deleted { deleted: true };
+        assert_eq!(after_op(&counter_op("cache_delete"), Some(&gone), 0), AfterOp::Keep);
+    }
 
     fn names() -> (Namespace, Key) {
         (Namespace::new("n").unwrap(), Key::new("k").unwrap())

@@ -11,7 +11,6 @@ use edgecount_core::access::Right;
 use edgecount_core::answer_budget::{shard_share, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
 use edgecount_core::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
 use edgecount_core::body::is_json_content_type;
-use edgecount_core::edge_cache::CachedRead;
 use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
@@ -63,14 +62,13 @@ pub async fn serve(
         match outcome {
             Ok(shard_results) => {
                 for ((index, call), result) in indexes.into_iter().zip(&ops).zip(shard_results) {
-                    keep_edge_cache_current(config, &call.op, &result, sent_at);
+                    edge::after_op(config, &call.op, Some(&result), sent_at);
                     answered[index] = Some(result);
                 }
             }
             Err(error) => {
                 for (index, call) in indexes.into_iter().zip(&ops) {
-                    let (ns, key) = call.op.target();
-                    edge::forget(config, ns, key);
+                    edge::after_op(config, &call.op, None, sent_at);
                     let error = error.after_send(call.op.is_write());
                     results[index] = error_json(error.code(), &error.message());
                 }
@@ -110,21 +108,6 @@ fn permitted(config: &Config, token: Option<&str>, call: ShardCall) -> Result<Sh
     let need = if call.op.is_write() { Right::Write } else { Right::Read };
     config.access.check(token, need, Some(call.op.target().0))?;
     Ok(call)
-}
-
-/// Counter writes through a batch update this isolate's kept reads, as single writes do.
-fn keep_edge_cache_current(config: &Config, op: &ShardOp, result: &OpResult, sent_at: u64) {
-    let (ns, key) = op.target();
-    match (op, result) {
-        // Replays carry old answers; failures changed nothing.
-        (ShardOp::Get { .. }, _) | (_, OpResult::Failed { .. } | OpResult::Replayed { .. }) => {}
-        (_, OpResult::Value { value, exists, version }) => {
-            let read = CachedRead { value: *value, exists: *exists, version: *version, read_at_ms: sent_at };
-            edge::refresh(config, ns, key, read);
-        }
-        (ShardOp::Delete { .. }, _) => edge::forget(config, ns, key),
-        _ => {}
-    }
 }
 
 async fn read_body(req: &mut Request) -> Result<String, ApiError> {

@@ -245,24 +245,10 @@ pub(crate) async fn apply_write(
 ) -> Result<(OpResult, bool), ApiError> {
     let now = now_ms();
     edge::record(config, &target.ns, &target.key, now);
-    let (result, replayed) = match coalescing::submit(caller, env, config, target.shard, call).await {
-        Ok(result) => result.unwrap_replay(),
-        Err(error) => {
-            // The write may or may not have happened: never serve a cached value for it.
-            edge::forget(config, &target.ns, &target.key);
-            return Err(error);
-        }
-    };
-    match result {
-        OpResult::Deleted { .. } => edge::forget(config, &target.ns, &target.key),
-        // A replayed answer is an old one: it must not refresh the cached read.
-        OpResult::Value { value, exists, version } if !replayed => {
-            let read = CachedRead { value, exists, version, read_at_ms: now };
-            edge::refresh(config, &target.ns, &target.key, read);
-        }
-        _ => {}
-    }
-    Ok((result, replayed))
+    let op = call.op.clone();
+    let outcome = coalescing::submit(caller, env, config, target.shard, call).await;
+    edge::after_op(config, &op, outcome.as_ref().ok(), now);
+    Ok(outcome?.unwrap_replay())
 }
 
 /// The request's `Idempotency-Key`, if it sent one.

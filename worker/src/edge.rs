@@ -4,10 +4,10 @@
 
 use std::cell::RefCell;
 
-use edgecount_core::edge_cache::CachedRead;
+use edgecount_core::edge_cache::{self, AfterOp, CachedRead};
 use edgecount_core::hot_keys::HotKey;
 use edgecount_core::partition::key_hash;
-use edgecount_core::{EdgeCache, HotKeys, Key, Namespace};
+use edgecount_core::{EdgeCache, HotKeys, Key, Namespace, OpResult, ShardOp};
 
 use crate::config::Config;
 
@@ -86,6 +86,17 @@ pub fn refresh(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
 /// Drops a kept read (after a delete or a write whose outcome is unknown).
 pub fn forget(config: &Config, ns: &Namespace, key: &Key) {
     with_edge(config, |edge| edge.cache.forget(ns, key));
+}
+
+/// Applies what an op's outcome does to this isolate's kept read of its key (the rule is
+/// `edgecount_core::edge_cache::after_op`); `outcome` is `None` when the op's call failed.
+pub fn after_op(config: &Config, op: &ShardOp, outcome: Option<&OpResult>, sent_at_ms: u64) {
+    let (ns, key) = op.target();
+    match edge_cache::after_op(op, outcome, sent_at_ms) {
+        AfterOp::Keep => {}
+        AfterOp::Refresh(read) => refresh(config, ns, key, read),
+        AfterOp::Forget => forget(config, ns, key),
+    }
 }
 
 /// Edge-cache hits, misses, and the keys hot now.
