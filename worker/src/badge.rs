@@ -14,29 +14,25 @@ use crate::api_error::ApiError;
 use crate::clock::now_ms;
 use crate::coalescing::Caller;
 use crate::config::Config;
-use crate::counters::{self, Target};
-use crate::respond;
+use crate::counters;
+use crate::target::Target;
 
 const SVG: &str = "image/svg+xml; charset=utf-8";
 
-/// Serves a badge. `raw_key` is the path's last segment, `.svg` included.
+/// Serves the badge of `target`, whose names the router validated (`.svg` taken off the key).
 ///
 /// # Errors
-/// 404 without `.svg`; bad names or query (400); 401/403 when the token may not read, or may
-/// not write for `incr=1`; unavailable shards.
+/// A bad query (400); 401/403 when the token may not read, or may not write for `incr=1`;
+/// unavailable shards.
 pub async fn serve(
     req: Request,
     env: &Env,
     caller: &Caller<'_>,
     config: &Config,
     token: Option<&str>,
-    raw_ns: &str,
-    raw_key: &str,
+    target: &Target,
 ) -> Result<Response, ApiError> {
-    let raw_key = raw_key.strip_suffix(".svg").ok_or(ApiError::RouteNotFound)?;
-    let target = Target::from_path(config, raw_ns, raw_key)?;
-    let outcome = badge(&req, env, caller, config, token, &target).await;
-    respond::naming_shard(target.shard, outcome)
+    badge(&req, env, caller, config, token, target).await
 }
 
 async fn badge(

@@ -5,13 +5,14 @@ use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
 use edgecount_core::content_type::{self, ContentType, FALLBACK_CONTENT_TYPE};
 use edgecount_core::edge_cache::revalidate;
 use edgecount_core::query::CounterQuery;
-use edgecount_core::{shard_for, Key, Namespace, OpResult, ShardCall, ShardOp};
+use edgecount_core::{OpResult, ShardCall, ShardOp};
 use serde_json::json;
 use worker::{Env, Headers, Request, Response};
 
 use crate::api_error::ApiError;
 use crate::config::Config;
 use crate::counters::{idempotency_key, read_audience};
+use crate::target::Target;
 use crate::{respond, shard_client};
 
 /// Content type kept for a value sent without one.
@@ -25,33 +26,19 @@ pub enum CacheAction {
     Delete,
 }
 
-/// Serves one cache request; every answer, errors included, names the shard it reached.
+/// Serves one cache request for `target`, whose names the router validated.
 ///
 /// # Errors
-/// Bad names or TTLs, oversized values, missing entries, unavailable shards.
+/// Bad TTLs or content types, oversized values, missing entries, unavailable shards.
 pub async fn serve(
     action: CacheAction,
     mut req: Request,
     env: &Env,
     config: &Config,
-    raw_ns: &str,
-    raw_key: &str,
+    target: &Target,
 ) -> Result<Response, ApiError> {
-    let ns = Namespace::new(raw_ns)?;
-    let key = Key::from_segment(raw_key)?;
-    let shard = shard_for(&ns, &key, config.shards);
-    respond::naming_shard(shard, apply(action, &mut req, env, config, shard, ns, key).await)
-}
-
-async fn apply(
-    action: CacheAction,
-    req: &mut Request,
-    env: &Env,
-    config: &Config,
-    shard: edgecount_core::ShardId,
-    ns: Namespace,
-    key: Key,
-) -> Result<Response, ApiError> {
+    let req = &mut req;
+    let (ns, key, shard) = (target.ns.clone(), target.key.clone(), target.shard);
     let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
     let op = match action {
         CacheAction::Get => ShardOp::CacheGet { ns, key },

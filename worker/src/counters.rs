@@ -10,7 +10,7 @@ use edgecount_core::edge_cache::{cache_control, etag, if_none_match, Audience, C
 use edgecount_core::names::IdempotencyKey;
 use edgecount_core::negotiate::prefers_text_plain;
 use edgecount_core::query::CounterQuery;
-use edgecount_core::{shard_for, CoreError, Key, Namespace, OpResult, ShardCall, ShardId, ShardOp};
+use edgecount_core::{CoreError, Namespace, OpResult, ShardCall, ShardOp};
 use serde::Serialize;
 use serde_json::json;
 use worker::{Env, Request, Response};
@@ -19,6 +19,7 @@ use crate::api_error::ApiError;
 use crate::clock::now_ms;
 use crate::coalescing::Caller;
 use crate::config::Config;
+use crate::target::Target;
 use crate::{coalescing, edge, respond};
 
 /// What a counter request asks for.
@@ -40,43 +41,22 @@ struct CounterBody<'a> {
     exists: bool,
 }
 
-/// One validated counter request.
-pub(crate) struct Target {
-    pub ns: Namespace,
-    pub key: Key,
-    pub shard: ShardId,
-}
-
-impl Target {
-    /// Validates the raw (percent-encoded) names of a path.
-    pub(crate) fn from_path(config: &Config, raw_ns: &str, raw_key: &str) -> Result<Self, ApiError> {
-        let ns = Namespace::new(raw_ns)?;
-        let key = Key::from_segment(raw_key)?;
-        let shard = shard_for(&ns, &key, config.shards);
-        Ok(Self { ns, key, shard })
-    }
-}
-
-/// Serves one counter request; every answer, errors included, names the shard it reached.
+/// Serves one counter request for `target`, whose names the router validated.
 ///
 /// # Errors
-/// Bad names, parameters or bodies, refused ops, and unavailable shards.
+/// Bad parameters or bodies, refused ops, and unavailable shards.
 pub async fn serve(
     action: CounterAction,
     mut req: Request,
     env: &Env,
     caller: &Caller<'_>,
     config: &Config,
-    raw_ns: &str,
-    raw_key: &str,
+    target: &Target,
 ) -> Result<Response, ApiError> {
-    let target = Target::from_path(config, raw_ns, raw_key)?;
-    let shard = target.shard;
-    let outcome = match action {
-        CounterAction::Read => read(&req, env, caller, config, &target).await,
-        _ => write(action, &mut req, env, caller, config, &target).await,
-    };
-    respond::naming_shard(shard, outcome)
+    match action {
+        CounterAction::Read => read(&req, env, caller, config, target).await,
+        _ => write(action, &mut req, env, caller, config, target).await,
+    }
 }
 
 async fn read(
@@ -269,38 +249,4 @@ async fn read_set_body(req: &mut Request) -> Result<i64, ApiError> {
     let text = String::from_utf8(bytes)
         .map_err(|_| CoreError::InvalidBody { reason: "is not valid UTF-8".to_owned() })?;
     Ok(parse_set_body(&text)?)
-}
-
-/// A clearer error than 404 for counter paths with an empty namespace or key, which the router
-/// cannot match because its parameters are never empty.
-#[must_use]
-pub fn unmatched_path_error(path: &str) -> Option<ApiError> {
-    let rest = path.strip_prefix("/v1/counters/").or_else(|| path.strip_prefix("/v1/cache/"))?;
-    let mut segments = rest.split('/');
-    let ns = segments.next().unwrap_or_default();
-    let key = segments.next();
-    if let Err(error) = Namespace::new(ns) {
-        return Some(error.into());
-    }
-    match (key, segments.next()) {
-        (Some(""), None | Some("incr" | "decr")) => {
-            Some(CoreError::InvalidKey { reason: "is empty".to_owned() }.into())
-        }
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_names_get_name_errors() {
-        assert_eq!(unmatched_path_error("/v1/counters//k").unwrap().code(), "invalid_namespace");
-        assert_eq!(unmatched_path_error("/v1/counters/ns/").unwrap().code(), "invalid_key");
-        assert_eq!(unmatched_path_error("/v1/counters/ns//incr").unwrap().code(), "invalid_key");
-        assert!(unmatched_path_error("/v1/counters/ns/k/zzz").is_none());
-        assert!(unmatched_path_error("/v1/other").is_none());
-        assert_eq!(unmatched_path_error("/v1/cache/ns/").unwrap().code(), "invalid_key");
-    }
 }

@@ -3,6 +3,7 @@
 //! Layout:
 //! - [`config`]: the `wrangler.toml` vars, read once per request into a typed [`config::Config`].
 //! - [`routes`]: which handler serves a path, and the 404 / 405 answers.
+//! - [`target`]: the key a request names, validated once, with the shard that owns it.
 //! - [`counters`]: the counter routes of API v1.
 //! - [`cache`]: the cache-entry routes.
 //! - [`batch`]: `POST /v1/batch`, ops grouped into one call per shard.
@@ -40,6 +41,7 @@ pub mod routes;
 pub mod shard;
 pub mod shard_client;
 pub mod shard_store;
+pub mod target;
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {

@@ -1,6 +1,5 @@
 //! Building responses: JSON and plain-text bodies, errors, and the CORS headers.
 
-use edgecount_core::ShardId;
 use futures_util::StreamExt;
 use serde::Serialize;
 use worker::{Headers, Request, Response};
@@ -61,19 +60,6 @@ pub fn error(error: &ApiError) -> Result<Response, ApiError> {
     if *error == ApiError::Unauthorized {
         response.headers().set("www-authenticate", "Bearer")?;
     }
-    Ok(response)
-}
-
-/// The answer for a request on one key: the outcome, or its error, naming the shard it reached.
-///
-/// # Errors
-/// Only if the runtime refuses to build a response.
-pub fn naming_shard(shard: ShardId, outcome: Result<Response, ApiError>) -> Result<Response, ApiError> {
-    let response = match outcome {
-        Ok(response) => response,
-        Err(error) => self::error(&error)?,
-    };
-    response.headers().set("x-edgecount-shard", &shard.to_string())?;
     Ok(response)
 }
 

@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::counters::{self, CounterAction};
 use crate::documents::{self, Document};
 use crate::rate_limits::Meter;
+use crate::target::{unmatched_path_error, Target};
 use crate::{badge, batch, cache, operations, respond};
 
 /// The routes of API v1.
@@ -117,7 +118,7 @@ async fn dispatch(
 ) -> Result<Response, ApiError> {
     let path = req.path();
     let Some(matched) = match_path(&path) else {
-        return Err(counters::unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
+        return Err(unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
     };
     match dispatch_matched(req, env, caller, config, &matched).await {
         Ok(response) => Ok(response),
@@ -125,24 +126,33 @@ async fn dispatch(
     }
 }
 
-/// The answer to a refusal made before a handler ran (405, 401, 403, 429): on a key's route it
-/// still names the key's shard, as the handlers' own answers do.
+/// The answer to a refusal made before the key was resolved (405): on a key's route it still
+/// names the key's shard, as every other answer there does.
 fn refusal(config: &Config, matched: &Matched, error: &ApiError) -> Result<Response, ApiError> {
-    match owning_shard(config, matched) {
-        Some(shard) => respond::naming_shard(shard, Err(error.clone())),
-        None => error_response(error).map_err(ApiError::from),
+    let response = error_response(error).map_err(ApiError::from)?;
+    if let Some(Ok(target)) = resolve_target(config, matched) {
+        name_shard(&response, target.shard)?;
     }
+    Ok(response)
 }
 
-/// The shard that owns the key of a counter, cache or badge path whose names are valid.
-fn owning_shard(config: &Config, matched: &Matched) -> Option<ShardId> {
+/// The key a counter, cache or badge route names, validated: the one place a request's names
+/// are checked. `None` for routes without a key.
+fn resolve_target(config: &Config, matched: &Matched) -> Option<Result<Target, ApiError>> {
     let key = match matched.route {
         Route::Counter | Route::CounterIncr | Route::CounterDecr | Route::Cache => matched.key.as_str(),
-        Route::Badge => matched.key.strip_suffix(".svg")?,
+        Route::Badge => match matched.key.strip_suffix(".svg") {
+            Some(key) => key,
+            None => return Some(Err(ApiError::RouteNotFound)),
+        },
         _ => return None,
     };
-    let target = counters::Target::from_path(config, &matched.ns, key).ok()?;
-    Some(target.shard)
+    Some(Target::from_path(config, &matched.ns, key))
+}
+
+/// Every answer on a key's route, errors included, names the shard that owns the key.
+fn name_shard(response: &Response, shard: ShardId) -> Result<(), ApiError> {
+    Ok(response.headers().set("x-edgecount-shard", &shard.to_string())?)
 }
 
 async fn dispatch_matched(
@@ -179,18 +189,28 @@ async fn dispatch_matched(
     }
     let token = bearer_token(&req)?;
     let mut meter = Meter::for_request(&req, config, token.as_deref())?;
-    // Charged before the token is checked, so a refused authentication costs the address like
-    // any request, and guessing tokens runs into 429 as soon as the bucket is empty.
-    let admitted =
-        meter.charge(config, 1).and_then(|()| authorize(config, action, matched, token.as_deref()));
+    let target = resolve_target(config, matched).transpose();
+    let shard = target.as_ref().ok().and_then(|t| t.as_ref().map(|t| t.shard));
+    // Checked in this order whatever the route: the charge (before the token is checked, so a
+    // refused authentication costs the address like any request, and guessing tokens runs into
+    // 429), the names, then the token's right.
+    let admitted = meter.charge(config, 1).and(target).and_then(|target| {
+        authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref())?;
+        Ok(target)
+    });
     let outcome = match admitted {
-        Ok(()) => serve(action, req, env, caller, config, matched, token.as_deref(), &mut meter).await,
+        Ok(target) => {
+            serve(action, req, env, caller, config, target.as_ref(), token.as_deref(), &mut meter).await
+        }
         Err(error) => Err(error),
     };
     let response = match outcome {
         Ok(response) => response,
-        Err(error) => refusal(config, matched, &error)?,
+        Err(error) => error_response(&error)?,
     };
+    if let Some(shard) = shard {
+        name_shard(&response, shard)?;
+    }
     meter.add_headers(&response)?;
     Ok(response)
 }
@@ -203,19 +223,20 @@ async fn serve(
     env: &Env,
     caller: &Caller<'_>,
     config: &Config,
-    matched: &Matched,
+    target: Option<&Target>,
     token: Option<&str>,
     meter: &mut Meter,
 ) -> Result<Response, ApiError> {
-    let (ns, key) = (matched.ns.as_str(), matched.key.as_str());
+    // The key routes always resolve a target; the others never use one.
+    let keyed = || target.ok_or_else(|| ApiError::Internal("a key route without its key".into()));
     match action {
         Action::Health => operations::health(config),
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, env, config, token, meter).await,
-        Action::Badge => badge::serve(req, env, caller, config, token, ns, key).await,
-        Action::Cache(action) => cache::serve(action, req, env, config, ns, key).await,
-        Action::Counter(action) => counters::serve(action, req, env, caller, config, ns, key).await,
+        Action::Badge => badge::serve(req, env, caller, config, token, keyed()?).await,
+        Action::Cache(action) => cache::serve(action, req, env, config, keyed()?).await,
+        Action::Counter(action) => counters::serve(action, req, env, caller, config, keyed()?).await,
     }
 }
 
@@ -252,7 +273,7 @@ fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
 fn authorize(
     config: &Config,
     action: Action,
-    matched: &Matched,
+    ns: Option<&Namespace>,
     token: Option<&str>,
 ) -> Result<(), ApiError> {
     let need = match action {
@@ -262,8 +283,7 @@ fn authorize(
         Action::Cache(CacheAction::Get) | Action::Counter(CounterAction::Read) => Right::Read,
         Action::Cache(_) | Action::Counter(_) => Right::Write,
     };
-    let ns = if matched.ns.is_empty() { None } else { Some(Namespace::new(&matched.ns)?) };
-    Ok(config.access.check(token, need, ns.as_ref())?)
+    Ok(config.access.check(token, need, ns)?)
 }
 
 fn error_response(error: &ApiError) -> Result<Response> {
