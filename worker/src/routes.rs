@@ -167,7 +167,8 @@ async fn dispatch_matched(
         return respond::preflight(matched.route.allow());
     }
     let action = match (matched.route, method) {
-        (Route::Health, Method::Get) => Action::Health,
+        // Health is free, like the documents: monitors poll it, and it does no work.
+        (Route::Health, Method::Get) => return operations::health(config),
         (Route::Stats, Method::Get) => Action::Stats,
         (Route::Metrics, Method::Get) => Action::Metrics,
         (Route::Batch, Method::Post) => Action::Batch,
@@ -183,10 +184,6 @@ async fn dispatch_matched(
         (Route::CounterDecr, Method::Post) => Action::Counter(CounterAction::Decr),
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
-    if action == Action::Health {
-        // Health is free, like the documents: monitors poll it, and it does no work.
-        return operations::health(config);
-    }
     let token = bearer_token(&req)?;
     let mut meter = Meter::for_request(&req, config, token.as_deref())?;
     let target = resolve_target(config, matched).transpose();
@@ -230,7 +227,6 @@ async fn serve(
     // The key routes always resolve a target; the others never use one.
     let keyed = || target.ok_or_else(|| ApiError::Internal("a key route without its key".into()));
     match action {
-        Action::Health => operations::health(config),
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, env, config, token, meter).await,
@@ -251,7 +247,6 @@ fn known_method(req: &Request) -> Option<Method> {
 /// What a request asks for, once its route and method are known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
-    Health,
     Stats,
     Metrics,
     Batch,
@@ -278,7 +273,7 @@ fn authorize(
 ) -> Result<(), ApiError> {
     let need = match action {
         // Batches check each op's right, badges the right their query needs.
-        Action::Health | Action::Batch | Action::Badge => return Ok(()),
+        Action::Batch | Action::Badge => return Ok(()),
         Action::Stats | Action::Metrics => Right::Admin,
         Action::Cache(CacheAction::Get) | Action::Counter(CounterAction::Read) => Right::Read,
         Action::Cache(_) | Action::Counter(_) => Right::Write,

@@ -14,7 +14,7 @@ use edgecount_core::answer_budget::AnswerBudget;
 use edgecount_core::idempotency::IDEMPOTENCY_WINDOW_MS;
 use edgecount_core::protocol::{ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::{ShardCall, ShardEngine, ShardOp};
-use worker::{console_error, durable_object, DurableObject, Env, Method, Request, Response, Result, State};
+use worker::{console_error, durable_object, DurableObject, Env, Request, Response, Result, State};
 
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
@@ -73,6 +73,16 @@ impl Shard {
         };
         let response = self.execute(request).await.map_err(JsValue::from)?;
         serde_json::to_string(&response).map_err(|e| JsValue::from_str(&e.to_string()))
+    }
+
+    /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops.
+    ///
+    /// # Errors
+    /// A failure to count the stored rows.
+    #[wasm_bindgen(js_name = stats)]
+    pub fn stats_rpc(&self) -> std::result::Result<String, JsValue> {
+        let stats = self.stats().map_err(JsValue::from)?;
+        serde_json::to_string(&stats).map_err(|e| JsValue::from_str(&e.to_string()))
     }
 }
 
@@ -136,7 +146,7 @@ impl Shard {
         Ok([next_counter, next_entry, next_record].into_iter().flatten().min())
     }
 
-    fn stats(&self) -> Result<Response> {
+    fn stats(&self) -> Result<ShardStats> {
         let now = now_ms();
         let engine = self.engine.borrow();
         let stats = ShardStats {
@@ -149,7 +159,7 @@ impl Shard {
             evictions: engine.cache.evictions(),
             reclaimed: self.reclaimed.get(),
         };
-        Response::from_json(&stats)
+        Ok(stats)
     }
 }
 
@@ -183,11 +193,9 @@ impl DurableObject for Shard {
         }
     }
 
-    async fn fetch(&self, req: Request) -> Result<Response> {
-        match (req.method(), req.path().as_str()) {
-            (Method::Get, "/stats") => self.stats(),
-            _ => Response::error("no such shard route", 404),
-        }
+    /// The worker reaches shards over RPC only (`runOps`, `stats`); this door stays shut.
+    async fn fetch(&self, _req: Request) -> Result<Response> {
+        Response::error("shards answer over RPC only", 404)
     }
 
     async fn alarm(&self) -> Result<Response> {

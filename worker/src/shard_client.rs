@@ -1,6 +1,5 @@
 //! How the worker calls shards: one RPC to the shard's Durable Object per call, carrying a list
-//! of ops, so a batch costs one hop per shard rather than one per op. Statistics still use the
-//! shard's `fetch`, which is off the request path.
+//! of ops, so a batch costs one hop per shard rather than one per op; statistics are an RPC too.
 
 use edgecount_core::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::protocol::{ShardResponse, ShardStats};
@@ -63,6 +62,10 @@ extern "C" {
     /// Resolves to the JSON `ShardResponse` for a JSON `ShardRequest`.
     #[wasm_bindgen(method, js_name = runOps)]
     fn run_ops(this: &ShardRpc, body: &str) -> js_sys::Promise;
+
+    /// Resolves to the shard's JSON `ShardStats`.
+    #[wasm_bindgen(method, js_name = stats)]
+    fn stats(this: &ShardRpc) -> js_sys::Promise;
 }
 
 fn unreachable(error: &JsValue) -> ApiError {
@@ -99,11 +102,9 @@ pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<O
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached.
 pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
-    let mut response = stub(env, shard)?
-        .fetch_with_str("https://shard/stats")
-        .await
-        .map_err(|_| ApiError::ShardUnavailable)?;
-    let text = response.text().await.map_err(|_| ApiError::ShardUnavailable)?;
+    let rpc: ShardRpc = stub(env, shard)?.into_rpc();
+    let answer = JsFuture::from(rpc.stats()).await.map_err(|_| ApiError::ShardUnavailable)?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
 }
 
