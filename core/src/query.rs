@@ -1,4 +1,5 @@
-//! The query parameters of the counter routes: `by`, `ttl` and `consistency`.
+//! The query parameters of the counter routes (`by`, `ttl` and `consistency`) and of the cache
+//! routes (`ttl`).
 //!
 //! Unknown parameters are ignored, so cache-busting suffixes such as `?_=123` that browsers and
 //! frameworks add keep working; a known parameter given twice is refused, since either reading
@@ -48,6 +49,29 @@ impl CounterQuery {
     }
 }
 
+/// The parsed query of a cache-entry request: only `ttl` means anything there, so a counter's
+/// `by` or `consistency` is an unknown parameter, ignored like any other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheQuery {
+    /// `?ttl=S` for a put.
+    pub ttl: Option<u32>,
+}
+
+impl CacheQuery {
+    /// Parses a raw query string (without the `?`).
+    ///
+    /// # Errors
+    /// A bad or repeated `ttl`.
+    pub fn parse(query: &str) -> Result<Self, CoreError> {
+        let mut parsed = Self::default();
+        read_known_parameters(query, &["ttl"], |_, value| {
+            parsed.ttl = Some(parse_ttl(value)?);
+            Ok(())
+        })?;
+        Ok(parsed)
+    }
+}
+
 /// Hands `read` each parameter of `query` named in `known` (at most 64 names), as its index there and its decoded
 /// value. Unknown parameters are skipped; a known one given twice is refused before `read` sees
 /// it again.
@@ -75,6 +99,14 @@ pub(crate) fn read_known_parameters(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_query_reads_only_the_ttl_and_ignores_counter_parameters() {
+        assert_eq!(CacheQuery::parse("ttl=60&by=x&consistency=maybe").unwrap(), CacheQuery { ttl: Some(60) });
+        assert_eq!(CacheQuery::parse("").unwrap(), CacheQuery::default());
+        assert!(CacheQuery::parse("ttl=0").is_err());
+        assert!(CacheQuery::parse("ttl=1&ttl=2").is_err());
+    }
 
     #[test]
     fn empty_query_is_all_defaults() {

@@ -4,7 +4,7 @@
 use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
 use edgecount_core::content_type::{self, ContentType, FALLBACK_CONTENT_TYPE};
 use edgecount_core::edge_cache::revalidate;
-use edgecount_core::query::CounterQuery;
+use edgecount_core::query::CacheQuery;
 use edgecount_core::{OpResult, ShardCall, ShardOp};
 use serde_json::json;
 use worker::{Env, Headers, Request, Response};
@@ -39,7 +39,7 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     let req = &mut req;
     let (ns, key, shard) = (target.ns.clone(), target.key.clone(), target.shard);
-    let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let query = CacheQuery::parse(req.url()?.query().unwrap_or(""))?;
     let op = match action {
         CacheAction::Get => ShardOp::CacheGet { ns, key },
         CacheAction::Delete => ShardOp::CacheDelete { ns, key },
