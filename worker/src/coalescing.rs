@@ -223,12 +223,12 @@ struct CallInFlight {
 }
 
 impl CallInFlight {
-    /// The call is over, one way or the other: hands each op that has no outcome yet `outcome`
-    /// (the first outcome stands), frees the shard if this call still holds it, and wakes the
-    /// ops still queued so that one of them starts the next call.
-    fn end(&self, mut outcome: impl FnMut(usize, bool) -> Result<OpResult, ApiError>, abandoned: bool) {
-        for (index, (slot, is_write)) in self.slots.iter().enumerate() {
-            slot.deliver_first(|| outcome(index, *is_write));
+    /// The call is over, one way or the other: hands each op that has no outcome yet
+    /// `outcome(is_write)`, in op order (the first outcome stands), frees the shard if this call
+    /// still holds it, and wakes the ops still queued so that one of them starts the next call.
+    fn end(&self, mut outcome: impl FnMut(bool) -> Result<OpResult, ApiError>, abandoned: bool) {
+        for (slot, is_write) in &self.slots {
+            slot.deliver_first(|| outcome(*is_write));
         }
         let queued: Vec<Rc<Slot>> = COALESCER.with(|c| {
             let mut coalescer = c.borrow_mut();
@@ -255,15 +255,20 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
     };
     let (calls, slots): (Vec<ShardCall>, Vec<(Rc<Slot>, bool)>) = ops
         .into_iter()
-        .map(|w| (w.call.op.is_write(), w))
-        .map(|(write, w)| (w.call, (w.slot, write)))
+        .map(|Waiter { call, slot }| {
+            let is_write = call.op.is_write();
+            (call, (slot, is_write))
+        })
         .unzip();
     let in_flight = Rc::new(CallInFlight { shard, id, slots });
     {
-        // Once the call has reported back this changes nothing: every op has its outcome and
-        // the shard no longer holds the call.
+        // Cancelled with its request, the call may or may not have reached the shard: the same
+        // outcome as a call that failed after sending. Once the call has reported back this
+        // changes nothing: every op has its outcome and the shard no longer holds the call.
         let in_flight = Rc::clone(&in_flight);
-        caller.cancellation.on_cancel(move || in_flight.end(|_, is_write| Err(cancelled(is_write)), true));
+        caller.cancellation.on_cancel(move || {
+            in_flight.end(|is_write| Err(ApiError::ShardUnavailable.after_send(is_write)), true);
+        });
     }
     let env = env.clone();
     caller.ctx.wait_until(async move {
@@ -271,19 +276,9 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
         match results {
             Ok(results) => {
                 let mut results = results.into_iter();
-                in_flight.end(|_, _| results.next().ok_or(ApiError::ShardUnavailable), false);
+                in_flight.end(|_| results.next().ok_or(ApiError::ShardUnavailable), false);
             }
-            Err(error) => in_flight.end(|_, is_write| Err(error.after_send(is_write)), false),
+            Err(error) => in_flight.end(|is_write| Err(error.after_send(is_write)), false),
         }
     });
-}
-
-/// The error for an op whose call was cancelled with the request that carried it: a write may
-/// have reached the shard before the cancellation, a read changed nothing.
-fn cancelled(is_write: bool) -> ApiError {
-    if is_write {
-        ApiError::OutcomeUnknown
-    } else {
-        ApiError::ShardUnavailable
-    }
 }
