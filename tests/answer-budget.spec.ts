@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { freshNamespace, startService, type Service } from "./service";
 
 const MIB = 1024 * 1024;
-/** `MAX_ANSWER_BYTES` in core/src/answer_budget.rs. */
+/** `MAX_ANSWER_BYTES` in core/src/shard/answer_budget.rs. */
 const ANSWER_BUDGET = 8 * MIB;
 
 let service: Service;

@@ -101,7 +101,7 @@ export function freshNamespace(label: string): string {
 }
 
 /** What a shard charges a cache entry against `EDGECOUNT_SHARD_CACHE_BYTES`: its names,
- * content type and value in bytes plus a fixed 192 (`entry_charge` in core/src/cache_table.rs). */
+ * content type and value in bytes plus a fixed 192 (`entry_charge` in core/src/shard/cache_table.rs). */
 export function cacheEntryCharge(
   ns: string,
   key: string,

@@ -7,21 +7,20 @@
 //! runs both and prints the two side by side. Inputs are built outside the timed closures, so
 //! each figure is the cost of the one call a request makes.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use edgecount_core::batch::{parse_batch, result_json};
-use edgecount_core::edge_cache::CachedRead;
-use edgecount_core::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, RateLimit};
+use edgecount_core::edge::read_cache::CachedRead;
+use edgecount_core::http::badge;
+use edgecount_core::http::batch::{parse_batch, result_json};
+use edgecount_core::http::query::CounterQuery;
 use edgecount_core::partition::key_hash;
-use edgecount_core::query::CounterQuery;
-use edgecount_core::rate_limit::{ClientId, ClientLimiter, RateLimit};
+use edgecount_core::shard::memory_store::MemoryStore;
 use edgecount_core::{
-    badge, shard_for, CacheBounds, CacheStore, Counter, CounterStore, EdgeCache, HotKeys, Key, Namespace,
-    OpResult, ShardCall, ShardEngine, ShardOp,
+    shard_for, CacheBounds, EdgeCache, HotKeys, Key, Namespace, OpResult, ShardCall, ShardEngine, ShardOp,
+    ShardRequest,
 };
 use serde_json::{json, Value};
 
@@ -30,66 +29,6 @@ const NOW_MS: u64 = 1_700_000_000_000;
 
 fn names(ns: &str, key: &str) -> (Namespace, Key) {
     (Namespace::new(ns).unwrap(), Key::new(key).unwrap())
-}
-
-/// Storage held in memory, standing in for a shard's SQLite. Rows are keyed by the placement
-/// hash of `(ns, key)`, so a save allocates nothing and the figure is the engine's own work; the
-/// few keys a benchmark uses do not collide.
-#[derive(Default)]
-struct MemStore {
-    counters: RefCell<HashMap<u64, Counter>>,
-    entries: RefCell<HashMap<u64, (Vec<u8>, String)>>,
-    records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
-}
-
-fn row(ns: &Namespace, key: &Key) -> u64 {
-    key_hash(ns.as_str(), key.as_str())
-}
-
-impl CounterStore for MemStore {
-    fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String> {
-        Ok(self.counters.borrow().get(&row(ns, key)).copied())
-    }
-    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
-        self.counters.borrow_mut().insert(row(ns, key), *counter);
-        Ok(())
-    }
-    fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
-        self.counters.borrow_mut().remove(&row(ns, key));
-        Ok(())
-    }
-}
-
-impl CacheStore for MemStore {
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<(Vec<u8>, String)>, String> {
-        Ok(self.entries.borrow().get(&row(ns, key)).cloned())
-    }
-    fn save_entry(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        value: &[u8],
-        content_type: &str,
-        _expires_at_ms: Option<u64>,
-        _now_ms: u64,
-    ) -> Result<(), String> {
-        self.entries.borrow_mut().insert(row(ns, key), (value.to_vec(), content_type.to_owned()));
-        Ok(())
-    }
-    fn remove_entry(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
-        self.entries.borrow_mut().remove(&row(ns, key));
-        Ok(())
-    }
-}
-
-impl IdempotencyStore for MemStore {
-    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
-        Ok(self.records.borrow().get(scope).cloned())
-    }
-    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
-        self.records.borrow_mut().insert(scope.clone(), record.clone());
-        Ok(())
-    }
 }
 
 /// A batch body of `n` ops as clients send them: mostly increments, some reads and sets.
@@ -136,13 +75,16 @@ fn bench_codecs(c: &mut Criterion) {
 }
 
 fn bench_shard(c: &mut Criterion) {
-    let store = MemStore::default();
+    let store = MemoryStore::default();
     let mut engine = ShardEngine::new(CacheBounds { bytes: 64 * 1024 * 1024, entries: 50_000 });
     let (ns, key) = names("pages", "page/12345");
     let call = ShardCall { op: ShardOp::Incr { ns, key, by: 1, ttl: None }, idempotency_key: None };
+    let request = ShardRequest { ops: vec![call], answer_budget: None };
     // The counter is then in the table, as a counter in use is.
-    assert!(matches!(engine.execute_call(&store, &call, NOW_MS), OpResult::Value { exists: true, .. }));
-    c.bench_function("engine_incr", |b| b.iter(|| engine.execute_call(&store, black_box(&call), NOW_MS)));
+    let first = engine.run(&store, &request, NOW_MS).response.results;
+    assert!(matches!(first[..], [OpResult::Value { exists: true, .. }]));
+    // A one-op request, as a shard runs each single-key call.
+    c.bench_function("engine_incr", |b| b.iter(|| engine.run(&store, black_box(&request), NOW_MS)));
 }
 
 fn bench_edge(c: &mut Criterion) {

@@ -25,11 +25,13 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use edgecount_core::cache_table::CacheStore;
-use edgecount_core::counter_table::DEFAULT_CACHED_COUNTERS;
-use edgecount_core::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::names::{MAX_KEY_LEN, MAX_NAMESPACE_LEN};
-use edgecount_core::{CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp};
+use edgecount_core::shard::cache_table::{CacheStore, StoredEntry};
+use edgecount_core::shard::counter_table::DEFAULT_CACHED_COUNTERS;
+use edgecount_core::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use edgecount_core::{
+    CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp, ShardRequest,
+};
 
 /// What a shard holding 1M counters may use.
 const TARGET_BYTES: usize = 200 * 1_000_000;
@@ -98,6 +100,15 @@ impl CounterStore for Discard {
     fn remove(&self, _: &Namespace, _: &Key) -> Result<(), String> {
         Ok(())
     }
+    fn remove_expired_counters(&self, _: u64) -> Result<u64, String> {
+        Ok(0)
+    }
+    fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
+        Ok(None)
+    }
+    fn count_counters(&self, _: u64) -> Result<(u64, u64), String> {
+        Ok((0, 0))
+    }
 }
 
 impl CacheStore for Discard {
@@ -118,6 +129,12 @@ impl CacheStore for Discard {
     fn remove_entry(&self, _: &Namespace, _: &Key) -> Result<(), String> {
         Ok(())
     }
+    fn scan_newest_entries(&self, _: u64, _: &mut dyn FnMut(StoredEntry) -> bool) -> Result<(), String> {
+        Ok(())
+    }
+    fn remove_entries_from(&self, _: &StoredEntry) -> Result<u64, String> {
+        Ok(0)
+    }
 }
 
 impl IdempotencyStore for Discard {
@@ -126,6 +143,12 @@ impl IdempotencyStore for Discard {
     }
     fn save_record(&self, _: &RecordScope, _: &IdempotencyRecord) -> Result<(), String> {
         Ok(())
+    }
+    fn remove_records_created_by(&self, _: u64) -> Result<u64, String> {
+        Ok(0)
+    }
+    fn oldest_record(&self) -> Result<Option<u64>, String> {
+        Ok(None)
     }
 }
 
@@ -200,8 +223,9 @@ fn main() {
     for i in 0..counters {
         let (ns, key) = names(i, longest);
         let op = ShardOp::Incr { ns, key, by: 1, ttl: None };
-        let result = engine.execute(&Discard, &op, 1_700_000_000_000);
-        assert!(matches!(result, OpResult::Value { exists: true, .. }), "{result:?}");
+        let request = ShardRequest { ops: vec![op.into()], answer_budget: None };
+        let results = engine.run(&Discard, &request, 1_700_000_000_000).response.results;
+        assert!(matches!(results[..], [OpResult::Value { exists: true, .. }]), "{results:?}");
         if (i + 1) % step == 0 {
             let heap = IN_USE.load(Ordering::Relaxed) - heap_before;
             let per_counter = heap as f64 / (i + 1) as f64;
@@ -215,7 +239,7 @@ fn main() {
     let per_counter = held as f64 / counters.max(1) as f64;
     println!("heap in use before: {heap_before} bytes, after: {heap_after} bytes");
     println!("held by {counters} counters: {} ({per_counter:.1} bytes per counter)", mb(held));
-    let cached = engine.counters.cached_len();
+    let cached = engine.cached_counters();
     println!(
         "of which in memory: {cached} counters (cap {DEFAULT_CACHED_COUNTERS}), {:.1} bytes each; the rest \
          are only in storage",

@@ -54,6 +54,15 @@ impl CoreError {
         Self::StorageUnavailable { detail }
     }
 
+    /// What the operator's logs should say: a storage failure's own detail, else the message.
+    #[must_use]
+    pub fn detail(&self) -> String {
+        match self {
+            Self::StorageUnavailable { detail } => detail.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The stable code clients match on, e.g. `invalid_key`.
     #[must_use]
     pub fn code(&self) -> &'static str {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use edgecount_core::coalesce::{Arrival, CallId, Coalescer, Started, Ticket};
+use edgecount_core::edge::coalescer::{Arrival, CallId, Coalescer, Started, Ticket};
 use edgecount_core::ShardId;
 use proptest::prelude::*;
 

@@ -1,6 +1,6 @@
 //! Properties of hot-key detection and of the edge cache's staleness bound, on a fake clock.
 
-use edgecount_core::edge_cache::CachedRead;
+use edgecount_core::edge::read_cache::CachedRead;
 use edgecount_core::partition::key_hash;
 use edgecount_core::{EdgeCache, HotKeys, Key, Namespace};
 use proptest::prelude::*;

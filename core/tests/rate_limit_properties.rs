@@ -5,7 +5,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::num::NonZeroU32;
 
-use edgecount_core::rate_limit::{ClientId, ClientLimiter, RateLimit, RequestCharge};
+use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, RateLimit, RequestCharge};
 use proptest::prelude::*;
 
 fn limit(per_second: u32, burst: u32) -> RateLimit {

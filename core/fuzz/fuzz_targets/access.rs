@@ -11,7 +11,7 @@
 //! checks on which tokens are known.
 #![no_main]
 
-use edgecount_core::access::{Denial, Right};
+use edgecount_core::edge::access::{Denial, Right};
 use edgecount_core::{AccessPolicy, Namespace};
 use libfuzzer_sys::fuzz_target;
 

@@ -7,7 +7,7 @@
 //! as many `<`, `>` and `"` as it does with a plain label.
 #![no_main]
 
-use edgecount_core::badge::{render, BadgeQuery, MAX_LABEL_CHARS};
+use edgecount_core::http::badge::{render, BadgeQuery, MAX_LABEL_CHARS};
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 

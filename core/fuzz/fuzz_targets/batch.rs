@@ -7,10 +7,10 @@
 //! that every refused op can be reported back to the client.
 #![no_main]
 
-use edgecount_core::batch::{error_json, parse_batch, MAX_BATCH_OPS};
-use edgecount_core::cache_table::MAX_CACHE_VALUE_BYTES;
-use edgecount_core::content_type::MAX_CONTENT_TYPE_LEN;
+use edgecount_core::http::batch::{error_json, parse_batch, MAX_BATCH_OPS};
 use edgecount_core::number::MAX_TTL_SECONDS;
+use edgecount_core::shard::cache_table::MAX_CACHE_VALUE_BYTES;
+use edgecount_core::shard::content_type::MAX_CONTENT_TYPE_LEN;
 use edgecount_core::{ShardCall, ShardOp};
 use libfuzzer_sys::fuzz_target;
 

@@ -9,11 +9,11 @@
 //! idempotency key is 1 to 128 visible ASCII characters.
 #![no_main]
 
-use edgecount_core::body::is_json_content_type;
-use edgecount_core::edge_cache::{etag, if_none_match};
+use edgecount_core::edge::rate_limit::ClientId;
+use edgecount_core::http::body::is_json_content_type;
+use edgecount_core::http::etag::{etag, if_none_match};
+use edgecount_core::http::negotiate::prefers_text_plain;
 use edgecount_core::names::{IdempotencyKey, MAX_IDEMPOTENCY_KEY_LEN};
-use edgecount_core::negotiate::prefers_text_plain;
-use edgecount_core::rate_limit::ClientId;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

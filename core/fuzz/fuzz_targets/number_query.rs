@@ -7,8 +7,8 @@
 //! that a parsed query written out again parses to the same thing.
 #![no_main]
 
+use edgecount_core::http::query::CounterQuery;
 use edgecount_core::number::{parse_i64, parse_ttl, MAX_TTL_SECONDS};
-use edgecount_core::query::CounterQuery;
 use edgecount_core::CoreError;
 use libfuzzer_sys::fuzz_target;
 

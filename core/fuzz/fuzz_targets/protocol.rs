@@ -11,10 +11,10 @@
 
 use std::fmt::Debug;
 
-use edgecount_core::batch::result_json;
-use edgecount_core::idempotency::request_digest;
+use edgecount_core::http::batch::result_json;
 use edgecount_core::partition::MAX_SHARDS;
-use edgecount_core::protocol::ShardStats;
+use edgecount_core::shard::idempotency::request_digest;
+use edgecount_core::shard::protocol::ShardStats;
 use edgecount_core::{shard_for, ShardRequest, ShardResponse};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;

@@ -7,7 +7,7 @@
 //! JSON TTL is either absent or in bounds.
 #![no_main]
 
-use edgecount_core::body::parse_set_body;
+use edgecount_core::http::body::parse_set_body;
 use edgecount_core::number::{i64_from_json, ttl_from_json, MAX_TTL_SECONDS};
 use edgecount_core::CoreError;
 use libfuzzer_sys::fuzz_target;

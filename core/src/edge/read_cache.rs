@@ -1,0 +1,330 @@
+//! The worker isolate's cache of hot counter reads, and the max-age policy that goes with it.
+//!
+//! The promise: a read answered from the edge is never older than the max age M. An entry's
+//! age counts from the moment the worker *sent* the shard call that produced it (the shard
+//! read the value no earlier), and the `Cache-Control` sent downstream only grants what is
+//! left of M, so a browser or CDN that honours it cannot stretch the bound either.
+
+use lru::LruCache;
+
+use crate::shard::protocol::{OpResult, ShardOp};
+use crate::{Key, Namespace};
+
+/// A counter read as the shard answered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedRead {
+    pub value: i64,
+    pub exists: bool,
+    pub version: u64,
+    /// When the shard call that produced this read was sent, in ms since the epoch.
+    pub read_at_ms: u64,
+}
+
+impl CachedRead {
+    /// Age at `now_ms`.
+    #[must_use]
+    pub fn age_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.read_at_ms)
+    }
+}
+
+/// Whether a counter read may be answered from the isolate's kept read: only for a hot key,
+/// and never when the client asked for a fresh answer, with `?strong=1` or a `Cache-Control:
+/// no-cache` request header (RFC 9111 5.2.1.4: the answer must be validated with the origin,
+/// here the shard).
+#[must_use]
+pub fn may_serve_kept_read(hot: bool, strong: bool, request_cache_control: Option<&str>) -> bool {
+    let no_cache = request_cache_control.is_some_and(|header| {
+        header.split(',').any(|directive| directive.trim().eq_ignore_ascii_case("no-cache"))
+    });
+    hot && !strong && !no_cache
+}
+
+/// What an op's outcome does to the isolate's kept read of its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterOp {
+    /// Keep it as it is.
+    Keep,
+    /// Replace it with the value the write produced.
+    Refresh(CachedRead),
+    /// Drop it: the key was deleted, or a write's outcome is unknown.
+    Forget,
+}
+
+/// The one rule, for single writes and batches alike, for what an op does to the kept read of
+/// its key. `outcome` is `None` when the op's call failed, so a write may or may not have
+/// happened; `sent_at_ms` is when that call was sent. Reads, refused ops and replayed answers
+/// (old ones) change nothing; a counter's new value refreshes it; a delete drops it.
+#[must_use]
+pub fn after_op(op: &ShardOp, outcome: Option<&OpResult>, sent_at_ms: u64) -> AfterOp {
+    if !op.is_write() || op.is_cache() {
+        // Only counters are kept, and a read changes nothing.
+        return AfterOp::Keep;
+    }
+    match outcome {
+        None => AfterOp::Forget,
+        Some(OpResult::Value { value, exists, version }) => AfterOp::Refresh(CachedRead {
+            value: *value,
+            exists: *exists,
+            version: *version,
+            read_at_ms: sent_at_ms,
+        }),
+        Some(OpResult::Deleted { .. }) => AfterOp::Forget,
+        Some(_) => AfterOp::Keep,
+    }
+}
+
+/// Hot counter reads kept for at most `max_age_ms`, at most `capacity` of them.
+#[derive(Debug)]
+pub struct EdgeCache {
+    entries: LruCache<(Namespace, Key), CachedRead>,
+    capacity: usize,
+    max_age_ms: u64,
+}
+
+impl EdgeCache {
+    #[must_use]
+    pub fn new(capacity: usize, max_age_ms: u64) -> Self {
+        Self { entries: LruCache::unbounded(), capacity: capacity.max(1), max_age_ms }
+    }
+
+    /// A read younger than the max age, if one is kept; older ones are dropped.
+    pub fn get(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Option<CachedRead> {
+        let slot = (ns.clone(), key.clone());
+        let read = *self.entries.get(&slot)?;
+        if read.age_ms(now_ms) < self.max_age_ms {
+            Some(read)
+        } else {
+            self.entries.pop(&slot);
+            None
+        }
+    }
+
+    /// Keeps `read`, unless a newer read of the key is already kept.
+    pub fn put(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
+        if self.max_age_ms == 0 {
+            return;
+        }
+        let slot = (ns.clone(), key.clone());
+        if self.entries.peek(&slot).is_some_and(|kept| kept.read_at_ms > read.read_at_ms) {
+            return;
+        }
+        self.entries.put(slot, read);
+        while self.entries.len() > self.capacity {
+            self.entries.pop_lru();
+        }
+    }
+
+    /// Updates a kept read after a write through this isolate, so this isolate reads its own
+    /// writes; a key that is not kept stays uncached.
+    pub fn refresh(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
+        let slot = (ns.clone(), key.clone());
+        if self.entries.contains(&slot) {
+            self.put(ns, key, read);
+        }
+    }
+
+    /// Forgets a key (after a delete, or a write whose result is unknown).
+    pub fn forget(&mut self, ns: &Namespace, key: &Key) {
+        self.entries.pop(&(ns.clone(), key.clone()));
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Who may keep a read's answer downstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Reads need no token: any cache, shared ones included, may keep the answer.
+    Public,
+    /// Reads need a token: only the caller's own cache may keep the answer, or a shared cache
+    /// would hand it to callers without one.
+    Private,
+}
+
+impl Audience {
+    /// The audience of every read answer: private when reads need a token.
+    #[must_use]
+    pub fn for_reads(reads_need_a_token: bool) -> Self {
+        if reads_need_a_token {
+            Self::Private
+        } else {
+            Self::Public
+        }
+    }
+
+    /// Whether a shared cache may keep the answer, and so whether a CDN tag to purge it by
+    /// (`Cache-Tag`) means anything.
+    #[must_use]
+    pub fn allows_shared_caches(self) -> bool {
+        self == Self::Public
+    }
+}
+
+/// The `Cache-Control` for a read (counters, badges, cache entries): hot reads may be cached
+/// downstream for what is left of the max age (whole seconds, rounded down so the bound holds),
+/// cold ones must revalidate; a private audience is said on both, never `public`.
+#[must_use]
+pub fn cache_control(audience: Audience, hot: bool, max_age_ms: u64, age_ms: u64) -> String {
+    if !hot || max_age_ms == 0 {
+        return revalidate(audience).to_owned();
+    }
+    let remaining_s = max_age_ms.saturating_sub(age_ms) / 1000;
+    match audience {
+        Audience::Public => format!("public, max-age={remaining_s}"),
+        Audience::Private => format!("private, max-age={remaining_s}"),
+    }
+}
+
+/// The `Cache-Control` for a read that may be kept only if revalidated before each use: cold
+/// counters and cache entries.
+#[must_use]
+pub fn revalidate(audience: Audience) -> &'static str {
+    match audience {
+        Audience::Public => "no-cache",
+        Audience::Private => "private, no-cache",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CoreError;
+    fn counter_op(kind: &str) -> ShardOp {
+        let (ns, key) = (Namespace::new("n").unwrap(), Key::new("k").unwrap());
+        match kind {
+            "get" => ShardOp::Get { ns, key },
+            "incr" => ShardOp::Incr { ns, key, by: 1, ttl: None },
+            "delete" => ShardOp::Delete { ns, key },
+            _ => ShardOp::CacheDelete { ns, key },
+        }
+    }
+
+    #[test]
+    fn only_hot_keys_without_a_request_for_freshness_are_served_from_the_kept_read() {
+        assert!(may_serve_kept_read(true, false, None));
+        assert!(may_serve_kept_read(true, false, Some("max-age=0")));
+        assert!(!may_serve_kept_read(false, false, None), "cold");
+        assert!(!may_serve_kept_read(true, true, None), "?strong=1");
+        for header in ["no-cache", "No-Cache", "max-age=5, no-cache", " no-cache "] {
+            assert!(!may_serve_kept_read(true, false, Some(header)), "{header}");
+        }
+    }
+
+    #[test]
+    fn a_counter_write_refreshes_the_kept_read_with_its_value_as_of_the_call() {
+        let value = OpResult::Value { value: 7, exists: true, version: 3 };
+        let read = CachedRead { value: 7, exists: true, version: 3, read_at_ms: 100 };
+        assert_eq!(after_op(&counter_op("incr"), Some(&value), 100), AfterOp::Refresh(read));
+    }
+
+    #[test]
+    fn deletes_and_writes_of_unknown_outcome_drop_the_kept_read() {
+        let deleted = OpResult::Deleted { deleted: true };
+        assert_eq!(after_op(&counter_op("delete"), Some(&deleted), 0), AfterOp::Forget);
+        assert_eq!(after_op(&counter_op("incr"), None, 0), AfterOp::Forget);
+    }
+
+    #[test]
+    fn reads_refusals_replays_and_cache_entries_change_nothing() {
+        let value = OpResult::Value { value: 1, exists: true, version: 1 };
+        let replay = OpResult::Replayed { first: Box::new(value.clone()) };
+        let refused = OpResult::Failed { error: CoreError::Overflow };
+        assert_eq!(after_op(&counter_op("get"), Some(&value), 0), AfterOp::Keep);
+        assert_eq!(after_op(&counter_op("get"), None, 0), AfterOp::Keep);
+        assert_eq!(after_op(&counter_op("incr"), Some(&replay), 0), AfterOp::Keep);
+        assert_eq!(after_op(&counter_op("incr"), Some(&refused), 0), AfterOp::Keep);
+        let gone = OpResult::Deleted { deleted: true };
+        assert_eq!(after_op(&counter_op("cache_delete"), Some(&gone), 0), AfterOp::Keep);
+    }
+
+    fn names() -> (Namespace, Key) {
+        (Namespace::new("n").unwrap(), Key::new("k").unwrap())
+    }
+
+    fn read(value: i64, at: u64) -> CachedRead {
+        CachedRead { value, exists: true, version: 1, read_at_ms: at }
+    }
+
+    #[test]
+    fn reads_expire_at_the_max_age() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.put(&ns, &key, read(5, 100));
+        assert_eq!(cache.get(&ns, &key, 1_099).map(|r| r.value), Some(5));
+        assert_eq!(cache.get(&ns, &key, 1_100), None);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn an_older_read_never_replaces_a_newer_one() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.put(&ns, &key, read(2, 200));
+        cache.put(&ns, &key, read(1, 100));
+        assert_eq!(cache.get(&ns, &key, 250).map(|r| r.value), Some(2));
+    }
+
+    #[test]
+    fn refresh_only_touches_kept_keys() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.refresh(&ns, &key, read(1, 0));
+        assert!(cache.is_empty());
+        cache.put(&ns, &key, read(1, 0));
+        cache.refresh(&ns, &key, read(2, 10));
+        assert_eq!(cache.get(&ns, &key, 20).map(|r| r.value), Some(2));
+    }
+
+    #[test]
+    fn capacity_is_bounded() {
+        let mut cache = EdgeCache::new(3, 1_000);
+        let ns = Namespace::new("n").unwrap();
+        for i in 0..10 {
+            cache.put(&ns, &Key::new(&i.to_string()).unwrap(), read(i, 0));
+        }
+        assert_eq!(cache.len(), 3);
+    }
+
+    #[test]
+    fn zero_max_age_caches_nothing() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 0);
+        cache.put(&ns, &key, read(1, 0));
+        assert!(cache.get(&ns, &key, 0).is_none());
+    }
+
+    #[test]
+    fn cache_control_grants_only_what_is_left() {
+        let public = Audience::Public;
+        assert_eq!(cache_control(public, false, 1_000, 0), "no-cache");
+        assert_eq!(cache_control(public, true, 1_000, 0), "public, max-age=1");
+        assert_eq!(cache_control(public, true, 1_000, 1), "public, max-age=0");
+        assert_eq!(cache_control(public, true, 5_000, 1_500), "public, max-age=3");
+        assert_eq!(cache_control(public, true, 0, 0), "no-cache");
+    }
+
+    #[test]
+    fn private_reads_are_never_marked_public() {
+        let private = Audience::for_reads(true);
+        assert_eq!(cache_control(private, true, 5_000, 1_500), "private, max-age=3");
+        assert_eq!(cache_control(private, false, 5_000, 0), "private, no-cache");
+        assert_eq!(cache_control(private, true, 0, 0), "private, no-cache");
+        for (hot, max_age_ms, age_ms) in [(true, 1_000, 0), (true, 86_400_000, 7), (false, 1_000, 0)] {
+            let header = cache_control(private, hot, max_age_ms, age_ms);
+            assert!(header.starts_with("private, ") && !header.contains("public"), "{header}");
+        }
+        assert_eq!(revalidate(private), "private, no-cache");
+        assert_eq!(revalidate(Audience::Public), "no-cache");
+        assert!(!private.allows_shared_caches());
+        assert!(Audience::for_reads(false).allows_shared_caches());
+    }
+}

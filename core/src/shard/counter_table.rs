@@ -1,0 +1,270 @@
+//! A shard's counters: an in-memory map in front of durable storage.
+//!
+//! The map answers repeated reads without touching storage; storage is the authority. A write
+//! is computed, saved to storage, and only then applied to the map, so a failed save leaves
+//! both unchanged and the op reports an error instead of a value it did not keep.
+
+use std::num::NonZeroUsize;
+
+use lru::LruCache;
+
+use crate::shard::protocol::OpResult;
+use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
+
+/// Durable storage for counters. Storage is synchronous (a Durable Object's SQLite is), so
+/// one op runs start to end without yielding and ops never interleave.
+pub trait CounterStore {
+    /// The stored counter, expired or not.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String>;
+    /// Saves `counter` in place of any stored one.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String>;
+    /// Removes the stored counter, if any.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String>;
+    /// Removes every counter expired by `now_ms`; answers how many.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn remove_expired_counters(&self, now_ms: u64) -> Result<u64, String>;
+    /// When the next stored counter expires, if any has a TTL.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn next_counter_expiry(&self) -> Result<Option<u64>, String>;
+    /// Stored counters: `(live at now_ms, all including expired ones not yet removed)`.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn count_counters(&self, now_ms: u64) -> Result<(u64, u64), String>;
+}
+
+/// The counters of one shard that have been read or written since it started.
+/// Counters a shard keeps in memory by default: about 20 MB of a Durable Object's 128 MB, and
+/// far more keys than are hot at once. Storage holds every counter; memory holds the recently
+/// used ones, so a shard's memory does not grow with the number of keys it owns.
+pub const DEFAULT_CACHED_COUNTERS: usize = 100_000;
+
+#[derive(Debug)]
+pub struct CounterTable {
+    /// Write-through: every counter here is also in storage, so evicting one loses nothing.
+    cached: LruCache<(Namespace, Key), Counter>,
+}
+
+impl Default for CounterTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CounterTable {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_capacity(DEFAULT_CACHED_COUNTERS)
+    }
+
+    /// A table that keeps at most `max_cached` counters in memory (at least one).
+    #[must_use]
+    pub fn with_capacity(max_cached: usize) -> Self {
+        Self { cached: LruCache::new(NonZeroUsize::new(max_cached).unwrap_or(NonZeroUsize::MIN)) }
+    }
+
+    /// Counters held in memory now.
+    #[must_use]
+    pub fn cached_len(&self) -> usize {
+        self.cached.len()
+    }
+
+    /// Reads a counter; one that does not exist reads 0.
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`] when storage fails.
+    pub fn get(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        now_ms: u64,
+    ) -> Result<OpResult, CoreError> {
+        Ok(match self.live(store, ns, key, now_ms)? {
+            Some(c) => OpResult::Value { value: c.value, exists: true, version: c.version },
+            None => OpResult::Value { value: 0, exists: false, version: 0 },
+        })
+    }
+
+    /// Applies `write`, saving the result before it becomes visible.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] or [`CoreError::StorageUnavailable`]; nothing changes then.
+    pub fn write(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        write: CounterWrite,
+        ttl_seconds: Option<u32>,
+        now_ms: u64,
+    ) -> Result<OpResult, CoreError> {
+        let current = self.live(store, ns, key, now_ms)?;
+        let next = Counter::apply(current.as_ref(), write, ttl_seconds, now_ms)?;
+        store.save(ns, key, &next).map_err(CoreError::storage)?;
+        self.cached.put((ns.clone(), key.clone()), next);
+        Ok(OpResult::Value { value: next.value, exists: true, version: next.version })
+    }
+
+    /// Deletes a counter, reporting whether a live one existed.
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`] when storage fails.
+    pub fn delete(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        now_ms: u64,
+    ) -> Result<OpResult, CoreError> {
+        let existed = self.live(store, ns, key, now_ms)?.is_some();
+        if existed {
+            store.remove(ns, key).map_err(CoreError::storage)?;
+            self.cached.pop(&(ns.clone(), key.clone()));
+        }
+        Ok(OpResult::Deleted { deleted: existed })
+    }
+
+    /// Drops expired counters from memory (storage is reclaimed by the shard's alarm).
+    pub fn forget_expired(&mut self, now_ms: u64) {
+        let expired: Vec<(Namespace, Key)> =
+            self.cached.iter().filter(|(_, c)| c.is_expired(now_ms)).map(|(slot, _)| slot.clone()).collect();
+        for slot in expired {
+            self.cached.pop(&slot);
+        }
+    }
+
+    /// The live counter, loading it from storage on a miss. An expired one is dropped from
+    /// memory and storage here, so expiry takes effect at once.
+    fn live(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        now_ms: u64,
+    ) -> Result<Option<Counter>, CoreError> {
+        let slot = (ns.clone(), key.clone());
+        let found = match self.cached.get(&slot) {
+            Some(c) => Some(*c),
+            None => store.load(ns, key).map_err(CoreError::storage)?,
+        };
+        match found {
+            Some(c) if c.is_expired(now_ms) => {
+                store.remove(ns, key).map_err(CoreError::storage)?;
+                self.cached.pop(&slot);
+                Ok(None)
+            }
+            Some(c) => {
+                self.cached.put(slot, c);
+                Ok(Some(c))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::memory_store::MemoryStore as MapStore;
+
+    fn names() -> (Namespace, Key) {
+        (Namespace::new("pages").unwrap(), Key::new("home").unwrap())
+    }
+
+    fn incr(table: &mut CounterTable, store: &MapStore, by: i64) -> OpResult {
+        let (ns, key) = names();
+        table
+            .write(store, &ns, &key, CounterWrite::Add(by), None, 0)
+            .unwrap_or_else(|error| OpResult::Failed { error })
+    }
+
+    fn get(table: &mut CounterTable, store: &MapStore, now: u64) -> OpResult {
+        let (ns, key) = names();
+        table.get(store, &ns, &key, now).unwrap()
+    }
+
+    #[test]
+    fn a_fresh_table_reads_values_saved_by_an_earlier_one() {
+        let store = MapStore::default();
+        let mut first = CounterTable::new();
+        incr(&mut first, &store, 41);
+        incr(&mut first, &store, 1);
+        let mut restarted = CounterTable::new();
+        assert_eq!(get(&mut restarted, &store, 0), OpResult::Value { value: 42, exists: true, version: 2 });
+    }
+
+    #[test]
+    fn memory_holds_only_the_most_recent_counters_and_storage_all_of_them() {
+        let store = MapStore::default();
+        let mut table = CounterTable::with_capacity(10);
+        let ns = Namespace::new("pages").unwrap();
+        for i in 0..100 {
+            let key = Key::new(&format!("k{i}")).unwrap();
+            table.write(&store, &ns, &key, CounterWrite::Add(i), None, 0).unwrap();
+            assert!(table.cached_len() <= 10);
+        }
+        // An evicted counter is read back from storage.
+        let first = Key::new("k1").unwrap();
+        assert_eq!(
+            table.get(&store, &ns, &first, 0),
+            Ok(OpResult::Value { value: 1, exists: true, version: 1 })
+        );
+    }
+
+    #[test]
+    fn a_failed_save_changes_nothing() {
+        let store = MapStore::default();
+        let mut table = CounterTable::new();
+        incr(&mut table, &store, 1);
+        store.broken.set(true);
+        let result = incr(&mut table, &store, 1);
+        assert!(matches!(result, OpResult::Failed { error: CoreError::StorageUnavailable { .. } }));
+        store.broken.set(false);
+        assert_eq!(get(&mut table, &store, 0), OpResult::Value { value: 1, exists: true, version: 1 });
+    }
+
+    #[test]
+    fn overflow_leaves_the_value_unchanged() {
+        let store = MapStore::default();
+        let mut table = CounterTable::new();
+        incr(&mut table, &store, i64::MAX);
+        assert_eq!(incr(&mut table, &store, 1), OpResult::Failed { error: CoreError::Overflow });
+        assert_eq!(get(&mut table, &store, 0), OpResult::Value { value: i64::MAX, exists: true, version: 1 });
+    }
+
+    #[test]
+    fn expired_counters_vanish_from_memory_and_storage() {
+        let store = MapStore::default();
+        let mut table = CounterTable::new();
+        let (ns, key) = names();
+        table.write(&store, &ns, &key, CounterWrite::Set(5), Some(1), 0).unwrap();
+        assert_eq!(get(&mut table, &store, 999), OpResult::Value { value: 5, exists: true, version: 1 });
+        assert_eq!(get(&mut table, &store, 1_000), OpResult::Value { value: 0, exists: false, version: 0 });
+        assert!(store.counters.borrow().is_empty());
+    }
+
+    #[test]
+    fn delete_reports_whether_a_live_counter_existed() {
+        let store = MapStore::default();
+        let mut table = CounterTable::new();
+        let (ns, key) = names();
+        assert_eq!(table.delete(&store, &ns, &key, 0), Ok(OpResult::Deleted { deleted: false }));
+        incr(&mut table, &store, 1);
+        assert_eq!(table.delete(&store, &ns, &key, 0), Ok(OpResult::Deleted { deleted: true }));
+        assert_eq!(get(&mut table, &store, 0), OpResult::Value { value: 0, exists: false, version: 0 });
+    }
+}

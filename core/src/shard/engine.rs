@@ -1,0 +1,322 @@
+//! A shard's state machine: runs [`ShardOp`]s against its counters and cache entries, and
+//! reclaims what has lapsed.
+//!
+//! The Durable Object around it is a shell: it hands each request to [`ShardEngine::run`],
+//! sets its alarm to the time `run` or [`ShardEngine::reclaim_expired`] answers, and reports
+//! [`ShardEngine::stats`]. Storage is behind the store traits, so all of this is tested natively
+//! with [`crate::shard::memory_store::MemoryStore`].
+
+use crate::shard::answer_budget::AnswerBudget;
+use crate::shard::cache_table::{CacheBounds, CacheStore, CacheTable};
+use crate::shard::counter_table::CounterTable;
+use crate::shard::idempotency::{self, IdempotencyStore, Recall, IDEMPOTENCY_WINDOW_MS};
+use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats};
+use crate::{CoreError, CounterStore, CounterWrite};
+
+/// Everything a shard stores.
+pub trait ShardStore: CounterStore + CacheStore + IdempotencyStore {}
+impl<T: CounterStore + CacheStore + IdempotencyStore> ShardStore for T {}
+
+/// The in-memory side of one shard.
+#[derive(Debug)]
+pub struct ShardEngine {
+    counters: CounterTable,
+    cache: CacheTable,
+    /// Requests run since the shard started.
+    calls: u64,
+    /// Ops executed since the shard started.
+    ops: u64,
+    /// Expired counters and cache entries reclaimed since the shard started.
+    reclaimed: u64,
+}
+
+/// What [`ShardEngine::run`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ran {
+    pub response: ShardResponse,
+    /// When the first thing this request wrote lapses (a TTL or an idempotency record's
+    /// window): the shard's alarm must fire by then.
+    pub reclaim_by: Option<u64>,
+}
+
+impl ShardEngine {
+    /// A shard whose cache holds at most `cache_bounds`, with nothing loaded.
+    #[must_use]
+    pub fn new(cache_bounds: CacheBounds) -> Self {
+        Self {
+            counters: CounterTable::new(),
+            cache: CacheTable::new(cache_bounds),
+            calls: 0,
+            ops: 0,
+            reclaimed: 0,
+        }
+    }
+
+    /// A shard started over `store`: its cache index is rebuilt from storage (see
+    /// [`CacheTable::restore`]).
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`] when storage fails.
+    pub fn open(store: &impl ShardStore, cache_bounds: CacheBounds) -> Result<Self, CoreError> {
+        let mut engine = Self::new(cache_bounds);
+        engine.cache.restore(store)?;
+        Ok(engine)
+    }
+
+    /// Runs one request at `now_ms`: one result per op, in order, within the request's answer
+    /// budget.
+    pub fn run(&mut self, store: &impl ShardStore, request: &ShardRequest, now_ms: u64) -> Ran {
+        self.calls += 1;
+        let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
+        let results =
+            request.ops.iter().map(|call| budget.admit(self.execute_call(store, call, now_ms))).collect();
+        let reclaim_by = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
+        Ran { response: ShardResponse { results }, reclaim_by }
+    }
+
+    /// Reclaims everything lapsed by `now_ms` (expired counters and cache entries, idempotency
+    /// records past their window) and answers when the next thing lapses: the one expiry
+    /// function of a shard, which its alarm calls.
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`] when storage fails; what was reclaimed before stays
+    /// reclaimed.
+    pub fn reclaim_expired(
+        &mut self,
+        store: &impl ShardStore,
+        now_ms: u64,
+    ) -> Result<Option<u64>, CoreError> {
+        let counters = store.remove_expired_counters(now_ms).map_err(CoreError::storage)?;
+        self.counters.forget_expired(now_ms);
+        let entries = self.cache.reclaim_expired(store, now_ms);
+        // Lapsed idempotency records are reclaimed too, but are not keys: not counted.
+        if let Some(created_by) = now_ms.checked_sub(IDEMPOTENCY_WINDOW_MS) {
+            store.remove_records_created_by(created_by).map_err(CoreError::storage)?;
+        }
+        self.reclaimed += counters + entries;
+        let next_counter = store.next_counter_expiry().map_err(CoreError::storage)?;
+        let next_record =
+            store.oldest_record().map_err(CoreError::storage)?.map(|at| at + IDEMPOTENCY_WINDOW_MS);
+        Ok([next_counter, self.cache.next_expiry(), next_record].into_iter().flatten().min())
+    }
+
+    /// Counters held in memory now (the rest are only in storage).
+    #[must_use]
+    pub fn cached_counters(&self) -> usize {
+        self.counters.cached_len()
+    }
+
+    /// What the shard reports about itself for `/v1/stats`.
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`] when counting the stored counters fails.
+    pub fn stats(&self, store: &impl ShardStore, now_ms: u64) -> Result<ShardStats, CoreError> {
+        let (keys, stored_counters) = store.count_counters(now_ms).map_err(CoreError::storage)?;
+        Ok(ShardStats {
+            calls: self.calls,
+            ops: self.ops,
+            keys,
+            stored_counters,
+            cache_entries: self.cache.len() as u64,
+            cache_bytes: self.cache.bytes(),
+            evictions: self.cache.evictions(),
+            reclaimed: self.reclaimed,
+        })
+    }
+
+    /// Runs one call at `now_ms`: a keyed write seen before is answered from its record.
+    fn execute_call(&mut self, store: &impl ShardStore, call: &ShardCall, now_ms: u64) -> OpResult {
+        let Some(key) = call.idempotency_key.as_ref().filter(|_| call.op.is_write()) else {
+            return self.execute(store, &call.op, now_ms);
+        };
+        match idempotency::recall(store, key, &call.op, now_ms) {
+            Err(error) => {
+                self.ops += 1;
+                OpResult::Failed { error }
+            }
+            Ok(Recall::Replay(first)) => {
+                self.ops += 1;
+                OpResult::Replayed { first: Box::new(first) }
+            }
+            Ok(Recall::Apply) => {
+                let result = self.execute(store, &call.op, now_ms);
+                if matches!(result, OpResult::Failed { .. }) {
+                    return result;
+                }
+                // The write is applied; if its record cannot be stored the answer still stands,
+                // but a retry could apply it again, so say so rather than hide it.
+                match idempotency::remember(store, key, &call.op, &result, now_ms) {
+                    Ok(()) => result,
+                    Err(error) => OpResult::Failed { error },
+                }
+            }
+        }
+    }
+
+    /// Runs one op at `now_ms`; a refused op reports its error and changes nothing.
+    fn execute(&mut self, store: &impl ShardStore, op: &ShardOp, now_ms: u64) -> OpResult {
+        self.ops += 1;
+        let (ns, key) = op.target();
+        let result = match op {
+            ShardOp::Get { .. } => self.counters.get(store, ns, key, now_ms),
+            ShardOp::Incr { by, ttl, .. } => {
+                self.counters.write(store, ns, key, CounterWrite::Add(*by), *ttl, now_ms)
+            }
+            ShardOp::Decr { by, ttl, .. } => {
+                self.counters.write(store, ns, key, CounterWrite::Subtract(*by), *ttl, now_ms)
+            }
+            ShardOp::Set { value, ttl, .. } => {
+                self.counters.write(store, ns, key, CounterWrite::Set(*value), *ttl, now_ms)
+            }
+            ShardOp::Delete { .. } => self.counters.delete(store, ns, key, now_ms),
+            ShardOp::CacheGet { .. } => self.cache.get(store, ns, key, now_ms),
+            ShardOp::CachePut { value, content_type, ttl, .. } => {
+                self.cache.put(store, ns, key, value, content_type.as_str(), *ttl, now_ms)
+            }
+            ShardOp::CacheDelete { .. } => self.cache.delete(store, ns, key, now_ms),
+        };
+        result.unwrap_or_else(|error| OpResult::Failed { error })
+    }
+}
+
+/// When what `call` writes lapses: its TTL, or its idempotency record's window.
+fn lapses_at(call: &ShardCall, now_ms: u64) -> Option<u64> {
+    let ttl = call.op.ttl().map(|seconds| now_ms + u64::from(seconds) * 1000);
+    let record =
+        call.idempotency_key.as_ref().filter(|_| call.op.is_write()).map(|_| now_ms + IDEMPOTENCY_WINDOW_MS);
+    [ttl, record].into_iter().flatten().min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::memory_store::MemoryStore as MapStore;
+    use crate::{CoreError, Key, Namespace};
+
+    #[test]
+    fn counters_and_cache_entries_with_one_name_are_separate() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
+        let (ns, key) = (Namespace::new("n").unwrap(), Key::new("k").unwrap());
+        let incr = ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 3, ttl: None };
+        let put = ShardOp::CachePut {
+            ns: ns.clone(),
+            key: key.clone(),
+            value: b"v".to_vec(),
+            content_type: crate::ContentType::new("text/plain").unwrap(),
+            ttl: None,
+        };
+        assert_eq!(engine.execute(&store, &incr, 0), OpResult::Value { value: 3, exists: true, version: 1 });
+        assert_eq!(engine.execute(&store, &put, 0), OpResult::Stored);
+        assert_eq!(
+            engine.execute(&store, &ShardOp::Delete { ns: ns.clone(), key: key.clone() }, 0),
+            OpResult::Deleted { deleted: true }
+        );
+        assert_eq!(
+            engine.execute(&store, &ShardOp::CacheGet { ns, key }, 0),
+            OpResult::Entry { value: b"v".to_vec(), content_type: "text/plain".into() }
+        );
+        assert_eq!(engine.stats(&store, 0).unwrap().ops, 4);
+    }
+
+    #[test]
+    fn refused_ops_report_their_error() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
+        let op = ShardOp::CacheGet { ns: Namespace::new("n").unwrap(), key: Key::new("k").unwrap() };
+        assert_eq!(engine.execute(&store, &op, 0), OpResult::Failed { error: CoreError::NotFound });
+    }
+
+    fn names(key: &str) -> (Namespace, Key) {
+        (Namespace::new("n").unwrap(), Key::new(key).unwrap())
+    }
+
+    fn request(ops: Vec<ShardCall>) -> ShardRequest {
+        ShardRequest { ops, answer_budget: None }
+    }
+
+    #[test]
+    fn a_request_answers_when_the_first_thing_it_wrote_lapses() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 });
+        let (ns, key) = names("a");
+        let with_ttl = ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: Some(60) };
+        let keyed = ShardCall {
+            op: ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: None },
+            idempotency_key: Some(crate::IdempotencyKey::new("once").unwrap()),
+        };
+        let read = ShardOp::Get { ns, key };
+        let ran = engine.run(&store, &request(vec![read.clone().into()]), 1_000);
+        assert_eq!(ran.reclaim_by, None, "a read writes nothing that lapses");
+        let ran = engine.run(&store, &request(vec![keyed.clone()]), 1_000);
+        assert_eq!(ran.reclaim_by, Some(1_000 + IDEMPOTENCY_WINDOW_MS));
+        let ran = engine.run(&store, &request(vec![keyed, with_ttl.into(), read.into()]), 2_000);
+        assert_eq!(ran.reclaim_by, Some(62_000), "the earliest of the TTL and the record");
+        assert_eq!(ran.response.results.len(), 3);
+        assert_eq!(engine.stats(&store, 2_000).unwrap().calls, 3);
+    }
+
+    #[test]
+    fn one_expiry_function_reclaims_counters_entries_and_records_and_names_the_next() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 });
+        let (ns, key) = names("short");
+        let put = ShardOp::CachePut {
+            ns: ns.clone(),
+            key: key.clone(),
+            value: b"v".to_vec(),
+            content_type: crate::ContentType::new("text/plain").unwrap(),
+            ttl: Some(10),
+        };
+        let keyed = ShardCall {
+            op: ShardOp::Incr { ns: ns.clone(), key: Key::new("long").unwrap(), by: 1, ttl: Some(120) },
+            idempotency_key: Some(crate::IdempotencyKey::new("k1").unwrap()),
+        };
+        let short = ShardOp::Incr { ns, key, by: 1, ttl: Some(5) };
+        engine.run(&store, &request(vec![short.into(), put.into(), keyed]), 0);
+        assert_eq!(engine.reclaim_expired(&store, 1_000), Ok(Some(5_000)));
+        assert_eq!(engine.reclaim_expired(&store, 5_000), Ok(Some(10_000)));
+        assert_eq!(engine.reclaim_expired(&store, 10_000), Ok(Some(120_000)));
+        assert_eq!(engine.reclaim_expired(&store, 120_000), Ok(Some(IDEMPOTENCY_WINDOW_MS)));
+        assert_eq!(engine.reclaim_expired(&store, IDEMPOTENCY_WINDOW_MS), Ok(None));
+        let stats = engine.stats(&store, IDEMPOTENCY_WINDOW_MS).unwrap();
+        assert_eq!((stats.reclaimed, stats.keys, stats.stored_counters, stats.cache_entries), (3, 0, 0, 0));
+        assert!(store.records.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_storage_failure_while_reclaiming_is_an_error_not_a_schedule() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 });
+        store.broken.set(true);
+        assert!(matches!(engine.reclaim_expired(&store, 0), Err(CoreError::StorageUnavailable { .. })));
+        assert!(engine.stats(&store, 0).is_err());
+    }
+
+    #[test]
+    fn opening_rebuilds_the_cache_index_from_storage() {
+        let store = MapStore::default();
+        let bounds = CacheBounds { bytes: 10_000, entries: 2 };
+        let mut first = ShardEngine::new(bounds);
+        for (at, name) in [(1, "a"), (2, "b"), (3, "c")] {
+            let (ns, key) = names(name);
+            let content_type = crate::ContentType::new("text/plain").unwrap();
+            let put = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: None };
+            first.run(&store, &request(vec![put.into()]), at);
+        }
+        // Two entries fit, and the third evicted the oldest, "a".
+        let mut second = ShardEngine::open(&store, bounds).unwrap();
+        let stats = second.stats(&store, 4).unwrap();
+        assert_eq!((stats.cache_entries, stats.evictions), (2, 0));
+        let (ns, key) = names("c");
+        let read = ShardOp::CacheGet { ns, key };
+        assert!(matches!(
+            second.run(&store, &request(vec![read.into()]), 4).response.results[0],
+            OpResult::Entry { .. }
+        ));
+        // A lowered bound keeps the newest and deletes the rest from storage.
+        let third = ShardEngine::open(&store, CacheBounds { bytes: 10_000, entries: 1 }).unwrap();
+        assert_eq!(third.stats(&store, 4).unwrap().evictions, 1);
+        assert_eq!(store.entry_names(), ["n/c"]);
+    }
+}

@@ -1,0 +1,202 @@
+//! A shard's storage held in memory, for unit tests and benchmarks: it implements every store
+//! trait the engine needs, as the worker's SQLite store does, with a switch that makes every
+//! call fail.
+//!
+//! Rows are keyed by the placement hash of their names, so that updating a row allocates
+//! nothing and a benchmark measures the engine's own work; each row keeps its names, and a
+//! lookup whose names differ from the row's (a hash collision) is a miss.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use crate::partition::key_hash;
+use crate::shard::cache_table::{entry_charge, CacheStore, EntryMeta, StoredEntry};
+use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use crate::{Counter, CounterStore, Key, Namespace};
+
+/// A stored row's names.
+pub type Slot = (Namespace, Key);
+
+/// A stored cache entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredValue {
+    pub value: Vec<u8>,
+    pub content_type: String,
+    pub expires_at_ms: Option<u64>,
+    pub written_at_ms: u64,
+}
+
+/// Counters, cache entries and idempotency records in hash maps.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    pub counters: RefCell<HashMap<u64, (Slot, Counter)>>,
+    pub entries: RefCell<HashMap<u64, (Slot, StoredValue)>>,
+    pub records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
+    /// While set, every call fails as a storage failure does.
+    pub broken: Cell<bool>,
+}
+
+fn row(ns: &Namespace, key: &Key) -> u64 {
+    key_hash(ns.as_str(), key.as_str())
+}
+
+fn same(slot: &Slot, ns: &Namespace, key: &Key) -> bool {
+    slot.0 == *ns && slot.1 == *key
+}
+
+impl MemoryStore {
+    fn check(&self) -> Result<(), String> {
+        if self.broken.get() {
+            Err("storage is broken".into())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The names of the stored cache entries, in no order.
+    #[must_use]
+    pub fn entry_names(&self) -> Vec<String> {
+        self.entries.borrow().values().map(|((ns, key), _)| format!("{ns}/{key}")).collect()
+    }
+}
+
+impl CounterStore for MemoryStore {
+    fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String> {
+        self.check()?;
+        let counters = self.counters.borrow();
+        Ok(counters.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key)).map(|(_, c)| *c))
+    }
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
+        self.check()?;
+        self.counters
+            .borrow_mut()
+            .entry(row(ns, key))
+            .and_modify(|(_, stored)| *stored = *counter)
+            .or_insert_with(|| ((ns.clone(), key.clone()), *counter));
+        Ok(())
+    }
+    fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+        self.check()?;
+        self.counters.borrow_mut().remove(&row(ns, key));
+        Ok(())
+    }
+    fn remove_expired_counters(&self, now_ms: u64) -> Result<u64, String> {
+        self.check()?;
+        let mut counters = self.counters.borrow_mut();
+        let before = counters.len();
+        counters.retain(|_, (_, counter)| !counter.is_expired(now_ms));
+        Ok((before - counters.len()) as u64)
+    }
+    fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
+        self.check()?;
+        Ok(self.counters.borrow().values().filter_map(|(_, c)| c.expires_at_ms).min())
+    }
+    fn count_counters(&self, now_ms: u64) -> Result<(u64, u64), String> {
+        self.check()?;
+        let counters = self.counters.borrow();
+        let live = counters.values().filter(|(_, c)| !c.is_expired(now_ms)).count();
+        Ok((live as u64, counters.len() as u64))
+    }
+}
+
+impl CacheStore for MemoryStore {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<(Vec<u8>, String)>, String> {
+        self.check()?;
+        let entries = self.entries.borrow();
+        let found = entries.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key));
+        Ok(found.map(|(_, stored)| (stored.value.clone(), stored.content_type.clone())))
+    }
+    fn save_entry(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        value: &[u8],
+        content_type: &str,
+        expires_at_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), String> {
+        self.check()?;
+        let stored = StoredValue {
+            value: value.to_vec(),
+            content_type: content_type.to_owned(),
+            expires_at_ms,
+            written_at_ms: now_ms,
+        };
+        self.entries.borrow_mut().insert(row(ns, key), ((ns.clone(), key.clone()), stored));
+        Ok(())
+    }
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+        self.check()?;
+        self.entries.borrow_mut().remove(&row(ns, key));
+        Ok(())
+    }
+    fn scan_newest_entries(
+        &self,
+        most: u64,
+        each: &mut dyn FnMut(StoredEntry) -> bool,
+    ) -> Result<(), String> {
+        self.check()?;
+        let mut listed: Vec<StoredEntry> = self
+            .entries
+            .borrow()
+            .values()
+            .map(|((ns, key), stored)| StoredEntry {
+                meta: EntryMeta {
+                    charge: entry_charge(
+                        ns,
+                        key,
+                        stored.content_type.len() as u64,
+                        stored.value.len() as u64,
+                    ),
+                    expires_at_ms: stored.expires_at_ms,
+                },
+                ns: ns.clone(),
+                key: key.clone(),
+                written_at_ms: stored.written_at_ms,
+            })
+            .collect();
+        listed.sort_by(|a, b| start_up_order(b).cmp(&start_up_order(a)));
+        for entry in listed.into_iter().take(usize::try_from(most).unwrap_or(usize::MAX)) {
+            if !each(entry) {
+                break;
+            }
+        }
+        Ok(())
+    }
+    fn remove_entries_from(&self, entry: &StoredEntry) -> Result<u64, String> {
+        self.check()?;
+        let mut entries = self.entries.borrow_mut();
+        let before = entries.len();
+        let first = start_up_order(entry);
+        entries.retain(|_, ((ns, key), stored)| (stored.written_at_ms, ns.as_str(), key.as_str()) > first);
+        Ok((before - entries.len()) as u64)
+    }
+}
+
+/// What start-up sorts entries by, descending: when written, then the names.
+fn start_up_order(entry: &StoredEntry) -> (u64, &str, &str) {
+    (entry.written_at_ms, entry.ns.as_str(), entry.key.as_str())
+}
+
+impl IdempotencyStore for MemoryStore {
+    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
+        self.check()?;
+        Ok(self.records.borrow().get(scope).cloned())
+    }
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
+        self.check()?;
+        self.records.borrow_mut().insert(scope.clone(), record.clone());
+        Ok(())
+    }
+    fn remove_records_created_by(&self, created_by_ms: u64) -> Result<u64, String> {
+        self.check()?;
+        let mut records = self.records.borrow_mut();
+        let before = records.len();
+        records.retain(|_, record| record.created_at_ms > created_by_ms);
+        Ok((before - records.len()) as u64)
+    }
+    fn oldest_record(&self) -> Result<Option<u64>, String> {
+        self.check()?;
+        Ok(self.records.borrow().values().map(|r| r.created_at_ms).min())
+    }
+}

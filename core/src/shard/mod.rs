@@ -1,0 +1,14 @@
+//! What a shard is: the protocol the worker speaks to it (with its op table), the engine that
+//! runs ops against the shard's tables, and the tables themselves, each behind a store trait
+//! that the worker implements over SQLite and [`memory_store`] implements in memory.
+
+pub mod alarm_schedule;
+pub mod answer_budget;
+pub mod cache_table;
+pub mod content_type;
+pub mod counter;
+pub mod counter_table;
+pub mod engine;
+pub mod idempotency;
+pub mod memory_store;
+pub mod protocol;

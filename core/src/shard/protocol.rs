@@ -1,0 +1,440 @@
+//! The operations a shard executes and their results.
+//!
+//! The worker sends a shard `{"ops": [...]}` and gets `{"results": [...]}` back, in order, one
+//! result per op. Every single-key route is a one-op call and a batch is one call per shard, so
+//! the worker and the shard speak one format whatever the route. Cache bytes travel as base64.
+
+use serde::{Deserialize, Serialize};
+
+use crate::names::IdempotencyKey;
+use crate::{ContentType, CoreError, Key, Namespace};
+
+/// One operation on one key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ShardOp {
+    Get {
+        ns: Namespace,
+        key: Key,
+    },
+    Incr {
+        ns: Namespace,
+        key: Key,
+        by: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl: Option<u32>,
+    },
+    Decr {
+        ns: Namespace,
+        key: Key,
+        by: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl: Option<u32>,
+    },
+    Set {
+        ns: Namespace,
+        key: Key,
+        value: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl: Option<u32>,
+    },
+    Delete {
+        ns: Namespace,
+        key: Key,
+    },
+    CacheGet {
+        ns: Namespace,
+        key: Key,
+    },
+    CachePut {
+        ns: Namespace,
+        key: Key,
+        #[serde(with = "base64_bytes")]
+        value: Vec<u8>,
+        content_type: ContentType,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl: Option<u32>,
+    },
+    CacheDelete {
+        ns: Namespace,
+        key: Key,
+    },
+}
+
+/// The kinds of op: one row each in [`OP_TABLE`], one variant each in [`ShardOp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    Get,
+    Incr,
+    Decr,
+    Set,
+    Delete,
+    CacheGet,
+    CachePut,
+    CacheDelete,
+}
+
+/// What an op reads or writes: counters and cache entries are separate even under one name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    Counter,
+    CacheEntry,
+}
+
+/// One row of the op table: what the batch parser accepts, what the router authorizes and what
+/// the shard's expiry reads for one kind of op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpSpec {
+    pub kind: OpKind,
+    /// The op's name on the wire (`"op"` of a batch entry and of the shard protocol).
+    pub name: &'static str,
+    /// Fields the op takes besides `ns`, `key` and (on writes) `idempotency_key`.
+    pub fields: &'static [&'static str],
+    /// Whether the op changes state: it needs the write right and may carry an idempotency key.
+    pub writes: bool,
+    pub subject: Subject,
+    /// Whether a `ttl` sets when what the op writes lapses (the shard schedules its alarm by it).
+    pub takes_ttl: bool,
+}
+
+/// The op table, in [`OpKind`] order. Adding an op kind is a row here, a variant of [`OpKind`]
+/// and [`ShardOp`], and the match arms the compiler then asks for.
+pub const OP_TABLE: [OpSpec; 8] = [
+    spec(OpKind::Get, "get", &[], false, Subject::Counter),
+    spec(OpKind::Incr, "incr", &["by", "ttl"], true, Subject::Counter),
+    spec(OpKind::Decr, "decr", &["by", "ttl"], true, Subject::Counter),
+    spec(OpKind::Set, "set", &["value", "ttl"], true, Subject::Counter),
+    spec(OpKind::Delete, "delete", &[], true, Subject::Counter),
+    spec(OpKind::CacheGet, "cache_get", &[], false, Subject::CacheEntry),
+    spec(OpKind::CachePut, "cache_put", &["value", "ttl", "content_type"], true, Subject::CacheEntry),
+    spec(OpKind::CacheDelete, "cache_delete", &[], true, Subject::CacheEntry),
+];
+
+const fn spec(
+    kind: OpKind,
+    name: &'static str,
+    fields: &'static [&'static str],
+    writes: bool,
+    subject: Subject,
+) -> OpSpec {
+    let takes_ttl = lists(fields, "ttl");
+    OpSpec { kind, name, fields, writes, subject, takes_ttl }
+}
+
+/// Whether `fields` holds `field` (a `const fn`, so the table stays a constant).
+const fn lists(fields: &[&str], field: &str) -> bool {
+    let mut i = 0;
+    while i < fields.len() {
+        let (a, b) = (fields[i].as_bytes(), field.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+impl OpKind {
+    /// The op's row of [`OP_TABLE`].
+    #[must_use]
+    pub fn spec(self) -> &'static OpSpec {
+        &OP_TABLE[self as usize]
+    }
+
+    /// The kind named `name` on the wire.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        OP_TABLE.iter().find(|spec| spec.name == name).map(|spec| spec.kind)
+    }
+
+    /// Every op name, for error messages: "get, incr, ..., cache_delete".
+    #[must_use]
+    pub fn names() -> String {
+        OP_TABLE.iter().map(|spec| spec.name).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl ShardOp {
+    /// The op's kind, whose row of [`OP_TABLE`] says how it is handled.
+    #[must_use]
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Self::Get { .. } => OpKind::Get,
+            Self::Incr { .. } => OpKind::Incr,
+            Self::Decr { .. } => OpKind::Decr,
+            Self::Set { .. } => OpKind::Set,
+            Self::Delete { .. } => OpKind::Delete,
+            Self::CacheGet { .. } => OpKind::CacheGet,
+            Self::CachePut { .. } => OpKind::CachePut,
+            Self::CacheDelete { .. } => OpKind::CacheDelete,
+        }
+    }
+
+    /// The namespace and key the op touches.
+    #[must_use]
+    pub fn target(&self) -> (&Namespace, &Key) {
+        match self {
+            Self::Get { ns, key }
+            | Self::Incr { ns, key, .. }
+            | Self::Decr { ns, key, .. }
+            | Self::Set { ns, key, .. }
+            | Self::Delete { ns, key }
+            | Self::CacheGet { ns, key }
+            | Self::CachePut { ns, key, .. }
+            | Self::CacheDelete { ns, key } => (ns, key),
+        }
+    }
+
+    /// The TTL the op writes with, in seconds, if it takes one and was given one.
+    #[must_use]
+    pub fn ttl(&self) -> Option<u32> {
+        match self {
+            Self::Incr { ttl, .. }
+            | Self::Decr { ttl, .. }
+            | Self::Set { ttl, .. }
+            | Self::CachePut { ttl, .. } => *ttl,
+            Self::Get { .. } | Self::Delete { .. } | Self::CacheGet { .. } | Self::CacheDelete { .. } => None,
+        }
+    }
+
+    /// Whether the op is on a cache entry rather than a counter.
+    #[must_use]
+    pub fn is_cache(&self) -> bool {
+        self.kind().spec().subject == Subject::CacheEntry
+    }
+
+    /// Whether the op changes state.
+    #[must_use]
+    pub fn is_write(&self) -> bool {
+        self.kind().spec().writes
+    }
+}
+
+/// An op as sent to a shard, with the idempotency key of the write it belongs to, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardCall {
+    #[serde(flatten)]
+    pub op: ShardOp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+impl From<ShardOp> for ShardCall {
+    fn from(op: ShardOp) -> Self {
+        Self { op, idempotency_key: None }
+    }
+}
+
+/// The outcome of one op.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpResult {
+    /// A counter's value after the op (reads and value-changing writes).
+    Value { value: i64, exists: bool, version: u64 },
+    /// The outcome of a delete, of a counter or of a cache entry.
+    Deleted { deleted: bool },
+    /// A cache entry that was found.
+    Entry {
+        #[serde(with = "base64_bytes")]
+        value: Vec<u8>,
+        content_type: String,
+    },
+    /// A cache entry was stored.
+    Stored,
+    /// The op was refused and changed nothing.
+    Failed { error: CoreError },
+    /// A repeat of a keyed write: the first answer, and nothing was applied this time.
+    Replayed { first: Box<OpResult> },
+}
+
+impl OpResult {
+    /// The answer itself, and whether it is a replay of an earlier one.
+    #[must_use]
+    pub fn unwrap_replay(self) -> (OpResult, bool) {
+        match self {
+            Self::Replayed { first } => (*first, true),
+            other => (other, false),
+        }
+    }
+}
+
+/// What the worker sends a shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardRequest {
+    pub ops: Vec<ShardCall>,
+    /// Bytes of cache values the answer may carry (see [`crate::shard::answer_budget`]); absent means
+    /// the most any answer may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_budget: Option<u64>,
+}
+
+/// What a shard answers: one result per op, in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardResponse {
+    pub results: Vec<OpResult>,
+}
+
+/// What a shard reports about itself for `/v1/stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ShardStats {
+    /// Calls from the worker (each carrying one or more ops) since the object last started.
+    pub calls: u64,
+    /// Ops executed since the shard's object last started.
+    pub ops: u64,
+    /// Live counters.
+    pub keys: u64,
+    /// Counter rows in storage, including expired ones not yet reclaimed.
+    pub stored_counters: u64,
+    /// Live cache entries.
+    pub cache_entries: u64,
+    /// Bytes charged for live cache entries (see [`crate::shard::cache_table::entry_charge`]).
+    pub cache_bytes: u64,
+    /// Cache entries evicted to stay within the bounds since the object started (at start-up
+    /// included).
+    pub evictions: u64,
+    /// Expired counters and entries whose storage was reclaimed since the object started.
+    pub reclaimed: u64,
+}
+
+/// Serde helper: bytes as a standard base64 string.
+pub mod base64_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// # Errors
+    /// Never; the signature is serde's.
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    /// # Errors
+    /// When the string is not valid base64.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl ShardStats {
+    /// The statistics as `(name, value)` pairs, in declaration order, for totals and metrics.
+    #[must_use]
+    pub fn fields(&self) -> [(&'static str, u64); 8] {
+        [
+            ("calls", self.calls),
+            ("ops", self.ops),
+            ("keys", self.keys),
+            ("stored_counters", self.stored_counters),
+            ("cache_entries", self.cache_entries),
+            ("cache_bytes", self.cache_bytes),
+            ("evictions", self.evictions),
+            ("reclaimed", self.reclaimed),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ops_use_the_batch_field_names() {
+        let op: ShardOp =
+            serde_json::from_value(json!({"op": "incr", "ns": "pages", "key": "a/b", "by": 2})).unwrap();
+        assert_eq!(op.target().1.as_str(), "a/b");
+        assert!(op.is_write());
+        let back = serde_json::to_value(&op).unwrap();
+        assert_eq!(back, json!({"op": "incr", "ns": "pages", "key": "a/b", "by": 2}));
+    }
+
+    fn one_of_each_kind() -> Vec<ShardOp> {
+        let (ns, key) = (Namespace::new("n").unwrap(), Key::new("k").unwrap());
+        let content_type = ContentType::new("text/plain").unwrap();
+        vec![
+            ShardOp::Get { ns: ns.clone(), key: key.clone() },
+            ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: Some(5) },
+            ShardOp::Decr { ns: ns.clone(), key: key.clone(), by: 1, ttl: Some(5) },
+            ShardOp::Set { ns: ns.clone(), key: key.clone(), value: 1, ttl: Some(5) },
+            ShardOp::Delete { ns: ns.clone(), key: key.clone() },
+            ShardOp::CacheGet { ns: ns.clone(), key: key.clone() },
+            ShardOp::CachePut {
+                ns: ns.clone(),
+                key: key.clone(),
+                value: vec![1],
+                content_type,
+                ttl: Some(5),
+            },
+            ShardOp::CacheDelete { ns, key },
+        ]
+    }
+
+    #[test]
+    fn the_op_table_agrees_with_the_wire_format() {
+        let ops = one_of_each_kind();
+        assert_eq!(ops.len(), OP_TABLE.len());
+        for (index, op) in ops.iter().enumerate() {
+            let spec = op.kind().spec();
+            assert_eq!(spec.kind as usize, index, "the table is in OpKind order");
+            let wire = serde_json::to_value(op).unwrap();
+            assert_eq!(wire["op"], spec.name, "the serde tag is the table's name");
+            assert_eq!(OpKind::from_name(spec.name), Some(spec.kind));
+            // Every field the table lists is one the op carries, and no other.
+            let mut carried: Vec<&str> = wire
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .filter(|f| !["op", "ns", "key"].contains(f))
+                .collect();
+            let mut listed = spec.fields.to_vec();
+            carried.sort_unstable();
+            listed.sort_unstable();
+            assert_eq!(carried, listed, "{}", spec.name);
+            assert_eq!(spec.takes_ttl, op.ttl().is_some(), "{}", spec.name);
+            assert_eq!(spec.writes, !matches!(op, ShardOp::Get { .. } | ShardOp::CacheGet { .. }));
+        }
+        assert_eq!(OpKind::from_name("frobnicate"), None);
+    }
+
+    #[test]
+    fn ops_with_bad_names_do_not_parse() {
+        let bad = json!({"op": "get", "ns": "no spaces", "key": "k"});
+        assert!(serde_json::from_value::<ShardOp>(bad).is_err());
+    }
+
+    #[test]
+    fn cache_bytes_travel_as_base64() {
+        let op = ShardOp::CachePut {
+            ns: Namespace::new("c").unwrap(),
+            key: Key::new("k").unwrap(),
+            value: vec![0, 255, 10],
+            content_type: ContentType::new("application/octet-stream").unwrap(),
+            ttl: None,
+        };
+        let text = serde_json::to_string(&op).unwrap();
+        assert!(text.contains("\"AP8K\""), "{text}");
+        assert_eq!(serde_json::from_str::<ShardOp>(&text).unwrap(), op);
+    }
+
+    #[test]
+    fn results_round_trip_exactly() {
+        let results = vec![
+            OpResult::Value { value: i64::MIN, exists: true, version: 3 },
+            OpResult::Deleted { deleted: false },
+            OpResult::Entry { value: b"hi".to_vec(), content_type: "text/plain".into() },
+            OpResult::Stored,
+            OpResult::Failed { error: CoreError::Overflow },
+        ];
+        let text = serde_json::to_string(&ShardResponse { results: results.clone() }).unwrap();
+        assert!(text.contains("-9223372036854775808"));
+        let back: ShardResponse = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.results, results);
+    }
+}

@@ -1,0 +1,78 @@
+//! `GET /v1/badge/:ns/:key.svg`: a counter as an SVG badge for READMEs and `<img>` tags,
+//! optionally counting the view first (`?incr=1`).
+//!
+//! A plain badge is a read: it follows the max-age policy of counter reads (and answers
+//! `If-None-Match` with 304), so a popular badge is served from the edge. A counting badge is a
+//! write and is never cached, or image proxies would swallow the views.
+
+use edgecount_core::edge::access::Right;
+use edgecount_core::http::badge::{render, BadgeQuery};
+use edgecount_core::{OpResult, ShardCall, ShardOp};
+use worker::{Env, Request, Response};
+
+use crate::http::api_error::ApiError;
+use crate::http::counters;
+use crate::http::target::Target;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+use crate::isolate::shard_calls::Caller;
+
+const SVG: &str = "image/svg+xml; charset=utf-8";
+
+/// Serves the badge of `target`, whose names the router validated (`.svg` taken off the key).
+///
+/// # Errors
+/// A bad query (400); 401/403 when the token may not read, or may not write for `incr=1`;
+/// unavailable shards.
+pub async fn serve(
+    req: Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    token: Option<&str>,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    badge(&req, env, caller, config, token, target).await
+}
+
+async fn badge(
+    req: &Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    token: Option<&str>,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    let query = BadgeQuery::parse(req.url()?.query().unwrap_or(""))?;
+    // Checked on reads too, where it is unused: a malformed header is refused, never ignored.
+    let idempotency_key = counters::idempotency_key(req)?;
+    let need = if query.incr { Right::Write } else { Right::Read };
+    config.access.check(token, need, Some(&target.ns))?;
+    if query.incr {
+        let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
+        let call = ShardCall { op, idempotency_key };
+        let value = match counters::apply_write(env, caller, config, target, call).await?.0 {
+            OpResult::Value { value, .. } => value,
+            OpResult::Failed { error } => return Err(error.into()),
+            _ => return Err(ApiError::ShardUnavailable),
+        };
+        let response = svg(&query, value)?;
+        response.headers().set("cache-control", "no-store")?;
+        return Ok(response);
+    }
+    let now = now_ms();
+    let current = counters::current(req, env, caller, config, target, false, now).await?;
+    let response = if current.not_modified(req)? {
+        Response::empty()?.with_status(304)
+    } else {
+        svg(&query, current.read.value)?
+    };
+    current.set_cache_headers(&response, config, &target.ns, now)?;
+    Ok(response)
+}
+
+fn svg(query: &BadgeQuery, value: i64) -> Result<Response, ApiError> {
+    let response = Response::ok(render(&query.label, value, &query.color))?;
+    response.headers().set("content-type", SVG)?;
+    Ok(response)
+}

@@ -1,0 +1,122 @@
+//! `POST /v1/batch`: many ops in one request, grouped so each shard gets one call.
+//!
+//! Shard calls run concurrently; each shard runs its ops in request order, so ops on one key
+//! apply in the order sent. A shard that cannot be reached fails only its own ops. The answer
+//! keeps to a byte budget (`edgecount_core::shard::answer_budget`): cache reads past it are answered
+//! `payload_too_large` in their place.
+
+use std::collections::BTreeMap;
+
+use edgecount_core::edge::access::Right;
+use edgecount_core::http::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
+use edgecount_core::http::body::is_json_content_type;
+use edgecount_core::shard::answer_budget::{shard_share, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
+use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+use worker::{Env, Request, Response};
+
+use crate::http::api_error::ApiError;
+use crate::http::respond;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+use crate::isolate::meter::Meter;
+use crate::isolate::{hot_reads, shard_client};
+
+/// Serves `POST /v1/batch`.
+///
+/// # Errors
+/// A body that is not a batch (400), too many ops or bytes (413), a non-JSON body (415).
+pub async fn serve(
+    mut req: Request,
+    env: &Env,
+    config: &Config,
+    token: Option<&str>,
+    meter: &mut Meter,
+) -> Result<Response, ApiError> {
+    let text = read_body(&mut req).await?;
+    let parsed = parse_batch(&text)?;
+    // Tops the arrival charge up to the batch's cost before any op is sent.
+    meter.charge(config, parsed.len())?;
+    let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
+    let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
+    for (index, call) in parsed.into_iter().enumerate() {
+        match call.map_err(ApiError::from).and_then(|call| permitted(config, token, call)) {
+            Ok(call) => {
+                let (ns, key) = call.op.target();
+                let group = by_shard.entry(shard_for(ns, key, config.shards)).or_default();
+                group.0.push(index);
+                group.1.push(call);
+            }
+            Err(error) => results[index] = error_json(error.code(), &error.message()),
+        }
+    }
+    let sent_at = now_ms();
+    let reads = by_shard.values().map(|(_, ops)| cache_reads(ops)).sum();
+    let calls = by_shard.into_iter().map(|(shard, (indexes, ops))| async move {
+        let share = shard_share(cache_reads(&ops), reads);
+        let outcome = shard_client::execute(env, shard, &ops, share).await;
+        (indexes, ops, outcome)
+    });
+    let mut answered: Vec<Option<OpResult>> = vec![None; results.len()];
+    for (indexes, ops, outcome) in join_all(calls).await {
+        match outcome {
+            Ok(shard_results) => {
+                for ((index, call), result) in indexes.into_iter().zip(&ops).zip(shard_results) {
+                    hot_reads::after_op(config, &call.op, Some(&result), sent_at);
+                    answered[index] = Some(result);
+                }
+            }
+            Err(error) => {
+                for (index, call) in indexes.into_iter().zip(&ops) {
+                    hot_reads::after_op(config, &call.op, None, sent_at);
+                    let error = error.after_send(call.op.is_write());
+                    results[index] = error_json(error.code(), &error.message());
+                }
+            }
+        }
+    }
+    // The whole answer keeps to one budget, spent in request order on entries as encoded
+    // here (a text value's JSON escapes can make it longer than the base64 the shard counted).
+    let mut budget = AnswerBudget::new(MAX_BATCH_ANSWER_BYTES);
+    for (slot, result) in results.iter_mut().zip(answered) {
+        let Some(result) = result else { continue };
+        let answer = result_json(&result);
+        *slot = match result {
+            OpResult::Entry { .. } if !budget.try_spend(encoded_len(&answer)) => {
+                let error = budget.refusal();
+                error_json(error.code(), &error.to_string())
+            }
+            _ => answer,
+        };
+    }
+    let response = respond::json(200, &json!({ "results": results }))?;
+    response.headers().set("cache-control", "no-store")?;
+    Ok(response)
+}
+
+fn cache_reads(ops: &[ShardCall]) -> usize {
+    ops.iter().filter(|call| matches!(call.op, ShardOp::CacheGet { .. })).count()
+}
+
+/// Bytes of `value` as JSON text.
+fn encoded_len(value: &Value) -> u64 {
+    serde_json::to_string(value).map_or(u64::MAX, |text| text.len() as u64)
+}
+
+/// An op the token may run, or the per-op error saying why not.
+fn permitted(config: &Config, token: Option<&str>, call: ShardCall) -> Result<ShardCall, ApiError> {
+    let need = if call.op.is_write() { Right::Write } else { Right::Read };
+    config.access.check(token, need, Some(call.op.target().0))?;
+    Ok(call)
+}
+
+async fn read_body(req: &mut Request) -> Result<String, ApiError> {
+    let content_type = req.headers().get("content-type")?;
+    if !is_json_content_type(content_type.as_deref()) {
+        return Err(ApiError::UnsupportedMediaType { expected: "application/json" });
+    }
+    let bytes = respond::read_bounded_body(req, MAX_BATCH_BODY_BYTES).await?;
+    String::from_utf8(bytes)
+        .map_err(|_| CoreError::InvalidBody { reason: "is not valid UTF-8".to_owned() }.into())
+}

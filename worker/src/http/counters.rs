@@ -1,0 +1,244 @@
+//! The counter routes: `GET|PUT|DELETE /v1/counters/:ns/:key` and `POST .../incr|decr`.
+//!
+//! Each handler validates everything it can before calling a shard, so bad input costs no shard
+//! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
+//! never older than the configured max age; every other op goes to the owning shard through the
+//! coalescer and is answered once it is durable.
+
+use edgecount_core::edge::read_cache::{cache_control, may_serve_kept_read, Audience, CachedRead};
+use edgecount_core::http::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
+use edgecount_core::http::etag::{etag, if_none_match};
+use edgecount_core::http::negotiate::prefers_text_plain;
+use edgecount_core::http::query::CounterQuery;
+use edgecount_core::names::IdempotencyKey;
+use edgecount_core::{CoreError, Namespace, OpKind, OpResult, ShardCall, ShardOp};
+use serde::Serialize;
+use serde_json::json;
+use worker::{Env, Request, Response};
+
+use crate::http::api_error::ApiError;
+use crate::http::respond;
+use crate::http::target::Target;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+use crate::isolate::shard_calls::Caller;
+use crate::isolate::{hot_reads, shard_calls};
+
+/// A counter as the API shows it, fields in the documented order.
+#[derive(Serialize)]
+struct CounterBody<'a> {
+    ns: &'a str,
+    key: &'a str,
+    value: i64,
+    exists: bool,
+}
+
+/// Serves one counter request for `target`, whose names the router validated.
+///
+/// # Errors
+/// Bad parameters or bodies, refused ops, and unavailable shards.
+pub async fn serve(
+    kind: OpKind,
+    mut req: Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    match kind {
+        OpKind::Get => read(&req, env, caller, config, target).await,
+        _ => write(kind, &mut req, env, caller, config, target).await,
+    }
+}
+
+async fn read(
+    req: &Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let now = now_ms();
+    let current = current(req, env, caller, config, target, query.strong, now).await?;
+    read_response(req, config, target, current, now)
+}
+
+/// A counter's value as a read sees it: from this isolate's edge cache when the key is hot and
+/// the cached value is young enough (unless `strong` or `Cache-Control: no-cache`), else from
+/// its shard.
+pub(crate) async fn current(
+    req: &Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    target: &Target,
+    strong: bool,
+    now: u64,
+) -> Result<CurrentValue, ApiError> {
+    let request_cache_control = req.headers().get("cache-control")?;
+    let hot = hot_reads::record(config, &target.ns, &target.key, now);
+    if may_serve_kept_read(hot, strong, request_cache_control.as_deref()) {
+        if let Some(read) = hot_reads::lookup(config, &target.ns, &target.key, now) {
+            return Ok(CurrentValue { read, hot, from_edge: true });
+        }
+    } else {
+        hot_reads::count_miss(config);
+    }
+    let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
+    match shard_calls::submit(caller, env, config, target.shard, op.into()).await? {
+        OpResult::Value { value, exists, version } => {
+            let read = CachedRead { value, exists, version, read_at_ms: now };
+            if hot {
+                hot_reads::fill(config, &target.ns, &target.key, read);
+            }
+            Ok(CurrentValue { read, hot, from_edge: false })
+        }
+        OpResult::Failed { error } => Err(error.into()),
+        _ => Err(ApiError::ShardUnavailable),
+    }
+}
+
+/// Who may keep read answers: only the caller's own cache when reads need a token.
+pub(crate) fn read_audience(config: &Config) -> Audience {
+    Audience::for_reads(config.access.reads_need_a_token())
+}
+
+/// What [`current`] found.
+pub(crate) struct CurrentValue {
+    pub read: CachedRead,
+    /// The key is hot: its reads may be cached for the max age.
+    pub hot: bool,
+    /// Answered from this isolate's edge cache (`X-Cache: HIT`).
+    pub from_edge: bool,
+}
+
+impl CurrentValue {
+    /// `ETag`, `Cache-Control` (the max-age policy, `private` when reads need a token),
+    /// `X-Cache` and, for hot keys, `Age` and (unless private) `Cache-Tag`.
+    pub(crate) fn set_cache_headers(
+        &self,
+        response: &Response,
+        config: &Config,
+        ns: &Namespace,
+        now: u64,
+    ) -> Result<(), ApiError> {
+        let headers = response.headers();
+        let age = self.read.age_ms(now);
+        let audience = read_audience(config);
+        headers.set("etag", &etag(self.read.value, self.read.version))?;
+        headers.set("cache-control", &cache_control(audience, self.hot, config.hot_max_age_ms, age))?;
+        headers.set("x-cache", if self.from_edge { "HIT" } else { "MISS" })?;
+        if self.hot {
+            headers.set("age", &(age / 1000).to_string())?;
+            if audience.allows_shared_caches() {
+                headers.set("cache-tag", &format!("ec-ns:{ns}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the request's `If-None-Match` already holds this value.
+    pub(crate) fn not_modified(&self, req: &Request) -> Result<bool, ApiError> {
+        let tag = etag(self.read.value, self.read.version);
+        Ok(req.headers().get("if-none-match")?.is_some_and(|h| if_none_match(&h, &tag)))
+    }
+}
+
+/// A read's answer: the body (or 304) with the cache headers.
+fn read_response(
+    req: &Request,
+    config: &Config,
+    target: &Target,
+    current: CurrentValue,
+    now: u64,
+) -> Result<Response, ApiError> {
+    let response = if current.not_modified(req)? {
+        Response::empty()?.with_status(304)
+    } else {
+        counter_body(req, target, current.read.value, current.read.exists)?
+    };
+    current.set_cache_headers(&response, config, &target.ns, now)?;
+    response.headers().set("vary", "Accept")?;
+    Ok(response)
+}
+
+fn counter_body(req: &Request, target: &Target, value: i64, exists: bool) -> Result<Response, ApiError> {
+    if prefers_text_plain(req.headers().get("accept")?.as_deref()) {
+        return respond::text(200, value.to_string());
+    }
+    respond::json(200, &CounterBody { ns: target.ns.as_str(), key: target.key.as_str(), value, exists })
+}
+
+async fn write(
+    kind: OpKind,
+    req: &mut Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let (ns, key) = (target.ns.clone(), target.key.clone());
+    let (ttl, by) = (query.ttl, query.by.unwrap_or(1));
+    let op = match kind {
+        OpKind::Delete => ShardOp::Delete { ns, key },
+        OpKind::Incr => ShardOp::Incr { ns, key, by, ttl },
+        OpKind::Decr => ShardOp::Decr { ns, key, by, ttl },
+        OpKind::Set => {
+            let value = read_set_body(req).await?;
+            ShardOp::Set { ns, key, value, ttl }
+        }
+        _ => return Err(ApiError::Internal(format!("`{}` on a counter route", kind.spec().name))),
+    };
+    let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
+    let (result, replayed) = apply_write(env, caller, config, target, call).await?;
+    let response = match result {
+        OpResult::Failed { error } => return Err(error.into()),
+        OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
+        OpResult::Value { value, exists, .. } => counter_body(req, target, value, exists)?,
+        _ => return Err(ApiError::ShardUnavailable),
+    };
+    if replayed {
+        response.headers().set("idempotent-replayed", "true")?;
+    }
+    response.headers().set("cache-control", "no-store")?;
+    Ok(response)
+}
+
+/// Runs a write on its shard (through the coalescer) and keeps this isolate's cached read of
+/// the key in step with it. Answers the result and whether it is a replayed earlier answer.
+pub(crate) async fn apply_write(
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    target: &Target,
+    call: ShardCall,
+) -> Result<(OpResult, bool), ApiError> {
+    let now = now_ms();
+    hot_reads::record(config, &target.ns, &target.key, now);
+    let op = call.op.clone();
+    let outcome = shard_calls::submit(caller, env, config, target.shard, call).await;
+    hot_reads::after_op(config, &op, outcome.as_ref().ok(), now);
+    Ok(outcome?.unwrap_replay())
+}
+
+/// The request's `Idempotency-Key`, if it sent one.
+///
+/// # Errors
+/// [`CoreError::InvalidIdempotencyKey`] for a malformed key.
+pub(crate) fn idempotency_key(req: &Request) -> Result<Option<IdempotencyKey>, ApiError> {
+    Ok(req.headers().get("idempotency-key")?.map(|k| IdempotencyKey::new(&k)).transpose()?)
+}
+
+/// Reads `{"value": N}`, refusing other media types and oversized bodies before parsing.
+async fn read_set_body(req: &mut Request) -> Result<i64, ApiError> {
+    let content_type = req.headers().get("content-type")?;
+    if !is_json_content_type(content_type.as_deref()) {
+        return Err(ApiError::UnsupportedMediaType { expected: "application/json" });
+    }
+    let bytes = respond::read_bounded_body(req, MAX_COUNTER_BODY_BYTES).await?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| CoreError::InvalidBody { reason: "is not valid UTF-8".to_owned() })?;
+    Ok(parse_set_body(&text)?)
+}

@@ -1,0 +1,71 @@
+//! The fixed documents the worker serves: the demo page at `/` (and its script), the browser client at
+//! `/v1/client.js` and the OpenAPI description at `/v1/openapi.json`. They are compiled into
+//! the Wasm module, so a deployment always serves the ones built with it.
+
+use edgecount_core::http::etag::{content_etag, if_none_match};
+use worker::{Request, Response};
+
+use crate::http::api_error::ApiError;
+
+/// A document and how it is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Document {
+    DemoPage,
+    DemoScript,
+    Client,
+    OpenApi,
+}
+
+impl Document {
+    fn body(self) -> &'static str {
+        match self {
+            Self::DemoPage => include_str!("../../static/index.html"),
+            Self::DemoScript => include_str!("../../static/demo.js"),
+            Self::Client => include_str!("../../../client/dist/edgecount.js"),
+            Self::OpenApi => include_str!("../../static/openapi.json"),
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Self::DemoPage => "text/html; charset=utf-8",
+            Self::Client | Self::DemoScript => "text/javascript; charset=utf-8",
+            Self::OpenApi => "application/json; charset=utf-8",
+        }
+    }
+
+    /// The client is cached for a week: it keeps its API within v1, and its `ETag` lets a
+    /// stale copy revalidate cheaply. The page and the spec change with deployments, so they
+    /// are cached briefly.
+    fn cache_control(self) -> &'static str {
+        match self {
+            Self::Client => "public, max-age=604800, stale-while-revalidate=86400",
+            Self::DemoPage | Self::DemoScript | Self::OpenApi => "public, max-age=300",
+        }
+    }
+}
+
+/// Serves `document`, or 304 when the request already holds it.
+///
+/// # Errors
+/// Only if the runtime refuses to build a response.
+pub fn serve(req: &Request, document: Document) -> Result<Response, ApiError> {
+    let body = document.body();
+    let tag = content_etag(body.as_bytes());
+    let cached = req.headers().get("if-none-match")?.is_some_and(|h| if_none_match(&h, &tag));
+    let response = if cached { Response::empty()?.with_status(304) } else { Response::ok(body)? };
+    let headers = response.headers();
+    if !cached {
+        headers.set("content-type", document.content_type())?;
+    }
+    headers.set("etag", &tag)?;
+    headers.set("cache-control", document.cache_control())?;
+    if document == Document::DemoPage {
+        // The page runs only its own scripts and talks only to this origin.
+        headers.set(
+            "content-security-policy",
+            "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+        )?;
+    }
+    Ok(response)
+}

@@ -1,0 +1,15 @@
+//! The HTTP side of the worker: the router resolves a request's route, method, names and shard
+//! once, charges and authorizes it, and hands the validated target to a thin handler per
+//! route; [`respond`] and [`api_error`] shape every answer.
+
+pub mod api_error;
+pub mod badge;
+pub mod batch;
+pub mod cache;
+pub mod cancellation;
+pub mod counters;
+pub mod documents;
+pub mod operations;
+pub mod respond;
+pub mod routes;
+pub mod target;

@@ -1,0 +1,140 @@
+//! Operations routes: `/v1/health`, `/v1/stats` and `/metrics` (Prometheus text format).
+
+use std::fmt::Write as _;
+
+use edgecount_core::shard::protocol::ShardStats;
+use edgecount_core::{shard_for, ShardId};
+use futures_util::future::join_all;
+use serde_json::{json, Map, Value};
+use worker::{Env, Response};
+
+use crate::http::api_error::ApiError;
+use crate::http::respond;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+use crate::isolate::{hot_reads, shard_calls, shard_client};
+
+/// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
+///
+/// # Errors
+/// Only if the runtime cannot build a response.
+pub fn health(config: &Config) -> Result<Response, ApiError> {
+    respond::json(
+        200,
+        &json!({
+            "status": "ok",
+            "shards": config.shards,
+            "auth": if config.access.is_open() { "open" } else { "tokens" },
+            "version": env!("CARGO_PKG_VERSION"),
+        }),
+    )
+}
+
+/// Every shard's statistics, asked concurrently.
+async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
+    join_all((0..config.shards).map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
+}
+
+/// `GET /v1/stats`: each shard's statistics and their totals.
+///
+/// # Errors
+/// [`ApiError::ShardUnavailable`] when a shard does not answer.
+pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
+    let per_shard = all_shard_stats(env, config).await?;
+    let mut totals = Map::new();
+    let mut shards = Vec::with_capacity(per_shard.len());
+    for (index, stats) in per_shard.iter().enumerate() {
+        let mut shard = Map::new();
+        shard.insert("shard".into(), json!(index));
+        shard.insert("hot_keys".into(), json!([]));
+        for (name, value) in stats.fields() {
+            shard.insert(name.into(), json!(value));
+            let total = totals.entry(name).or_insert(json!(0_u64));
+            *total = json!(total.as_u64().unwrap_or(0) + value);
+        }
+        shards.push(Value::Object(shard));
+    }
+    let edge = edge_stats(config, &mut shards);
+    let response = respond::json(200, &json!({ "shards": shards, "totals": totals, "edge": edge }))?;
+    response.headers().set("cache-control", "no-store")?;
+    Ok(response)
+}
+
+/// This isolate's edge figures; its hot keys are also listed under the shard that owns each.
+fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
+    let (hits, misses, hot_keys) = hot_reads::snapshot(config, now_ms());
+    let coalescing = shard_calls::stats();
+    let mut listed = Vec::with_capacity(hot_keys.len());
+    for hot in hot_keys {
+        let shard = shard_for(&hot.ns, &hot.key, config.shards);
+        let entry = json!({"ns": hot.ns.as_str(), "key": hot.key.as_str(), "shard": shard.0, "rate": hot.rate.round()});
+        if let Some(Value::Object(owner)) = shards.get_mut(shard.0 as usize) {
+            if let Some(Value::Array(list)) = owner.get_mut("hot_keys") {
+                list.push(entry.clone());
+            }
+        }
+        listed.push(entry);
+    }
+    let reads = hits + misses;
+    json!({
+        "hits": hits,
+        "misses": misses,
+        "hit_ratio": if reads == 0 { 0.0 } else { hits as f64 / reads as f64 },
+        "hot_keys": listed,
+        "ops_submitted": coalescing.ops,
+        "shard_calls": coalescing.calls,
+        "coalesced_ops": coalescing.coalesced,
+        "shard_calls_saved": coalescing.calls_saved(),
+        "ops_shed_overloaded": coalescing.refused,
+        "ops_withdrawn": coalescing.withdrawn,
+        "shard_calls_lost": coalescing.lost_calls,
+        "hot_threshold_per_s": config.hot_threshold_per_s,
+        "hot_max_age_s": config.hot_max_age_ms / 1000,
+    })
+}
+
+/// `GET /metrics`: the same statistics, one Prometheus series per field.
+///
+/// # Errors
+/// [`ApiError::ShardUnavailable`] when a shard does not answer.
+pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
+    let per_shard = all_shard_stats(env, config).await?;
+    let mut text = String::new();
+    for (field, _) in ShardStats::default().fields() {
+        let (kind, name) = match field {
+            "calls" | "ops" | "evictions" | "reclaimed" => {
+                ("counter", format!("edgecount_shard_{field}_total"))
+            }
+            _ => ("gauge", format!("edgecount_shard_{field}")),
+        };
+        let _ = writeln!(text, "# HELP {name} Shard statistic `{field}` (see /v1/stats).");
+        let _ = writeln!(text, "# TYPE {name} {kind}");
+        for (index, stats) in per_shard.iter().enumerate() {
+            let value = stats.fields().iter().find(|(f, _)| *f == field).map_or(0, |(_, v)| *v);
+            let _ = writeln!(text, "{name}{{shard=\"{index}\"}} {value}");
+        }
+    }
+    let (hits, misses, _) = hot_reads::snapshot(config, now_ms());
+    let coalescing = shard_calls::stats();
+    let isolate = [
+        ("edgecount_edge_hits_total", "Reads answered from this isolate's edge cache.", hits),
+        ("edgecount_edge_misses_total", "Reads answered by a shard.", misses),
+        (
+            "edgecount_coalesced_ops_total",
+            "Single-key ops that rode in another op's shard call.",
+            coalescing.coalesced,
+        ),
+        ("edgecount_shard_calls_total", "Shard calls made for single-key ops.", coalescing.calls),
+        (
+            "edgecount_overloaded_ops_total",
+            "Single-key ops refused with 503 because their shard's queue was full.",
+            coalescing.refused,
+        ),
+    ];
+    for (name, help, value) in isolate {
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+    }
+    let response = respond::text(200, text)?;
+    response.headers().set("content-type", "text/plain; version=0.0.4; charset=utf-8")?;
+    Ok(response)
+}

@@ -1,0 +1,320 @@
+//! Which handler serves a request: path matching with `matchit`, then the method check, so a
+//! known path with the wrong method is a 405 with `Allow` rather than a 404.
+
+use worker::{console_error, Context, Env, Method, Request, Response, Result};
+
+use crate::http::api_error::ApiError;
+use edgecount_core::edge::access::Right;
+use edgecount_core::shard::protocol::Subject;
+use edgecount_core::{Namespace, OpKind, ShardId};
+
+use crate::http::cancellation::Cancellation;
+use crate::http::counters;
+use crate::http::documents::{self, Document};
+use crate::http::target::{unmatched_path_error, Target};
+use crate::http::{badge, batch, cache, operations, respond};
+use crate::isolate::config::Config;
+use crate::isolate::meter::Meter;
+use crate::isolate::shard_calls::Caller;
+
+/// The routes of API v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Health,
+    Stats,
+    Metrics,
+    Counter,
+    CounterIncr,
+    CounterDecr,
+    Batch,
+    Cache,
+    Badge,
+    Document(Document),
+}
+
+impl Route {
+    /// The methods the route accepts, as sent in `Allow`.
+    fn allow(self) -> &'static str {
+        match self {
+            Self::Health | Self::Stats | Self::Metrics | Self::Badge | Self::Document(_) => "GET, OPTIONS",
+            Self::Counter => "GET, PUT, DELETE, OPTIONS",
+            Self::CounterIncr | Self::CounterDecr | Self::Batch => "POST, OPTIONS",
+            Self::Cache => "GET, PUT, DELETE, OPTIONS",
+        }
+    }
+}
+
+thread_local! {
+    static ROUTER: matchit::Router<Route> = build_router();
+}
+
+fn build_router() -> matchit::Router<Route> {
+    let mut router = matchit::Router::new();
+    let routes = [
+        ("/v1/health", Route::Health),
+        ("/v1/stats", Route::Stats),
+        ("/metrics", Route::Metrics),
+        ("/v1/counters/:ns/:key", Route::Counter),
+        ("/v1/counters/:ns/:key/incr", Route::CounterIncr),
+        ("/v1/counters/:ns/:key/decr", Route::CounterDecr),
+        ("/v1/batch", Route::Batch),
+        ("/v1/cache/:ns/:key", Route::Cache),
+        ("/v1/badge/:ns/:key", Route::Badge),
+        ("/", Route::Document(Document::DemoPage)),
+        ("/demo.js", Route::Document(Document::DemoScript)),
+        ("/v1/client.js", Route::Document(Document::Client)),
+        ("/v1/openapi.json", Route::Document(Document::OpenApi)),
+    ];
+    for (path, route) in routes {
+        router.insert(path, route).expect("route patterns are distinct");
+    }
+    router
+}
+
+/// A matched route and its raw (still percent-encoded) path parameters.
+struct Matched {
+    route: Route,
+    ns: String,
+    key: String,
+}
+
+fn match_path(path: &str) -> Option<Matched> {
+    ROUTER.with(|router| {
+        let found = router.at(path).ok()?;
+        let param = |name| found.params.get(name).unwrap_or_default().to_owned();
+        Some(Matched { route: *found.value, ns: param("ns"), key: param("key") })
+    })
+}
+
+/// Serves one request; every failure becomes a JSON error and every response gets CORS headers.
+///
+/// # Errors
+/// Only if the runtime cannot build a response at all.
+pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancellation) -> Result<Response> {
+    let origin = req.headers().get("origin")?;
+    // Every answer here (refusals and errors too) may hold or stand in for stored bytes.
+    let serves_stored_bytes = req.path().starts_with("/v1/cache/");
+    let config = match Config::for_isolate(&env) {
+        Ok(config) => config,
+        Err(error) => return error_response(&error),
+    };
+    let caller = Caller::new(&ctx, cancellation);
+    let response = match dispatch(req, &env, &caller, &config).await {
+        Ok(response) => response,
+        Err(error) => error_response(&error)?,
+    };
+    respond::add_cors(&response, &config, origin.as_deref()).map_err(to_worker_error)?;
+    if serves_stored_bytes {
+        respond::sandbox(&response).map_err(to_worker_error)?;
+    }
+    Ok(response)
+}
+
+async fn dispatch(
+    req: Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+) -> Result<Response, ApiError> {
+    let path = req.path();
+    let Some(matched) = match_path(&path) else {
+        return Err(unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
+    };
+    match dispatch_matched(req, env, caller, config, &matched).await {
+        Ok(response) => Ok(response),
+        Err(error) => refusal(config, &matched, &error),
+    }
+}
+
+/// The answer to a refusal made before the key was resolved (405): on a key's route it still
+/// names the key's shard, as every other answer there does.
+fn refusal(config: &Config, matched: &Matched, error: &ApiError) -> Result<Response, ApiError> {
+    let response = error_response(error).map_err(ApiError::from)?;
+    if let Some(Ok(target)) = resolve_target(config, matched) {
+        name_shard(&response, target.shard)?;
+    }
+    Ok(response)
+}
+
+/// The key a counter, cache or badge route names, validated: the one place a request's names
+/// are checked. `None` for routes without a key.
+fn resolve_target(config: &Config, matched: &Matched) -> Option<Result<Target, ApiError>> {
+    let key = match matched.route {
+        Route::Counter | Route::CounterIncr | Route::CounterDecr | Route::Cache => matched.key.as_str(),
+        Route::Badge => match matched.key.strip_suffix(".svg") {
+            Some(key) => key,
+            None => return Some(Err(ApiError::RouteNotFound)),
+        },
+        _ => return None,
+    };
+    Some(Target::from_path(config, &matched.ns, key))
+}
+
+/// Every answer on a key's route, errors included, names the shard that owns the key.
+fn name_shard(response: &Response, shard: ShardId) -> Result<(), ApiError> {
+    Ok(response.headers().set("x-edgecount-shard", &shard.to_string())?)
+}
+
+async fn dispatch_matched(
+    req: Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    matched: &Matched,
+) -> Result<Response, ApiError> {
+    let method = known_method(&req).ok_or(ApiError::MethodNotAllowed { allow: matched.route.allow() })?;
+    if method == Method::Options {
+        return respond::preflight(matched.route.allow());
+    }
+    let action = match (matched.route, method) {
+        // Health is free, like the documents: monitors poll it, and it does no work.
+        (Route::Health, Method::Get) => return operations::health(config),
+        (Route::Stats, Method::Get) => Action::Stats,
+        (Route::Metrics, Method::Get) => Action::Metrics,
+        (Route::Batch, Method::Post) => Action::Batch,
+        (Route::Badge, Method::Get) => Action::Badge,
+        (Route::Document(document), Method::Get) => return documents::serve(&req, document),
+        (Route::Cache, Method::Get) => Action::Op(OpKind::CacheGet),
+        (Route::Cache, Method::Put) => Action::Op(OpKind::CachePut),
+        (Route::Cache, Method::Delete) => Action::Op(OpKind::CacheDelete),
+        (Route::Counter, Method::Get) => Action::Op(OpKind::Get),
+        (Route::Counter, Method::Put) => Action::Op(OpKind::Set),
+        (Route::Counter, Method::Delete) => Action::Op(OpKind::Delete),
+        (Route::CounterIncr, Method::Post) => Action::Op(OpKind::Incr),
+        (Route::CounterDecr, Method::Post) => Action::Op(OpKind::Decr),
+        _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
+    };
+    let token = bearer_token(&req)?;
+    let mut meter = Meter::for_request(&req, config, token.as_deref())?;
+    let target = resolve_target(config, matched).transpose();
+    let shard = target.as_ref().ok().and_then(|t| t.as_ref().map(|t| t.shard));
+    // Checked in this order whatever the route: the charge (before the token is checked, so a
+    // refused authentication costs the address like any request, and guessing tokens runs into
+    // 429), the names, then the token's right.
+    let admitted = meter.charge(config, 1).and(target).and_then(|target| {
+        authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref())?;
+        Ok(target)
+    });
+    let outcome = match admitted {
+        Ok(target) => {
+            serve(action, req, env, caller, config, target.as_ref(), token.as_deref(), &mut meter).await
+        }
+        Err(error) => Err(error),
+    };
+    let response = match outcome {
+        Ok(response) => response,
+        Err(error) => error_response(&error)?,
+    };
+    if let Some(shard) = shard {
+        name_shard(&response, shard)?;
+    }
+    meter.add_headers(&response)?;
+    Ok(response)
+}
+
+// One request's parts, each passed on to the handlers that need it.
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    action: Action,
+    req: Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    target: Option<&Target>,
+    token: Option<&str>,
+    meter: &mut Meter,
+) -> Result<Response, ApiError> {
+    // The key routes always resolve a target; the others never use one.
+    let keyed = || target.ok_or_else(|| ApiError::Internal("a key route without its key".into()));
+    match action {
+        Action::Stats => operations::stats(env, config).await,
+        Action::Metrics => operations::metrics(env, config).await,
+        Action::Batch => batch::serve(req, env, config, token, meter).await,
+        Action::Badge => badge::serve(req, env, caller, config, token, keyed()?).await,
+        Action::Op(kind) => match kind.spec().subject {
+            Subject::CacheEntry => cache::serve(kind, req, env, config, keyed()?).await,
+            Subject::Counter => counters::serve(kind, req, env, caller, config, keyed()?).await,
+        },
+    }
+}
+
+/// The request's method, or `None` for one workers-rs does not name: it reads every unknown
+/// method (`PROPFIND`, `FOO`) as `GET`, which would serve them as reads.
+fn known_method(req: &Request) -> Option<Method> {
+    let raw = req.inner().method();
+    let method = Method::from(raw.clone());
+    (method != Method::Get || raw.eq_ignore_ascii_case("GET")).then_some(method)
+}
+
+/// What a request asks for, once its route and method are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Stats,
+    Metrics,
+    Batch,
+    Badge,
+    /// One op on the key the path names.
+    Op(OpKind),
+}
+
+/// The token of `Authorization: Bearer <token>`, if any.
+fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
+    let header = req.headers().get("authorization")?;
+    Ok(header.and_then(|h| {
+        let (scheme, token) = h.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
+    }))
+}
+
+/// Checks the right the action needs; batches check each op's own right instead.
+fn authorize(
+    config: &Config,
+    action: Action,
+    ns: Option<&Namespace>,
+    token: Option<&str>,
+) -> Result<(), ApiError> {
+    let need = match action {
+        // Batches check each op's right, badges the right their query needs.
+        Action::Batch | Action::Badge => return Ok(()),
+        Action::Stats | Action::Metrics => Right::Admin,
+        Action::Op(kind) if kind.spec().writes => Right::Write,
+        Action::Op(_) => Right::Read,
+    };
+    Ok(config.access.check(token, need, ns)?)
+}
+
+fn error_response(error: &ApiError) -> Result<Response> {
+    match error {
+        ApiError::Internal(detail) => console_error!("internal error: {detail}"),
+        ApiError::Core(edgecount_core::CoreError::StorageUnavailable { detail }) => {
+            console_error!("storage error: {detail}");
+        }
+        _ => {}
+    }
+    respond::error(error).map_err(to_worker_error)
+}
+
+fn to_worker_error(error: ApiError) -> worker::Error {
+    worker::Error::RustError(error.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_paths_match_with_raw_params() {
+        let m = match_path("/v1/counters/pages/a%2Fb").unwrap();
+        assert_eq!((m.route, m.ns.as_str(), m.key.as_str()), (Route::Counter, "pages", "a%2Fb"));
+        assert_eq!(match_path("/v1/counters/pages/incr").unwrap().route, Route::Counter);
+        assert_eq!(match_path("/v1/counters/pages/k/incr").unwrap().route, Route::CounterIncr);
+    }
+
+    #[test]
+    fn unknown_paths_do_not_match() {
+        for path in ["/index.html", "/v1", "/v1/counters/pages", "/v1/counters/pages/k/incr/x", "/v2/health"]
+        {
+            assert!(match_path(path).is_none(), "{path}");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Configuration: the `EDGECOUNT_*` vars of `wrangler.toml`, read into one typed value.
+
+use std::cell::RefCell;
+use std::num::NonZeroU32;
+use std::rc::Rc;
+
+use edgecount_core::edge::rate_limit::RateLimit;
+use edgecount_core::partition::MAX_SHARDS;
+use edgecount_core::{AccessPolicy, CacheBounds};
+use worker::Env;
+
+use crate::http::api_error::ApiError;
+
+/// Shard count used when `EDGECOUNT_SHARDS` is not set.
+pub const DEFAULT_SHARDS: u32 = 16;
+
+/// Per-shard bound on what cache entries are charged (names, content types, values and a fixed
+/// overhead each) when `EDGECOUNT_SHARD_CACHE_BYTES` is not set: 64 MiB.
+pub const DEFAULT_SHARD_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Per-shard bound on the number of cache entries when `EDGECOUNT_SHARD_CACHE_ENTRIES` is not
+/// set. The index holds each entry's names and about 100 bytes more in Wasm, so 50,000 entries
+/// take at most about 21 MB even with the longest names (64 + 256 bytes), and a few MB with
+/// typical ones: room beside the counters' table within a Durable Object's 128 MB.
+pub const DEFAULT_SHARD_CACHE_ENTRIES: usize = 50_000;
+
+/// The cache bounds of a shard when the vars cannot be read.
+pub const DEFAULT_SHARD_CACHE_BOUNDS: CacheBounds =
+    CacheBounds { bytes: DEFAULT_SHARD_CACHE_BYTES, entries: DEFAULT_SHARD_CACHE_ENTRIES };
+
+/// Reads per second past which a key is hot, when `EDGECOUNT_HOT_THRESHOLD` is not set.
+pub const DEFAULT_HOT_THRESHOLD_PER_S: f64 = 50.0;
+/// Max age of hot reads in seconds, when `EDGECOUNT_HOT_MAX_AGE` is not set.
+pub const DEFAULT_HOT_MAX_AGE_S: u64 = 1;
+
+/// Ops for one shard that may wait in an isolate's queue while a call is in flight, when
+/// `EDGECOUNT_SHARD_QUEUE_LIMIT` is not set: as many as one batch may carry.
+pub const DEFAULT_SHARD_QUEUE_LIMIT: usize = 1000;
+
+/// Which origins may call the API from a browser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CorsOrigins {
+    Any,
+    List(Vec<String>),
+}
+
+/// The service's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub shards: u32,
+    pub cors_origins: CorsOrigins,
+    /// How much one shard's cache holds before evicting: charged bytes and entries.
+    pub shard_cache: CacheBounds,
+    /// Reads and writes per second past which a key is hot.
+    pub hot_threshold_per_s: f64,
+    /// How old a hot read answered from the edge may be, in ms (0 turns edge caching off).
+    pub hot_max_age_ms: u64,
+    /// Who may do what.
+    pub access: AccessPolicy,
+    /// Requests per second (and burst) per client; `None` when unlimited.
+    pub rate_limit: Option<RateLimit>,
+    /// Most ops waiting for one shard in an isolate before it answers 503 `shard_overloaded`.
+    pub shard_queue_limit: usize,
+}
+
+thread_local! {
+    /// This isolate's configuration, read on its first request. Vars and secrets cannot change
+    /// under a running isolate (a new deployment or `wrangler dev` reload starts new isolates),
+    /// and reading them costs several calls into JavaScript per var, twelve vars per request: a
+    /// large share of a request's own CPU time before it was cached.
+    static CACHED: RefCell<Option<Rc<Config>>> = const { RefCell::new(None) };
+}
+
+impl Config {
+    /// The configuration for this isolate: read from the vars once, then shared.
+    ///
+    /// # Errors
+    /// As [`Config::from_env`]; a malformed configuration is read again on every request, so
+    /// the error is reported each time.
+    pub fn for_isolate(env: &Env) -> Result<Rc<Self>, ApiError> {
+        if let Some(config) = CACHED.with(|cached| cached.borrow().clone()) {
+            return Ok(config);
+        }
+        let config = Rc::new(Self::from_env(env)?);
+        CACHED.with(|cached| *cached.borrow_mut() = Some(Rc::clone(&config)));
+        Ok(config)
+    }
+
+    /// Reads the configuration from the Worker's vars.
+    ///
+    /// # Errors
+    /// [`ApiError::Misconfigured`] when a var is present but malformed: better to refuse every
+    /// request than to place keys on the wrong shards.
+    pub fn from_env(env: &Env) -> Result<Self, ApiError> {
+        // Tokens belong in secrets (`wrangler secret put`), other settings in `[vars]`: the runtime
+        // hands both to the worker as the same kind of string binding, read here in one lookup.
+        let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
+        let shards = parse_number(var("EDGECOUNT_SHARDS"), DEFAULT_SHARDS, 1..=MAX_SHARDS)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARDS" })?;
+        let shard_cache_bytes =
+            parse_number(var("EDGECOUNT_SHARD_CACHE_BYTES"), DEFAULT_SHARD_CACHE_BYTES, 1..=u64::MAX)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_CACHE_BYTES" })?;
+        let shard_cache_entries =
+            parse_number(var("EDGECOUNT_SHARD_CACHE_ENTRIES"), DEFAULT_SHARD_CACHE_ENTRIES, 1..=1_000_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_CACHE_ENTRIES" })?;
+        let hot_threshold_per_s =
+            parse_number(var("EDGECOUNT_HOT_THRESHOLD"), DEFAULT_HOT_THRESHOLD_PER_S, 0.0..=1e9)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_THRESHOLD" })?;
+        let hot_max_age_s = parse_number(var("EDGECOUNT_HOT_MAX_AGE"), DEFAULT_HOT_MAX_AGE_S, 0..=86_400)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_MAX_AGE" })?;
+        let private_reads =
+            var("EDGECOUNT_PRIVATE_READS").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        let access = AccessPolicy::parse(
+            var("EDGECOUNT_ADMIN_TOKENS").as_deref(),
+            var("EDGECOUNT_WRITE_TOKENS").as_deref(),
+            var("EDGECOUNT_READ_TOKENS").as_deref(),
+            private_reads,
+        )
+        .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_*_TOKENS" })?;
+        let per_second = parse_number(var("EDGECOUNT_RATE_LIMIT"), 0_u32, 0..=1_000_000)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_LIMIT" })?;
+        let burst = parse_number(var("EDGECOUNT_RATE_BURST"), per_second.saturating_mul(2), 1..=10_000_000)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_BURST" })?;
+        let rate_limit = NonZeroU32::new(per_second)
+            .map(|per_second| RateLimit { per_second, burst: NonZeroU32::new(burst).unwrap_or(per_second) });
+        let shard_queue_limit =
+            parse_number(var("EDGECOUNT_SHARD_QUEUE_LIMIT"), DEFAULT_SHARD_QUEUE_LIMIT, 1..=1_000_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_QUEUE_LIMIT" })?;
+        Ok(Self {
+            access,
+            rate_limit,
+            shard_queue_limit,
+            shards,
+            cors_origins: parse_origins(var("EDGECOUNT_CORS_ORIGINS").as_deref()),
+            shard_cache: CacheBounds { bytes: shard_cache_bytes, entries: shard_cache_entries },
+            hot_threshold_per_s,
+            hot_max_age_ms: hot_max_age_s * 1000,
+        })
+    }
+}
+
+/// `default` when the var is unset, the number when it parses within `range`, else `None`.
+fn parse_number<T>(raw: Option<String>, default: T, range: std::ops::RangeInclusive<T>) -> Option<T>
+where
+    T: std::str::FromStr + PartialOrd,
+{
+    match raw {
+        None => Some(default),
+        Some(raw) => raw.trim().parse::<T>().ok().filter(|n| range.contains(n)),
+    }
+}
+
+fn parse_origins(raw: Option<&str>) -> CorsOrigins {
+    let origins: Vec<String> =
+        raw.unwrap_or("*").split(',').map(str::trim).filter(|o| !o.is_empty()).map(str::to_owned).collect();
+    if origins.is_empty() || origins.iter().any(|o| o == "*") {
+        CorsOrigins::Any
+    } else {
+        CorsOrigins::List(origins)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_default_parse_and_range_check() {
+        assert_eq!(parse_number(None, 16_u32, 1..=1024), Some(16));
+        assert_eq!(parse_number(Some(" 4 ".into()), 16_u32, 1..=1024), Some(4));
+        assert_eq!(parse_number(Some("0".into()), 16_u32, 1..=1024), None);
+        assert_eq!(parse_number(Some("lots".into()), 16_u32, 1..=1024), None);
+    }
+
+    #[test]
+    fn origins_default_to_any() {
+        assert_eq!(parse_origins(None), CorsOrigins::Any);
+        assert_eq!(parse_origins(Some(" ")), CorsOrigins::Any);
+    }
+
+    #[test]
+    fn origins_list_is_trimmed() {
+        assert_eq!(
+            parse_origins(Some("https://a.example, https://b.example")),
+            CorsOrigins::List(vec!["https://a.example".into(), "https://b.example".into()])
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! This isolate's view of hot keys: the frequency sketch and the cache of hot reads.
+//!
+//! Each Workers isolate keeps its own; with many isolates each caches what it sees hot.
+
+use std::cell::RefCell;
+
+use edgecount_core::edge::hot_keys::HotKey;
+use edgecount_core::edge::read_cache::{self, AfterOp, CachedRead};
+use edgecount_core::partition::key_hash;
+use edgecount_core::{EdgeCache, HotKeys, Key, Namespace, OpResult, ShardOp};
+
+use crate::isolate::config::Config;
+
+/// Hot reads kept per isolate at most.
+const EDGE_CACHE_ENTRIES: usize = 10_000;
+/// Hot keys remembered for `/v1/stats`.
+const HOT_KEYS_LISTED: usize = 32;
+/// The window over which key rates are measured.
+const RATE_WINDOW_MS: u64 = 1_000;
+
+struct Edge {
+    hot: HotKeys,
+    cache: EdgeCache,
+    hits: u64,
+    misses: u64,
+    /// The settings these were built with, to rebuild if the configuration changes.
+    settings: (u64, u64),
+}
+
+thread_local! {
+    static EDGE: RefCell<Option<Edge>> = const { RefCell::new(None) };
+}
+
+fn with_edge<T>(config: &Config, f: impl FnOnce(&mut Edge) -> T) -> T {
+    EDGE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let settings = (config.hot_threshold_per_s.to_bits(), config.hot_max_age_ms);
+        if slot.as_ref().is_some_and(|e| e.settings != settings) {
+            *slot = None;
+        }
+        let edge = slot.get_or_insert_with(|| Edge {
+            hot: HotKeys::new(config.hot_threshold_per_s, RATE_WINDOW_MS, HOT_KEYS_LISTED),
+            cache: EdgeCache::new(EDGE_CACHE_ENTRIES, config.hot_max_age_ms),
+            hits: 0,
+            misses: 0,
+            settings,
+        });
+        f(edge)
+    })
+}
+
+/// Counts a read or write of a key; returns whether the key is hot.
+pub fn record(config: &Config, ns: &Namespace, key: &Key, now_ms: u64) -> bool {
+    let hash = key_hash(ns.as_str(), key.as_str());
+    with_edge(config, |edge| edge.hot.record(ns, key, hash, now_ms))
+}
+
+/// A cached read of a hot key younger than the max age, counting a hit or a miss.
+pub fn lookup(config: &Config, ns: &Namespace, key: &Key, now_ms: u64) -> Option<CachedRead> {
+    with_edge(config, |edge| {
+        let found = edge.cache.get(ns, key, now_ms);
+        if found.is_some() {
+            edge.hits += 1;
+        } else {
+            edge.misses += 1;
+        }
+        found
+    })
+}
+
+/// Counts a read answered by the shard without consulting the cache (cold or strong reads).
+pub fn count_miss(config: &Config) {
+    with_edge(config, |edge| edge.misses += 1);
+}
+
+/// Keeps a fresh read of a hot key.
+pub fn fill(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
+    with_edge(config, |edge| edge.cache.put(ns, key, read));
+}
+
+/// Updates a kept read after a write through this isolate (read your own writes).
+pub fn refresh(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
+    with_edge(config, |edge| edge.cache.refresh(ns, key, read));
+}
+
+/// Drops a kept read (after a delete or a write whose outcome is unknown).
+pub fn forget(config: &Config, ns: &Namespace, key: &Key) {
+    with_edge(config, |edge| edge.cache.forget(ns, key));
+}
+
+/// Applies what an op's outcome does to this isolate's kept read of its key (the rule is
+/// `edgecount_core::edge::read_cache::after_op`); `outcome` is `None` when the op's call failed.
+pub fn after_op(config: &Config, op: &ShardOp, outcome: Option<&OpResult>, sent_at_ms: u64) {
+    let (ns, key) = op.target();
+    match read_cache::after_op(op, outcome, sent_at_ms) {
+        AfterOp::Keep => {}
+        AfterOp::Refresh(read) => refresh(config, ns, key, read),
+        AfterOp::Forget => forget(config, ns, key),
+    }
+}
+
+/// Edge-cache hits, misses, and the keys hot now.
+pub fn snapshot(config: &Config, now_ms: u64) -> (u64, u64, Vec<HotKey>) {
+    with_edge(config, |edge| (edge.hits, edge.misses, edge.hot.hot_keys(now_ms)))
+}

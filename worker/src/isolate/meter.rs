@@ -1,0 +1,81 @@
+//! Rate limits per client, kept in this isolate: each request is charged to its client's token
+//! bucket (`edgecount_core::edge::rate_limit`) before it does any work, and its answer carries the
+//! `RateLimit-*` figures.
+//!
+//! A client is its bearer token when the token is one of the configured ones, else its address
+//! (`CF-Connecting-IP`, which Cloudflare sets and a client cannot forge), an IPv6 address by its
+//! /64. Unknown tokens count as the address, so inventing tokens does not buy fresh buckets. The buckets live per isolate, so
+//! a client spread over many edge locations may get more in total; the limit protects each
+//! isolate and the shards behind it.
+
+use std::cell::RefCell;
+
+use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, Decision, RequestCharge};
+use worker::{Request, Response};
+
+use crate::http::api_error::ApiError;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+
+thread_local! {
+    static LIMITER: RefCell<Option<ClientLimiter>> = const { RefCell::new(None) };
+}
+
+/// The charges made for one request, so its answer can carry the figures.
+pub struct Meter {
+    request: RequestCharge,
+    last: Option<Decision>,
+}
+
+impl Meter {
+    /// The meter for a request sent with `token`.
+    ///
+    /// # Errors
+    /// Only if the runtime cannot read the request's headers.
+    pub fn for_request(req: &Request, config: &Config, token: Option<&str>) -> Result<Self, ApiError> {
+        let client = match token {
+            Some(token) if config.access.recognizes(token) => ClientId::token(token),
+            _ => ClientId::address(&req.headers().get("cf-connecting-ip")?.unwrap_or_default()),
+        };
+        Ok(Self { request: RequestCharge::new(client), last: None })
+    }
+
+    /// Charges the request as one of `ops` ops: every request as one on arrival, a batch again
+    /// once its ops are counted. What it paid already is part of its cost (one per op, at most
+    /// the burst), so a batch of any size fits a full bucket. Free when no limit is configured.
+    ///
+    /// # Errors
+    /// [`ApiError::RateLimited`] when the client's bucket holds less than is due.
+    pub fn charge(&mut self, config: &Config, ops: usize) -> Result<(), ApiError> {
+        let Some(limit) = config.rate_limit else { return Ok(()) };
+        // The configuration is read once per isolate (`Config::for_isolate`), so the limit
+        // the buckets were made for is the limit still in force.
+        let charged = LIMITER.with(|cell| {
+            cell.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).charge(
+                &mut self.request,
+                ops,
+                now_ms(),
+            )
+        });
+        let Some(decision) = charged else { return Ok(()) };
+        self.last = Some(decision);
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(ApiError::RateLimited(decision))
+        }
+    }
+
+    /// Adds the `RateLimit-*` headers of the latest charge, if any.
+    ///
+    /// # Errors
+    /// Only if the runtime refuses to change the headers.
+    pub fn add_headers(&self, response: &Response) -> Result<(), ApiError> {
+        let Some(decision) = self.last else { return Ok(()) };
+        let headers = response.headers();
+        headers.set("ratelimit-limit", &decision.limit.to_string())?;
+        headers.set("ratelimit-remaining", &decision.remaining.to_string())?;
+        headers.set("ratelimit-reset", &decision.reset_s.to_string())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+//! What one worker isolate keeps between requests: its configuration, its kept reads of hot
+//! keys, its rate-limit buckets, and its calls to shards (merged when concurrent). The policies
+//! live in `edgecount_core::edge`; these modules hold their state and reach the runtime.
+
+pub mod clock;
+pub mod config;
+pub mod hot_reads;
+pub mod meter;
+pub mod shard_calls;
+pub mod shard_client;

@@ -1,0 +1,123 @@
+//! How the worker calls shards: one RPC to the shard's Durable Object per call, carrying a list
+//! of ops, so a batch costs one hop per shard rather than one per op; statistics are an RPC too.
+
+use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
+use edgecount_core::shard::protocol::{ShardResponse, ShardStats};
+use edgecount_core::{OpResult, ShardCall, ShardId};
+use serde::Serialize;
+use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
+use wasm_bindgen::JsCast;
+use worker::js_sys;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{Env, Stub};
+
+use crate::http::api_error::ApiError;
+
+/// The Durable Object binding in `wrangler.toml`.
+pub const SHARDS_BINDING: &str = "SHARDS";
+
+fn stub(env: &Env, shard: ShardId) -> Result<Stub, ApiError> {
+    let namespace = env.durable_object(SHARDS_BINDING)?;
+    Ok(namespace.id_from_name(&shard.object_name())?.get_stub()?)
+}
+
+/// `edgecount_core::shard::protocol::ShardRequest` borrowing its ops, so callers keep theirs without a copy.
+#[derive(Serialize)]
+struct ShardRequestRef<'a> {
+    ops: &'a [ShardCall],
+    answer_budget: u64,
+}
+
+/// Runs `ops` on `shard` in order and returns one result per op; cache entries past
+/// `answer_budget` bytes (see `edgecount_core::shard::answer_budget`) come back `payload_too_large`.
+///
+/// # Errors
+/// [`ApiError::ShardUnavailable`] when the shard cannot be reached or answers out of protocol.
+/// The ops may have run all the same: see [`ApiError::after_send`].
+pub async fn execute(
+    env: &Env,
+    shard: ShardId,
+    ops: &[ShardCall],
+    answer_budget: u64,
+) -> Result<Vec<OpResult>, ApiError> {
+    let expected = ops.len();
+    let body = serde_json::to_string(&ShardRequestRef { ops, answer_budget })
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let rpc: ShardRpc = stub(env, shard)?.into_rpc();
+    let answer = JsFuture::from(rpc.run_ops(&body)).await.map_err(|e| unreachable(&e))?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
+    let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
+    if answer.results.len() != expected {
+        return Err(ApiError::ShardUnavailable);
+    }
+    Ok(answer.results)
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The shard's RPC surface (see `Shard::run_ops_rpc`).
+    #[wasm_bindgen(extends = js_sys::Object)]
+    type ShardRpc;
+
+    /// Resolves to the JSON `ShardResponse` for a JSON `ShardRequest`.
+    #[wasm_bindgen(method, js_name = runOps)]
+    fn run_ops(this: &ShardRpc, body: &str) -> js_sys::Promise;
+
+    /// Resolves to the shard's JSON `ShardStats`.
+    #[wasm_bindgen(method, js_name = stats)]
+    fn stats(this: &ShardRpc) -> js_sys::Promise;
+}
+
+fn unreachable(error: &JsValue) -> ApiError {
+    let message = error
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| error.as_string())
+        .unwrap_or_default();
+    classify_failure(&message)
+}
+
+/// Why a call to a shard failed: the runtime says "overloaded" when a Durable Object's queue of
+/// incoming requests is too long, and a client should then back off rather than retry at once.
+fn classify_failure(message: &str) -> ApiError {
+    if message.to_ascii_lowercase().contains("overloaded") {
+        ApiError::ShardOverloaded
+    } else {
+        ApiError::ShardUnavailable
+    }
+}
+
+/// Runs a single op on `shard`.
+///
+/// # Errors
+/// As [`execute`], with a write whose call failed reported as [`ApiError::OutcomeUnknown`].
+pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
+    let is_write = call.op.is_write();
+    let results = execute(env, shard, std::slice::from_ref(&call), MAX_SHARD_ANSWER_BYTES).await;
+    results.and_then(|mut r| r.pop().ok_or(ApiError::ShardUnavailable)).map_err(|e| e.after_send(is_write))
+}
+
+/// Asks `shard` for its statistics.
+///
+/// # Errors
+/// [`ApiError::ShardUnavailable`] when the shard cannot be reached.
+pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
+    let rpc: ShardRpc = stub(env, shard)?.into_rpc();
+    let answer = JsFuture::from(rpc.stats()).await.map_err(|_| ApiError::ShardUnavailable)?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
+    serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overload_is_told_apart_from_other_failures() {
+        assert_eq!(
+            classify_failure("Error: Durable Object is overloaded. Too many requests queued."),
+            ApiError::ShardOverloaded
+        );
+        assert_eq!(classify_failure("Network connection lost."), ApiError::ShardUnavailable);
+    }
+}

@@ -1,0 +1,150 @@
+//! The `Shard` Durable Object: the authority for the keys that hash to it.
+//!
+//! Counters and cache entries live in the object's SQLite storage, with a [`ShardEngine`] in
+//! memory in front. SQLite calls are synchronous and the runtime's output gate holds every
+//! response until the writes made before it are durable, so an answered write is a kept
+//! write; and since nothing awaits between reading and writing a key, ops from concurrent
+//! requests never interleave. An alarm reclaims the storage of expired keys; when that fails
+//! it tries again a minute later ([`AlarmSchedule`]).
+
+use std::cell::{Cell, RefCell};
+
+use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
+use edgecount_core::shard::protocol::{ShardRequest, ShardResponse, ShardStats};
+use edgecount_core::ShardEngine;
+use worker::{console_error, durable_object, DurableObject, Env, Request, Response, Result, State};
+
+use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
+
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+use crate::shard::sql_store::SqlShardStore;
+
+#[durable_object]
+pub struct Shard {
+    state: State,
+    store: SqlShardStore,
+    engine: RefCell<ShardEngine>,
+    /// What this object knows of its alarm, so most writes need no storage call to keep it.
+    alarm: Cell<AlarmSchedule>,
+}
+
+// The worker calls `runOps` over Durable Object RPC: a plain string each way, without the
+// Request and Response objects (and their headers) that a `fetch` builds on both sides.
+#[wasm_bindgen(
+    wasm_bindgen = worker::wasm_bindgen,
+    wasm_bindgen_futures = worker::wasm_bindgen_futures,
+    js_sys = worker::js_sys
+)]
+impl Shard {
+    /// Runs a JSON [`ShardRequest`] and answers the JSON [`ShardResponse`]. The output gate holds
+    /// the answer until the writes it made are durable, as for `fetch`.
+    ///
+    /// # Errors
+    /// A malformed request, or a failure to schedule the reclaiming alarm.
+    #[wasm_bindgen(js_name = runOps)]
+    pub async fn run_ops_rpc(&self, body: String) -> std::result::Result<String, JsValue> {
+        let Ok(request) = serde_json::from_str::<ShardRequest>(&body) else {
+            return Err(JsValue::from_str("malformed shard request"));
+        };
+        let response = self.execute(request).await.map_err(JsValue::from)?;
+        serde_json::to_string(&response).map_err(|e| JsValue::from_str(&e.to_string()))
+    }
+
+    /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops.
+    ///
+    /// # Errors
+    /// A failure to count the stored rows.
+    #[wasm_bindgen(js_name = stats)]
+    pub fn stats_rpc(&self) -> std::result::Result<String, JsValue> {
+        let stats = self.stats().map_err(|detail| JsValue::from_str(&detail))?;
+        serde_json::to_string(&stats).map_err(|e| JsValue::from_str(&e.to_string()))
+    }
+}
+
+impl Shard {
+    async fn execute(&self, request: ShardRequest) -> Result<ShardResponse> {
+        let now = now_ms();
+        let ran = self.engine.borrow_mut().run(&self.store, &request, now);
+        if let Some(at) = ran.reclaim_by {
+            self.schedule_reclaim(at, now).await?;
+        }
+        Ok(ran.response)
+    }
+
+    /// Makes sure an alarm fires no later than `at`. A failure forgets what is known of the
+    /// alarm, so the next call asks storage instead of trusting a schedule that may be wrong.
+    async fn schedule_reclaim(&self, at: u64, now: u64) -> Result<()> {
+        let outcome = self.ensure_alarm(at, now).await;
+        if outcome.is_err() {
+            self.update_alarm(AlarmSchedule::forget);
+        }
+        outcome
+    }
+
+    async fn ensure_alarm(&self, at: u64, now: u64) -> Result<()> {
+        let storage = self.state.storage();
+        if self.alarm.get().step_for(at) == AlarmStep::ReadStored {
+            let stored = storage.get_alarm().await?.map(|ms| ms.max(0).cast_unsigned());
+            self.update_alarm(|alarm| alarm.learned(stored));
+        }
+        if let AlarmStep::Set { at } = self.alarm.get().step_for(at) {
+            storage.set_alarm((at.saturating_sub(now)).cast_signed()).await?;
+            self.update_alarm(|alarm| alarm.scheduled(at));
+        }
+        Ok(())
+    }
+
+    fn update_alarm(&self, change: impl FnOnce(&mut AlarmSchedule)) {
+        let mut alarm = self.alarm.get();
+        change(&mut alarm);
+        self.alarm.set(alarm);
+    }
+
+    fn stats(&self) -> std::result::Result<ShardStats, String> {
+        self.engine.borrow().stats(&self.store, now_ms()).map_err(|error| error.detail())
+    }
+}
+
+impl DurableObject for Shard {
+    fn new(state: State, env: Env) -> Self {
+        let cache_bounds = match Config::from_env(&env) {
+            Ok(config) => config.shard_cache,
+            Err(error) => {
+                // The worker refuses every request in this case, so this object is not reached.
+                console_error!("{}", error.message());
+                crate::isolate::config::DEFAULT_SHARD_CACHE_BOUNDS
+            }
+        };
+        let opened =
+            SqlShardStore::open(state.storage().sql()).map_err(|error| error.to_string()).and_then(|store| {
+                let engine = ShardEngine::open(&store, cache_bounds).map_err(|error| error.detail())?;
+                Ok((store, engine))
+            });
+        let (store, engine) = opened.unwrap_or_else(|error| {
+            // Later ops then fail with storage_unavailable (503) instead of the object crashing.
+            console_error!("shard storage failed to open: {error}");
+            (SqlShardStore::unopened(state.storage().sql()), ShardEngine::new(cache_bounds))
+        });
+        Self { state, store, engine: RefCell::new(engine), alarm: Cell::new(AlarmSchedule::unknown()) }
+    }
+
+    /// The worker reaches shards over RPC only (`runOps`, `stats`); this door stays shut.
+    async fn fetch(&self, _req: Request) -> Result<Response> {
+        Response::error("shards answer over RPC only", 404)
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let now = now_ms();
+        // The runtime deleted the alarm that fired: remember that before anything can fail.
+        self.update_alarm(AlarmSchedule::fired);
+        let reclaimed = self.engine.borrow_mut().reclaim_expired(&self.store, now);
+        if let Err(error) = &reclaimed {
+            console_error!("reclaiming expired keys failed; trying again in a minute: {}", error.detail());
+        }
+        if let Some(at) = next_alarm_after(now, &reclaimed) {
+            self.schedule_reclaim(at, now).await?;
+        }
+        Response::ok("reclaimed")
+    }
+}

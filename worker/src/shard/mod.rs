@@ -1,0 +1,5 @@
+//! The `Shard` Durable Object, a short shell over `edgecount_core::shard::engine`, and the
+//! SQLite store it runs the engine on.
+
+pub mod durable_object;
+pub mod sql_store;

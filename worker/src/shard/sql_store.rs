@@ -1,0 +1,448 @@
+//! A shard's SQLite storage, behind the core's [`CounterStore`], [`CacheStore`] and
+//! [`IdempotencyStore`] traits.
+//!
+//! Counter values are bound and read as decimal text because the JavaScript boundary carries
+//! numbers as doubles, exact only up to 2^53; SQLite still stores them as 64-bit integers (the
+//! column has integer affinity). Cache values are BLOBs.
+
+use std::cell::Cell;
+
+use edgecount_core::shard::cache_table::{entry_charge, EntryMeta, StoredEntry};
+use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, IdempotencyStore, RecordScope};
+use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
+use serde::Deserialize;
+use worker::{Result, SqlStorage, SqlStorageValue};
+
+// Idempotency records live in `idempotency_records`, one per Idempotency-Key and written key,
+// holding a digest of the request. Shards written before that keep the older `idempotency`
+// table (one record per Idempotency-Key, holding the whole request as JSON). It is not
+// converted: converting a day of full requests at start-up could outlast what a start may
+// take. Instead it is read as a fallback while its records can still be replayed, reclaimed by
+// the alarm as they lapse, and dropped once empty, within 24 hours of the upgrade.
+const SCHEMA: [&str; 3] = [
+    "CREATE TABLE IF NOT EXISTS counters (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        ttl_seconds INTEGER,
+        expires_at_ms INTEGER,
+        PRIMARY KEY (ns, key)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS cache_entries (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BLOB NOT NULL,
+        content_type TEXT NOT NULL,
+        expires_at_ms INTEGER,
+        written_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (ns, key)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS idempotency_records (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        request_digest TEXT NOT NULL,
+        result TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (ns, key, kind, idempotency_key)
+    ) WITHOUT ROWID",
+];
+
+/// The records table of shards written before records were scoped and digested.
+const LEGACY_RECORDS: &str = "idempotency";
+
+/// The shard's tables.
+pub struct SqlShardStore {
+    sql: SqlStorage,
+    /// Whether the legacy records table is still there (see [`LEGACY_RECORDS`]).
+    legacy_records: Cell<bool>,
+}
+
+#[derive(Deserialize)]
+struct CounterRow {
+    value: String,
+    version: u64,
+    ttl_seconds: Option<u32>,
+    expires_at_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct EntryIndexRow {
+    ns: String,
+    key: String,
+    content_type_bytes: u64,
+    value_bytes: u64,
+    expires_at_ms: Option<u64>,
+    written_at_ms: u64,
+}
+
+#[derive(Deserialize)]
+struct Count {
+    n: Option<u64>,
+}
+
+fn text(value: &str) -> SqlStorageValue {
+    value.into()
+}
+
+fn integer(value: Option<u64>) -> SqlStorageValue {
+    value.map_or(SqlStorageValue::Null, |v| SqlStorageValue::Integer(v.cast_signed()))
+}
+
+fn describe(error: &worker::Error) -> String {
+    error.to_string()
+}
+
+/// Rows a statement changed. The cursor runs the statement lazily; draining it makes the count
+/// final.
+fn rows_written(cursor: Result<worker::SqlCursor>) -> Result<u64> {
+    let cursor = cursor?;
+    let _ = cursor.raw().count();
+    Ok(cursor.rows_written() as u64)
+}
+
+impl SqlShardStore {
+    /// Opens the tables, creating them on first use.
+    ///
+    /// # Errors
+    /// When SQLite refuses the schema.
+    pub fn open(sql: SqlStorage) -> Result<Self> {
+        for statement in SCHEMA {
+            sql.exec(statement, None)?;
+        }
+        let store = Self::unopened(sql);
+        let legacy = store.count(
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?",
+            vec![text(LEGACY_RECORDS)],
+        )?;
+        store.legacy_records.set(legacy > 0);
+        Ok(store)
+    }
+
+    /// The tables without creating them, for when [`Self::open`] failed: every op then reports
+    /// a storage error rather than the object failing to start.
+    #[must_use]
+    pub fn unopened(sql: SqlStorage) -> Self {
+        Self { sql, legacy_records: Cell::new(false) }
+    }
+
+    fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
+        let rows: Vec<Count> = self.sql.exec(query, bindings)?.to_array()?;
+        Ok(rows.first().and_then(|c| c.n).unwrap_or(0))
+    }
+
+    /// The records tables in use: the current one, and the legacy one while it lasts.
+    fn record_tables(&self) -> &'static [&'static str] {
+        if self.legacy_records.get() {
+            &["idempotency_records", LEGACY_RECORDS]
+        } else {
+            &["idempotency_records"]
+        }
+    }
+
+    /// A record in the legacy table for `scope`: one whose request was a write to the same
+    /// key, compared by the digest of that request like a current record.
+    fn load_legacy_record(
+        &self,
+        scope: &RecordScope,
+    ) -> std::result::Result<Option<IdempotencyRecord>, String> {
+        #[derive(Deserialize)]
+        struct Row {
+            fingerprint: String,
+            result: String,
+            created_at_ms: u64,
+        }
+        let rows: Vec<Row> = self
+            .sql
+            .exec(
+                &format!(
+                    "SELECT fingerprint, result, created_at_ms FROM {LEGACY_RECORDS} WHERE idempotency_key = ?"
+                ),
+                vec![text(scope.idempotency_key.as_str())],
+            )
+            .and_then(|cursor| cursor.to_array())
+            .map_err(|e| describe(&e))?;
+        // The fingerprint is the request as the shard protocol encodes it; one that no longer
+        // parses cannot match any request, so it is no record.
+        Ok(rows.into_iter().find_map(|row| {
+            let op: ShardOp = serde_json::from_str(&row.fingerprint).ok()?;
+            (RecordScope::new(&scope.idempotency_key, &op) == *scope).then(|| IdempotencyRecord {
+                request_digest: request_digest(&op),
+                result: row.result,
+                created_at_ms: row.created_at_ms,
+            })
+        }))
+    }
+}
+
+impl CounterStore for SqlShardStore {
+    fn remove_expired_counters(&self, now_ms: u64) -> std::result::Result<u64, String> {
+        let removed = self.sql.exec(
+            "DELETE FROM counters WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?",
+            vec![integer(Some(now_ms))],
+        );
+        rows_written(removed).map_err(|e| describe(&e))
+    }
+
+    fn next_counter_expiry(&self) -> std::result::Result<Option<u64>, String> {
+        let next =
+            self.count("SELECT MIN(expires_at_ms) AS n FROM counters", vec![]).map_err(|e| describe(&e))?;
+        Ok((next > 0).then_some(next))
+    }
+
+    fn count_counters(&self, now_ms: u64) -> std::result::Result<(u64, u64), String> {
+        let live = self.count(
+            "SELECT COUNT(*) AS n FROM counters WHERE expires_at_ms IS NULL OR expires_at_ms > ?",
+            vec![integer(Some(now_ms))],
+        );
+        let stored = self.count("SELECT COUNT(*) AS n FROM counters", vec![]);
+        Ok((live.map_err(|e| describe(&e))?, stored.map_err(|e| describe(&e))?))
+    }
+
+    fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
+        let rows: Vec<CounterRow> = self
+            .sql
+            .exec(
+                "SELECT CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms \
+                 FROM counters WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .and_then(|cursor| cursor.to_array())
+            .map_err(|e| describe(&e))?;
+        let Some(row) = rows.into_iter().next() else {
+            return Ok(None);
+        };
+        let value = row.value.parse().map_err(|_| format!("stored value {:?} is not an i64", row.value))?;
+        Ok(Some(Counter {
+            value,
+            version: row.version,
+            ttl_seconds: row.ttl_seconds,
+            expires_at_ms: row.expires_at_ms,
+        }))
+    }
+
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
+                 value = excluded.value, version = excluded.version, \
+                 ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms",
+                vec![
+                    text(ns.as_str()),
+                    text(key.as_str()),
+                    text(&counter.value.to_string()),
+                    integer(Some(counter.version)),
+                    integer(counter.ttl_seconds.map(u64::from)),
+                    integer(counter.expires_at_ms),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+
+    fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "DELETE FROM counters WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+}
+
+impl IdempotencyStore for SqlShardStore {
+    /// Also drops the legacy table once it is empty.
+    fn remove_records_created_by(&self, created_by_ms: u64) -> std::result::Result<u64, String> {
+        let mut removed = 0;
+        for table in self.record_tables() {
+            let cursor = self.sql.exec(
+                &format!("DELETE FROM {table} WHERE created_at_ms <= ?"),
+                vec![integer(Some(created_by_ms))],
+            );
+            removed += rows_written(cursor).map_err(|e| describe(&e))?;
+        }
+        let count_legacy = || self.count(&format!("SELECT COUNT(*) AS n FROM {LEGACY_RECORDS}"), vec![]);
+        if self.legacy_records.get() && count_legacy().map_err(|e| describe(&e))? == 0 {
+            self.sql.exec(&format!("DROP TABLE {LEGACY_RECORDS}"), None).map_err(|e| describe(&e))?;
+            self.legacy_records.set(false);
+        }
+        Ok(removed)
+    }
+
+    fn oldest_record(&self) -> std::result::Result<Option<u64>, String> {
+        let mut oldest = None;
+        for table in self.record_tables() {
+            let first = self
+                .count(&format!("SELECT MIN(created_at_ms) AS n FROM {table}"), vec![])
+                .map_err(|e| describe(&e))?;
+            if first > 0 {
+                oldest = Some(oldest.map_or(first, |o: u64| o.min(first)));
+            }
+        }
+        Ok(oldest)
+    }
+
+    fn load_record(&self, scope: &RecordScope) -> std::result::Result<Option<IdempotencyRecord>, String> {
+        #[derive(Deserialize)]
+        struct Row {
+            request_digest: String,
+            result: String,
+            created_at_ms: u64,
+        }
+        let rows: Vec<Row> = self
+            .sql
+            .exec(
+                "SELECT request_digest, result, created_at_ms FROM idempotency_records \
+                 WHERE ns = ? AND key = ? AND kind = ? AND idempotency_key = ?",
+                vec![
+                    text(scope.ns.as_str()),
+                    text(scope.key.as_str()),
+                    text(scope.kind),
+                    text(scope.idempotency_key.as_str()),
+                ],
+            )
+            .and_then(|cursor| cursor.to_array())
+            .map_err(|e| describe(&e))?;
+        let Some(row) = rows.into_iter().next() else {
+            return if self.legacy_records.get() { self.load_legacy_record(scope) } else { Ok(None) };
+        };
+        let request_digest = u128::from_str_radix(&row.request_digest, 16)
+            .map_err(|_| format!("stored request digest {:?} is not hex", row.request_digest))?;
+        Ok(Some(IdempotencyRecord { request_digest, result: row.result, created_at_ms: row.created_at_ms }))
+    }
+
+    fn save_record(
+        &self,
+        scope: &RecordScope,
+        record: &IdempotencyRecord,
+    ) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "INSERT INTO idempotency_records \
+                 (ns, key, kind, idempotency_key, request_digest, result, created_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key, kind, idempotency_key) DO UPDATE SET \
+                 request_digest = excluded.request_digest, result = excluded.result, \
+                 created_at_ms = excluded.created_at_ms",
+                vec![
+                    text(scope.ns.as_str()),
+                    text(scope.key.as_str()),
+                    text(scope.kind),
+                    text(scope.idempotency_key.as_str()),
+                    text(&format!("{:032x}", record.request_digest)),
+                    text(&record.result),
+                    integer(Some(record.created_at_ms)),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+}
+
+impl CacheStore for SqlShardStore {
+    fn scan_newest_entries(
+        &self,
+        most: u64,
+        each: &mut dyn FnMut(StoredEntry) -> bool,
+    ) -> std::result::Result<(), String> {
+        // Newest first, ties broken by name, so that "an entry and every one listed after it"
+        // is the one range of `remove_entries_from`. `length(value)` reads a BLOB's size without
+        // loading it; the CAST counts the content type in bytes.
+        let cursor = self
+            .sql
+            .exec(
+                "SELECT ns, key, length(CAST(content_type AS BLOB)) AS content_type_bytes, \
+                 length(value) AS value_bytes, expires_at_ms, written_at_ms FROM cache_entries \
+                 ORDER BY written_at_ms DESC, ns DESC, key DESC LIMIT ?",
+                vec![integer(Some(most))],
+            )
+            .map_err(|e| describe(&e))?;
+        for row in cursor.next::<EntryIndexRow>() {
+            let row = row.map_err(|e| describe(&e))?;
+            // Rows were validated when written; skip any that no longer pass the rules.
+            let (Ok(ns), Ok(key)) = (Namespace::new(&row.ns), Key::new(&row.key)) else {
+                continue;
+            };
+            let charge = entry_charge(&ns, &key, row.content_type_bytes, row.value_bytes);
+            let meta = EntryMeta { charge, expires_at_ms: row.expires_at_ms };
+            if !each(StoredEntry { ns, key, meta, written_at_ms: row.written_at_ms }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_entries_from(&self, entry: &StoredEntry) -> std::result::Result<u64, String> {
+        let removed = self.sql.exec(
+            "DELETE FROM cache_entries WHERE (written_at_ms, ns, key) <= (?, ?, ?)",
+            vec![integer(Some(entry.written_at_ms)), text(entry.ns.as_str()), text(entry.key.as_str())],
+        );
+        rows_written(removed).map_err(|e| describe(&e))
+    }
+
+    fn load_entry(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+    ) -> std::result::Result<Option<(Vec<u8>, String)>, String> {
+        let cursor = self
+            .sql
+            .exec(
+                "SELECT value, content_type FROM cache_entries WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .map_err(|e| describe(&e))?;
+        let Some(row) = cursor.raw().next() else {
+            return Ok(None);
+        };
+        match row.map_err(|e| describe(&e))?.as_slice() {
+            [SqlStorageValue::Blob(value), SqlStorageValue::String(content_type)] => {
+                Ok(Some((value.clone(), content_type.clone())))
+            }
+            // An empty BLOB may come back as an empty string or null.
+            [_, SqlStorageValue::String(content_type)] => Ok(Some((Vec::new(), content_type.clone()))),
+            other => Err(format!("unexpected cache row shape: {} columns", other.len())),
+        }
+    }
+
+    fn save_entry(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        value: &[u8],
+        content_type: &str,
+        expires_at_ms: Option<u64>,
+        now_ms: u64,
+    ) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
+                 value = excluded.value, content_type = excluded.content_type, \
+                 expires_at_ms = excluded.expires_at_ms, written_at_ms = excluded.written_at_ms",
+                vec![
+                    text(ns.as_str()),
+                    text(key.as_str()),
+                    SqlStorageValue::Blob(value.to_vec()),
+                    text(content_type),
+                    integer(expires_at_ms),
+                    integer(Some(now_ms)),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+        self.sql
+            .exec(
+                "DELETE FROM cache_entries WHERE ns = ? AND key = ?",
+                vec![text(ns.as_str()), text(key.as_str())],
+            )
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+}
