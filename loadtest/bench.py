@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """Runs the benchmark: every system, every scenario, side by side, into one report.
 
-For each system and scenario it first probes capacity with a short closed-model run, then
-measures with the open model (k6 constant-arrival-rate) at 90% of the probed rate, stepping down
-to 70% and 50% until a run meets the goals (no dropped iterations, under 0.1% errors). Server
-CPU time per op comes from /proc around the measured run. k6 runs on core 0, servers on core 1.
+For each system and scenario, three runs, one after the other:
+1. a warm-up (closed model, not measured), so JIT, caches and shards are as they are in use;
+2. the capacity hold: closed model with the server capped at `--cpu-quota` of a core (a cgroup,
+   see cpu_quota.py), ops/s at saturation and the server's CPU over the hold only; the row is a
+   capacity row (`bound: server`) only if the server was at least 90% busy;
+3. the latency run: open model (k6 constant-arrival-rate), uncapped, at one offered rate per
+   scenario that is the same for every system, so latencies compare.
+k6 runs on core 0, servers on core 1.
 
 Usage: bench.py [--profile full|quick|smoke] [--systems a,b] [--scenarios x,y] [--out DIR]
+                [--cpu-quota CORES]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import io
 import json
 import platform
@@ -29,6 +35,17 @@ from systems import LOADTEST, ROOT, SYSTEMS, System, available
 
 K6 = ROOT / ".tools" / "bin" / "k6"
 BATCH_SIZE = 50
+CPU_QUOTA_IN_FORCE: float | None = None
+# A capacity row counts only if its server was at least this busy over the hold.
+SERVER_BOUND_BUSY = 0.9
+# The server's CPU cap in capacity holds, in cores: low enough that every server here saturates
+# well below k6's ceiling on one core (about 7-8k requests/s; webdis + Redis used a quarter of a
+# core there).
+DEFAULT_CPU_QUOTA = float(os.environ.get("BENCH_CPU_QUOTA", "0.15"))
+# Offered rate of the latency runs, in requests/s, the same for every system of a scenario: one
+# that the slowest system serves uncapped with room to spare.
+LATENCY_RATES = {"batch": 20.0}
+DEFAULT_LATENCY_RATE = 300.0
 
 
 @dataclass(frozen=True)
@@ -42,7 +59,6 @@ class Profile:
     scenarios: tuple[str, ...]
     client_sweep: tuple[int, ...]
     ceilings: bool
-    rate_steps: tuple[float, ...] = (0.9, 0.7, 0.5)
 
 
 ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "redis-webdis", "ehcache",
@@ -55,7 +71,7 @@ PROFILES = {
                      ("health", "read", "write", "mixed", "hot", "batch"), (), True),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
     "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "redis-webdis"),
-                     ("read", "mixed", "batch"), (), False, rate_steps=(0.5,)),
+                     ("read", "mixed", "batch"), (), False),
 }
 
 
@@ -100,42 +116,61 @@ def metric(summary: dict, name: str, stat: str, default: float = 0.0) -> float:
     return summary["metrics"].get(name, {}).get("values", {}).get(stat, default)
 
 
-def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys_dir: Path) -> dict:
+def latency_rate(scenario: str) -> float:
+    return LATENCY_RATES.get(scenario, DEFAULT_LATENCY_RATE)
+
+
+def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys_dir: Path,
+            cpu_quota: float | None) -> dict:
     value_bytes = 1024 if scenario == "cache-1k" else 100
-    probe = k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32,
-                   value_bytes=value_bytes)
-    capacity = metric(probe, "http_reqs", "rate")
-    row: dict = {}
-    for step in profile.rate_steps:
-        rate = capacity * step
-        before_cpu, before_stats = system.cpu_seconds(), system.stats()
-        # All VUs are allocated up front (k6 adding VUs mid-run drops iterations); the run ramps
-        # up over 2 s so that their connections open gradually.
-        summary = k6_run(system, scenario, "open", run_dir, keys_dir, profile.measure_s, rate=rate,
-                         vus=200, value_bytes=value_bytes)
-        cpu = system.cpu_seconds() - before_cpu
-        row = summarize(system, scenario, summary, cpu, before_stats, system.stats())
-        row["target_rate"] = round(rate, 1)
-        # The closed-model probe: 32 VUs as fast as the system answers (batch: 50 ops each).
-        row["closed_ops_per_s"] = round(capacity * (BATCH_SIZE if scenario == "batch" else 1), 1)
-        if row["meets_goals"]:
-            break
-        say(f"  {system.name} {scenario}: {rate:.0f}/s missed the goals, stepping down")
+    k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32, value_bytes=value_bytes)
+    # The capacity hold. Stats are read outside the window, and the CPU figure spans the k6 run
+    # only; the server is idle before and after it, so k6's own start-up adds nothing.
+    cap = system.cap(cpu_quota)
+    before_stats = system.stats()
+    before_cpu = system.cpu_seconds()
+    hold = k6_run(system, scenario, "closed", run_dir, keys_dir, profile.measure_s, vus=32,
+                  value_bytes=value_bytes)
+    cpu = system.cpu_seconds() - before_cpu
+    after_stats = system.stats()
+    system.cap(None)
+    row = summarize(system, scenario, hold, cpu, before_stats, after_stats, cap)
+    # The latency run, uncapped, at the scenario's common offered rate.
+    rate = latency_rate(scenario)
+    latency = k6_run(system, scenario, "open", run_dir, keys_dir, profile.measure_s, rate=rate, vus=200,
+                     value_bytes=value_bytes)
+    dropped = metric(latency, "dropped_iterations", "count")
+    errors = metric(latency, "http_req_failed", "rate")
+    row.update({
+        "latency_rate": rate,
+        "p50_ms": round(metric(latency, "http_req_duration", "med"), 3),
+        "p95_ms": round(metric(latency, "http_req_duration", "p(95)"), 3),
+        "p99_ms": round(metric(latency, "http_req_duration", "p(99)"), 3),
+        "error_rate": round(max(errors, row["error_rate"]), 5),
+        "dropped_iterations": int(dropped),
+        "meets_goals": dropped == 0 and errors < 0.001,
+    })
     return row
 
 
 def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before: dict | None,
-              after: dict | None) -> dict:
+              after: dict | None, cap: float | None = None) -> dict:
+    """A closed-model run as a row: ops/s, the server's CPU per op and how busy it was (its share
+    of the cap, or of its one pinned core when uncapped)."""
     requests = metric(summary, "http_reqs", "count")
     ops_per_request = BATCH_SIZE if scenario == "batch" else 1
     duration_s = summary["state"]["testRunDurationMs"] / 1000
     ops = requests * ops_per_request
     dropped = metric(summary, "dropped_iterations", "count")
     errors = metric(summary, "http_req_failed", "rate")
+    busy = cpu_s / (duration_s * (cap or 1.0)) if duration_s else 0.0
     row = {
         "system": system.name,
         "scenario": scenario,
         "ops_per_s": round(ops / duration_s, 1) if duration_s else 0.0,
+        "server_busy": round(busy, 3),
+        "bound": "server" if busy >= SERVER_BOUND_BUSY else "client",
+        "cpu_quota_cores": cap,
         "p50_ms": round(metric(summary, "http_req_duration", "med"), 3),
         "p95_ms": round(metric(summary, "http_req_duration", "p(95)"), 3),
         "p99_ms": round(metric(summary, "http_req_duration", "p(99)"), 3),
@@ -159,13 +194,17 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
     return row
 
 
-def redis_benchmark_rows() -> list[dict]:
-    """The machine's Redis ceiling: redis-benchmark without and with pipelining."""
+def redis_benchmark_rows(redis: System) -> list[dict]:
+    """The machine's Redis ceiling: redis-benchmark without and with pipelining, one run per
+    test so that the server's CPU is known for each."""
     rows = []
-    for pipeline in (1, 50):
+    for pipeline, test in ((1, "incr"), (1, "get"), (50, "incr"), (50, "get")):
+        before_cpu, started = redis.cpu_seconds(), time.monotonic()
         completed = subprocess.run(
-            ["taskset", "-c", "0", "redis-benchmark", "-p", "6390", "-t", "incr,get", "-n", "200000",
+            ["taskset", "-c", "0", "redis-benchmark", "-p", "6390", "-t", test, "-n", "200000",
              "-c", "50", "-P", str(pipeline), "--csv"], capture_output=True, text=True, check=True)
+        # redis-server only: webdis is idle meanwhile.
+        busy = (redis.cpu_seconds() - before_cpu) / (time.monotonic() - started)
         for record in csv.DictReader(io.StringIO(completed.stdout)):
             scenario = {"GET": "read", "INCR": "write"}[record["test"]]
             rows.append({
@@ -176,7 +215,10 @@ def redis_benchmark_rows() -> list[dict]:
                 "p95_ms": float(record["p95_latency_ms"]),
                 "p99_ms": float(record["p99_latency_ms"]),
                 "error_rate": 0.0,
-                "server_cpu_us_per_op": None,
+                "server_cpu_us_per_op": round(busy * 1e6 / float(record["rps"]), 2),
+                "server_busy": round(busy, 3),
+                "bound": "server" if busy >= SERVER_BOUND_BUSY else "client",
+                "cpu_quota_cores": None,
                 "meets_goals": True,
                 "persistence": "none",
                 "note": f"RESP, 50 clients, pipeline {pipeline}; closed model",
@@ -200,6 +242,7 @@ def machine() -> dict:
         "redis": version("redis-server", "--version"),
         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1],
         "pinning": "k6 on core 0, servers on core 1",
+        "cpu_quota_cores_requested": CPU_QUOTA_IN_FORCE,
     }
 
 
@@ -215,7 +258,11 @@ def main() -> int:
     parser.add_argument("--systems", help="comma-separated subset")
     parser.add_argument("--scenarios", help="comma-separated subset")
     parser.add_argument("--out", help="results folder (default loadtest/results/<timestamp>)")
+    parser.add_argument("--cpu-quota", type=float, default=DEFAULT_CPU_QUOTA,
+                        help=f"each server's CPU cap in capacity holds, in cores (default {DEFAULT_CPU_QUOTA})")
     args = parser.parse_args()
+    global CPU_QUOTA_IN_FORCE
+    CPU_QUOTA_IN_FORCE = args.cpu_quota
     profile = PROFILES[args.profile]
     systems = args.systems.split(",") if args.systems else list(profile.systems)
     scenarios = args.scenarios.split(",") if args.scenarios else list(profile.scenarios)
@@ -252,9 +299,11 @@ def main() -> int:
                 system.preload(profile.keyspace, cache_keys, 1024)
             for scenario in wanted:
                 say(f"  {name} / {scenario}")
-                row = measure(system, scenario, profile, run_dir, keys_dir)
-                say(f"  {name} / {scenario}: {row['ops_per_s']:.0f} ops/s, p99 {row['p99_ms']:.2f} ms, "
-                    f"{row['server_cpu_us_per_op']} us CPU/op, goals met: {row['meets_goals']}")
+                row = measure(system, scenario, profile, run_dir, keys_dir, args.cpu_quota)
+                say(f"  {name} / {scenario}: {row['ops_per_s']:.0f} ops/s at {row['server_busy']:.0%} of "
+                    f"{row['cpu_quota_cores'] or 1} core ({row['bound']}-bound), "
+                    f"{row['server_cpu_us_per_op']} us CPU/op; p99 {row['p99_ms']:.2f} ms at "
+                    f"{row['latency_rate']:.0f} req/s, goals met: {row['meets_goals']}")
                 rows.append(row)
                 write_summary(run_dir, rows, args.profile, skipped)
             if "clients" in system.scenarios:
@@ -269,7 +318,7 @@ def main() -> int:
                     rows.append(row)
             if name == "redis-webdis" and profile.ceilings:
                 say("  redis-benchmark ceilings")
-                rows.extend(redis_benchmark_rows())
+                rows.extend(redis_benchmark_rows(system))
         except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
             # One system failing must not cost the others' measurements.
             skipped[name] = f"failed: {error}"

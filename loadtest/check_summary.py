@@ -9,7 +9,8 @@ Usage: check_summary.py <summary.json> <system> [<system> ...]
 import json
 import sys
 
-FIELDS = {"system", "scenario", "ops_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "server_cpu_us_per_op"}
+FIELDS = {"system", "scenario", "ops_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "server_cpu_us_per_op",
+          "server_busy", "bound", "cpu_quota_cores", "latency_rate", "persistence"}
 
 
 def main() -> int:
@@ -21,6 +22,10 @@ def main() -> int:
             problems.append(f"{row.get('system')}/{row.get('scenario')} lacks {sorted(missing)}")
         if not row.get("ops_per_s", 0) > 0:
             problems.append(f"{row['system']}/{row['scenario']} served nothing")
+        if row.get("bound") not in ("server", "client"):
+            problems.append(f"{row['system']}/{row['scenario']} has no bound (server or client)")
+        if not 0 <= row.get("server_busy", -1) <= 2:
+            problems.append(f"{row['system']}/{row['scenario']} has an impossible server_busy {row.get('server_busy')}")
         if row.get("error_rate", 1) >= 0.001:
             problems.append(f"{row['system']}/{row['scenario']} had {row['error_rate']:.2%} errors")
     for system in sys.argv[2:]:

@@ -2,7 +2,9 @@
 """Turns a run's summary.json into report.md (tables and ratios) and chart.png.
 
 Ratios compare each row with redis-webdis and with ehcache on the same scenario of the same
-run; no figure is compared across runs. Usage: report.py <run-dir>
+run, and only when both rows are capacity rows (the server at least 90% busy over the hold):
+a ratio against a client-bound row would measure the load generator. No figure is compared
+across runs. Usage: report.py <run-dir>
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ ORDER = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev",
 def ratio(row: dict, baseline: dict | None, field: str = "ops_per_s") -> str:
     if not baseline or not baseline.get(field) or not row.get(field):
         return "-"
+    if row.get("bound") != "server" or baseline.get("bound") != "server":
+        return "client-bound"
     return f"{row[field] / baseline[field]:.2f}x"
+
+
+def busy(row: dict) -> str:
+    if row.get("server_busy") is None:
+        return "-"
+    cap = row.get("cpu_quota_cores")
+    of = f"{cap:g} core" if cap else "1 core"
+    return f"{row['server_busy']:.0%} of {of}" + ("" if row.get("bound") == "server" else " (client-bound)")
 
 
 def cell(value: object, digits: int = 2) -> str:
@@ -37,21 +49,21 @@ def tables(rows: list[dict]) -> list[str]:
         group = sorted((r for r in rows if r["scenario"] == scenario),
                        key=lambda r: ORDER.index(r["system"]) if r["system"] in ORDER else 99)
         by_system = {r["system"]: r for r in group}
+        rates = {r.get("latency_rate") for r in group if r.get("latency_rate")}
+        rate = f" at {rates.pop():g} req/s" if len(rates) == 1 else ""
         lines += [f"### {scenario}", "",
-                  "| system | ops/s (open) | vs redis-webdis | vs ehcache | ops/s (closed) | vs redis-webdis "
-                  "| vs ehcache | p50 ms | p95 ms | p99 ms | errors | server CPU µs/op | goals met | notes |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+                  f"| system | capacity ops/s | server busy | vs redis-webdis | vs ehcache | server CPU µs/op "
+                  f"| p50 ms{rate} | p95 ms | p99 ms | errors | goals met | notes |",
+                  "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
         for r in group:
-            notes = [r.get("note", "")]
+            notes = [r.get("note", ""), r.get("persistence", "")]
             if "edge_hit_ratio" in r and (r.get("shard_calls_per_request") or 0) >= 0:
                 notes.append(f"edge hits {r['edge_hit_ratio']:.0%}, shard calls/request "
                              f"{cell(r.get('shard_calls_per_request'), 3)}, coalesced ops {r.get('coalesced_ops')}")
             lines.append(
-                f"| {r['system']} | {cell(r['ops_per_s'], 0)} | {ratio(r, by_system.get(BASELINES[0]))} "
-                f"| {ratio(r, by_system.get(BASELINES[1]))} | {cell(r.get('closed_ops_per_s'), 0)} "
-                f"| {ratio(r, by_system.get(BASELINES[0]), 'closed_ops_per_s')} "
-                f"| {ratio(r, by_system.get(BASELINES[1]), 'closed_ops_per_s')} | {cell(r['p50_ms'])} | {cell(r['p95_ms'])} "
-                f"| {cell(r['p99_ms'])} | {r['error_rate']:.3%} | {cell(r.get('server_cpu_us_per_op'), 1)} "
+                f"| {r['system']} | {cell(r['ops_per_s'], 0)} | {busy(r)} | {ratio(r, by_system.get(BASELINES[0]))} "
+                f"| {ratio(r, by_system.get(BASELINES[1]))} | {cell(r.get('server_cpu_us_per_op'), 1)} "
+                f"| {cell(r['p50_ms'])} | {cell(r['p95_ms'])} | {cell(r['p99_ms'])} | {r['error_rate']:.3%} "
                 f"| {'yes' if r.get('meets_goals') else 'no'} | {'; '.join(n for n in notes if n)} |")
         lines.append("")
     return lines
@@ -64,6 +76,8 @@ def request_path_overhead(rows: list[dict]) -> list[str]:
     rust, js = health.get("edgecount-workerd"), health.get("js-hello-workerd")
     if not rust or not js or not rust.get("server_cpu_us_per_op") or not js.get("server_cpu_us_per_op"):
         return []
+    if rust.get("bound") != "server" or js.get("bound") != "server":
+        return ["### request path overhead", "", "Not computed: a health row was client-bound.", ""]
     cpu_ratio = rust["server_cpu_us_per_op"] / js["server_cpu_us_per_op"]
     return ["### request path overhead", "",
             f"edgecount's `/v1/health` costs {rust['server_cpu_us_per_op']:.0f} µs of server CPU per request "
@@ -81,12 +95,14 @@ def write_report(run_dir: Path, summary: dict) -> None:
         f"{machine['memory_gib']} GiB), {machine['pinning']}. k6 {' '.join(machine['k6'])}, "
         f"workerd {' '.join(machine['workerd'])}, {' '.join(machine['redis'])}, {' '.join(machine['java'])}.",
         "",
-        "`ops/s (open)`: open model (k6 ramping-arrival-rate, 2 s ramp then the measured hold) at 90% "
-        "of the capacity a closed-model probe found, stepping down to 70% and 50% until a run has no "
-        "dropped iterations and under 0.1% errors (`goals met`); a row that never got there shows its "
-        "last attempt. `ops/s (closed)`: that probe, 32 virtual users as fast as answers come. "
-        "Latencies and CPU are from the open run. A batch request counts 50 ops. Server CPU is user + "
-        "system time of the server's processes per op.",
+        "`capacity ops/s`: a closed-model hold (32 virtual users as fast as answers come) after a "
+        "warm-up, with the server capped at a fraction of a core by a cgroup CPU quota so that it, "
+        "not k6, is the bottleneck. `server busy`: the server's CPU over the hold as a share of that "
+        "cap; a row under 90% is client-bound and no ratio is computed from it. Server CPU is user + "
+        "system time of the server's processes per op, over the hold only. Latencies are from a "
+        "separate open-model run (k6 constant-arrival-rate, uncapped) at one offered rate per "
+        "scenario, the same for every system; `goals met`: that run had no dropped iterations and "
+        "under 0.1% errors. A batch request counts 50 ops.",
         "",
         "Persistence: " + "; ".join(f"{s}: {p}" for s, p in persistence.items()) + ".",
         "",

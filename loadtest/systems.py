@@ -1,7 +1,8 @@
 """The systems the benchmark measures: how to start, preload, watch and stop each one.
 
-Every server runs on loopback, pinned to core 1 (k6 gets core 0), with its output in the run's
-folder. CPU time is read from /proc for the server's whole process tree.
+Every server runs on loopback, pinned to core 1 (k6 gets core 0), in a cgroup of its own whose
+CPU quota capacity runs set (`cpu_quota.py`), with its output in the run's folder. CPU time is
+read from /proc for the server's whole process tree.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cpu_quota import CpuQuota
 
 ROOT = Path(__file__).resolve().parent.parent
 LOADTEST = ROOT / "loadtest"
@@ -94,14 +97,30 @@ class System:
     scenarios: set[str]
     persistence: str
     processes: list[subprocess.Popen] = field(default_factory=list)
+    quota: CpuQuota | None = None
 
     def start(self, run_dir: Path) -> None:
         raise NotImplementedError
 
     def spawn(self, run_dir: Path, label: str, command: list[str], **kwargs) -> None:
         log = open(run_dir / f"{self.name}-{label}.log", "w")
-        self.processes.append(subprocess.Popen(
-            pinned(command), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs))
+        process = subprocess.Popen(
+            pinned(command), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
+        self.processes.append(process)
+        if self.quota is None:
+            self.quota = CpuQuota.create(self.name)
+        if self.quota is not None:
+            # Started before it joins: the few milliseconds of start-up it runs uncapped are
+            # never inside a measured window.
+            self.quota.add(process.pid)
+
+    def cap(self, cores: float | None) -> float | None:
+        """Caps the server at `cores` of CPU (None lifts the cap); answers the cap in force, None
+        when no cgroup could be made (the server then has its whole pinned core)."""
+        if self.quota is None:
+            return None
+        self.quota.cap(cores)
+        return cores
 
     def cpu_seconds(self) -> float:
         return tree_cpu_seconds([p.pid for p in self.processes])
@@ -124,6 +143,9 @@ class System:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
         self.processes.clear()
+        if self.quota is not None:
+            self.quota.remove()
+            self.quota = None
 
 
 class V1System(System):
