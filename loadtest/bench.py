@@ -35,7 +35,6 @@ from systems import LOADTEST, ROOT, SYSTEMS, System, available
 
 K6 = ROOT / ".tools" / "bin" / "k6"
 BATCH_SIZE = 50
-CPU_QUOTA_IN_FORCE: float | None = None
 # A capacity row counts only if its server was at least this busy over the hold.
 SERVER_BOUND_BUSY = 0.9
 # The server's CPU cap in capacity holds, in cores: low enough that every server here saturates
@@ -226,7 +225,7 @@ def redis_benchmark_rows(redis: System) -> list[dict]:
     return rows
 
 
-def machine() -> dict:
+def machine(cpu_quota: float) -> dict:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     memory_kb = int(Path("/proc/meminfo").read_text().split()[1])
@@ -242,13 +241,14 @@ def machine() -> dict:
         "redis": version("redis-server", "--version"),
         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1],
         "pinning": "k6 on core 0, servers on core 1",
-        "cpu_quota_cores_requested": CPU_QUOTA_IN_FORCE,
+        "cpu_quota_cores_requested": cpu_quota,
     }
 
 
-def write_summary(run_dir: Path, rows: list[dict], profile: str, skipped: dict[str, str]) -> None:
+def write_summary(run_dir: Path, rows: list[dict], profile: str, skipped: dict[str, str],
+                  cpu_quota: float) -> None:
     """Written after every row, so an interrupted run keeps what it measured."""
-    summary = {"rows": rows, "machine": machine(), "profile": profile, "skipped": skipped}
+    summary = {"rows": rows, "machine": machine(cpu_quota), "profile": profile, "skipped": skipped}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
@@ -261,8 +261,6 @@ def main() -> int:
     parser.add_argument("--cpu-quota", type=float, default=DEFAULT_CPU_QUOTA,
                         help=f"each server's CPU cap in capacity holds, in cores (default {DEFAULT_CPU_QUOTA})")
     args = parser.parse_args()
-    global CPU_QUOTA_IN_FORCE
-    CPU_QUOTA_IN_FORCE = args.cpu_quota
     profile = PROFILES[args.profile]
     systems = args.systems.split(",") if args.systems else list(profile.systems)
     scenarios = args.scenarios.split(",") if args.scenarios else list(profile.scenarios)
@@ -305,7 +303,7 @@ def main() -> int:
                     f"{row['server_cpu_us_per_op']} us CPU/op; p99 {row['p99_ms']:.2f} ms at "
                     f"{row['latency_rate']:.0f} req/s, goals met: {row['meets_goals']}")
                 rows.append(row)
-                write_summary(run_dir, rows, args.profile, skipped)
+                write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)
             if "clients" in system.scenarios:
                 for vus in profile.client_sweep:
                     summary_before, cpu_before = system.stats(), system.cpu_seconds()
@@ -326,7 +324,7 @@ def main() -> int:
         finally:
             system.stop()
 
-    write_summary(run_dir, rows, args.profile, skipped)
+    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)
     say(f"wrote {run_dir / 'summary.json'} ({len(rows)} rows)")
     report = subprocess.run([sys.executable, str(LOADTEST / "report.py"), str(run_dir)])
     return report.returncode

@@ -93,8 +93,14 @@ pub struct OpSpec {
     /// Whether the op changes state: it needs the write right and may carry an idempotency key.
     pub writes: bool,
     pub subject: Subject,
+}
+
+impl OpSpec {
     /// Whether a `ttl` sets when what the op writes lapses (the shard schedules its alarm by it).
-    pub takes_ttl: bool,
+    #[must_use]
+    pub fn takes_ttl(&self) -> bool {
+        self.fields.contains(&"ttl")
+    }
 }
 
 /// The op table, in [`OpKind`] order. Adding an op kind is a row here, a variant of [`OpKind`]
@@ -117,27 +123,7 @@ const fn spec(
     writes: bool,
     subject: Subject,
 ) -> OpSpec {
-    let takes_ttl = lists(fields, "ttl");
-    OpSpec { kind, name, fields, writes, subject, takes_ttl }
-}
-
-/// Whether `fields` holds `field` (a `const fn`, so the table stays a constant).
-const fn lists(fields: &[&str], field: &str) -> bool {
-    let mut i = 0;
-    while i < fields.len() {
-        let (a, b) = (fields[i].as_bytes(), field.as_bytes());
-        if a.len() == b.len() {
-            let mut j = 0;
-            while j < a.len() && a[j] == b[j] {
-                j += 1;
-            }
-            if j == a.len() {
-                return true;
-            }
-        }
-        i += 1;
-    }
-    false
+    OpSpec { kind, name, fields, writes, subject }
 }
 
 impl OpKind {
@@ -397,7 +383,7 @@ mod tests {
             carried.sort_unstable();
             listed.sort_unstable();
             assert_eq!(carried, listed, "{}", spec.name);
-            assert_eq!(spec.takes_ttl, op.ttl().is_some(), "{}", spec.name);
+            assert_eq!(spec.takes_ttl(), op.ttl().is_some(), "{}", spec.name);
             assert_eq!(spec.writes, !matches!(op, ShardOp::Get { .. } | ShardOp::CacheGet { .. }));
         }
         assert_eq!(OpKind::from_name("frobnicate"), None);
