@@ -60,7 +60,7 @@ class Profile:
     ceilings: bool
 
 
-ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "redis-webdis", "ehcache",
+ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "js-floor-workerd", "redis-webdis", "ehcache",
                "nginx-static", "js-hello-workerd")
 PROFILES = {
     "full": Profile(3, 10, 1_000_000, 100_000, 400_000, ALL_SYSTEMS,

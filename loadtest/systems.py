@@ -279,6 +279,34 @@ class NginxStatic(System):
         wait_until_up(f"{self.base_url}/")
 
 
+def write_js_worker_config(run_dir: Path, name: str, script: Path, port: int, sql_objects: str | None = None) -> Path:
+    """A workerd config serving one JavaScript module on `port`; with `sql_objects`, that class as
+    a SQLite Durable Object namespace bound as SHARDS, stored under the run folder."""
+    config = run_dir / f"{name}.capnp"
+    module = os.path.relpath(script, run_dir)
+    services = [f'(name = "{name}", worker = .worker)']
+    objects = ""
+    if sql_objects:
+        state = run_dir / f"{name}-state"
+        state.mkdir(exist_ok=True)
+        services.append(f'(name = "storage", disk = (path = "{state}", writable = true))')
+        objects = f"""
+  bindings = [(name = "SHARDS", durableObjectNamespace = "{sql_objects}")],
+  durableObjectNamespaces = [(className = "{sql_objects}", uniqueKey = "{name}-{sql_objects}", enableSql = true)],
+  durableObjectStorage = (localDisk = "storage"),"""
+    config.write_text(f"""using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [{", ".join(services)}],
+  sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "{name}")],
+);
+const worker :Workerd.Worker = (
+  modules = [(name = "worker.js", esModule = embed "{module}")],
+  compatibilityDate = "2026-11-01",{objects}
+);
+""")
+    return config
+
+
 class JsHelloWorkerd(System):
     """A JavaScript hello-world worker on the same workerd: the floor for any request there."""
 
@@ -288,24 +316,32 @@ class JsHelloWorkerd(System):
         super().__init__("js-hello-workerd", "http://127.0.0.1:8796", {"health"}, "n/a (fixed body)")
 
     def start(self, run_dir: Path) -> None:
-        config = run_dir / "js-hello.capnp"
-        script = os.path.relpath(self.SCRIPT, run_dir)
-        config.write_text(f"""using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [(name = "hello", worker = .hello)],
-  sockets = [(name = "http", address = "127.0.0.1:8796", http = (), service = "hello")],
-);
-const hello :Workerd.Worker = (
-  modules = [(name = "worker.js", esModule = embed "{script}")],
-  compatibilityDate = "2026-11-01",
-);
-""")
+        config = write_js_worker_config(run_dir, "js-hello", self.SCRIPT, 8796)
         self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
         wait_until_up(f"{self.base_url}/")
 
 
+class JsFloorWorkerd(V1System):
+    """The floor of edgecount's shard paths: a JavaScript worker calling JavaScript Durable
+    Objects over RPC that run a shard's SQLite statements (baselines/js-floor/worker.js)."""
+
+    SCRIPT = LOADTEST / "baselines" / "js-floor" / "worker.js"
+
+    def __init__(self) -> None:
+        super().__init__("js-floor-workerd", "http://127.0.0.1:8788", {"read", "write", "mixed", "batch"},
+                         "durable (SQLite, written before each answer)")
+
+    def start(self, run_dir: Path) -> None:
+        config = write_js_worker_config(run_dir, "js-floor", self.SCRIPT, 8788, sql_objects="FloorShard")
+        self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
+        wait_until_up(f"{self.base_url}/v1/health")
+
+    def stats(self) -> dict | None:
+        return None
+
+
 SYSTEMS = {s.name: s for s in (EdgecountWorkerd, EdgecountBehindCdn, EdgecountWranglerDev, RedisWebdis, Ehcache,
-                                NginxStatic, JsHelloWorkerd)
+                                NginxStatic, JsHelloWorkerd, JsFloorWorkerd)
            for s in [s()]}
 
 

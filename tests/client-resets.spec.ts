@@ -5,6 +5,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Agent, request } from "node:http";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { sendAndReset, streamChunked } from "./raw-http";
 import { exactValue, freshNamespace } from "./service";
@@ -74,6 +75,30 @@ async function promptly(path: string, init: RequestInit = {}, ms = 5_000) {
   });
 }
 
+/** One request over `agent`'s kept-alive connections: its status, or a failure after `ms`. */
+function keptAliveRequest(
+  agent: Agent,
+  method: string,
+  path: string,
+  ms: number,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const sent = request(
+      `${url}${path}`,
+      { method, agent, timeout: ms },
+      (response) => {
+        response.resume();
+        response.on("end", () => resolve(response.statusCode ?? 0));
+      },
+    );
+    sent.on("timeout", () =>
+      sent.destroy(new Error(`${method} ${path}: no answer in ${ms} ms`)),
+    );
+    sent.on("error", reject);
+    sent.end();
+  });
+}
+
 it("a shard still answers at once after clients reset their requests while it was busy", async () => {
   const ns = freshNamespace("resets");
   const keys = await keysOnOneShard(ns, 8);
@@ -103,6 +128,32 @@ it("a shard still answers at once after clients reset their requests while it wa
     expect(incr.status).toBe(200);
     const badge = await promptly(`/v1/badge/${ns}/${keys[2]}.svg?incr=1`);
     expect(badge.status).toBe(200);
+  }
+});
+
+it("clients that keep their connections and send back to back are each answered promptly, run after run", async () => {
+  // Load as a load generator makes it: a run is 32 clients, each on a kept-alive connection of
+  // its own, sending the next request as soon as the last is answered; then the connections
+  // close and the next run opens new ones. Requests that arrive together can lose the runtime's
+  // wake-up; an op must then still find its result long before its call's 10 s lease ends.
+  const ns = freshNamespace("runs");
+  for (const method of ["POST", "GET", "POST", "GET"]) {
+    const agent = new Agent({ keepAlive: true, maxSockets: 32 });
+    const until = Date.now() + 3_000;
+    let answered = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async (_, client) => {
+        for (let i = 0; Date.now() < until; i++) {
+          const key = `k${(client * 7919 + i * 104729) % 100000}`;
+          const path = `/v1/counters/${ns}/${key}${method === "POST" ? "/incr" : ""}`;
+          const status = await keptAliveRequest(agent, method, path, 3_000);
+          expect(status).toBe(200);
+          answered++;
+        }
+      }),
+    );
+    agent.destroy();
+    expect(answered).toBeGreaterThan(32);
   }
 });
 

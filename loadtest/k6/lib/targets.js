@@ -1,5 +1,5 @@
 // How each system under test spells the same operations. edgecount and the Ehcache-style
-// baseline share API v1; webdis maps Redis commands to URLs; nginx serves a fixed body.
+// baseline share API v1 (the JavaScript floor speaks the part of it the benchmark uses); webdis maps Redis commands to URLs; nginx serves a fixed body.
 import http from "k6/http";
 
 const NS = "bench";
@@ -54,7 +54,12 @@ const jsHello = (base) => ({
 
 export function target(system, base) {
   if (system === "js-hello-workerd") return jsHello(base);
-  if (system.startsWith("edgecount") || system === "ehcache") return v1(base);
+  if (
+    system.startsWith("edgecount") ||
+    system === "ehcache" ||
+    system === "js-floor-workerd"
+  )
+    return v1(base);
   if (system === "redis-webdis") return webdis(base);
   if (system === "nginx-static") return nginx(base);
   throw new Error(`unknown system ${system}`);

@@ -42,6 +42,13 @@ const MAX_WAIT_MS: u64 = 15_000;
 /// How long a call may go without reporting back before it is declared lost and the shard may
 /// take another. Longer than any op takes on a healthy shard, shorter than a client's patience.
 const CALL_LEASE_MS: u64 = 10_000;
+/// A waiting op looks at its slot again after this long, then after twice as long, and so on,
+/// even if nothing woke it. Wake-ups can be lost: when requests arrive together, one request's
+/// turn may run another's wait, and the timer that hands the wake-up over is then set in a
+/// request that may finish before it fires (seen under load: every op of a burst waiting out
+/// the whole lease, 10 s, with its result long delivered). The recheck bounds such a wait at
+/// about twice the time the result took, for a few extra polls on waits longer than this.
+const FIRST_RECHECK_MS: u64 = 16;
 
 /// What one waiting op is handed, and how to wake its request.
 #[derive(Default)]
@@ -182,6 +189,7 @@ pub async fn submit(
         return Err(ApiError::ShardOverloaded);
     };
     let deadline = now_ms() + MAX_WAIT_MS;
+    let mut recheck_ms = FIRST_RECHECK_MS;
     loop {
         start_next_call(caller, env, shard);
         if let Some(outcome) = slot.outcome.borrow_mut().take() {
@@ -191,9 +199,11 @@ pub async fn submit(
         if now >= deadline {
             return Err(give_up(shard, ticket, &slot, is_write));
         }
-        // Look again when woken, at the deadline, or when the call in flight loses its lease.
+        // Look again when woken, at the deadline, when the call in flight loses its lease, or
+        // after a recheck interval that doubles on each wait (see [`FIRST_RECHECK_MS`]).
         let lease = COALESCER.with(|c| c.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
-        let wait_ms = deadline.min(lease.saturating_add(1)).saturating_sub(now).max(1);
+        let wait_ms = deadline.min(lease.saturating_add(1)).saturating_sub(now).clamp(1, recheck_ms);
+        recheck_ms = recheck_ms.saturating_mul(2);
         let _disarm = Disarm(&slot);
         let woken = slot.woken();
         let timer = Delay::from(Duration::from_millis(wait_ms));
