@@ -36,6 +36,30 @@ describe("operations", () => {
     expect(after.shards[shard].keys).toBeGreaterThanOrEqual(1);
   });
 
+  it("counts the SQLite rows each shard reads and writes, and not those of its own statistics", async () => {
+    const ns = freshNamespace("rows");
+    const first = await service.fetch(`/v1/counters/${ns}/a/incr`, {
+      method: "POST",
+    });
+    const shard = Number(first.headers.get("x-edgecount-shard"));
+    const shardStats = async () =>
+      (await (await service.fetch("/v1/stats")).json()).shards[shard];
+    const before = await shardStats();
+    // Asking counts every stored row, and must not show up in the counts it reports.
+    const again = await shardStats();
+    expect(again.rows_read).toBe(before.rows_read);
+    expect(again.rows_written).toBe(before.rows_written);
+    for (let i = 0; i < 5; i++) {
+      await service.fetch(`/v1/counters/${ns}/a/incr`, { method: "POST" });
+    }
+    const after = await shardStats();
+    // The counter is in memory after the first increment: one row written per increment, and
+    // nothing read.
+    expect(after.rows_written - before.rows_written).toBe(5);
+    expect(after.rows_read - before.rows_read).toBe(0);
+    expect(after.counters_in_memory).toBeGreaterThanOrEqual(1);
+  });
+
   it("exposes Prometheus metrics", async () => {
     const response = await service.fetch("/metrics");
     expect(response.status).toBe(200);
@@ -45,6 +69,8 @@ describe("operations", () => {
     expect(text).toContain("# TYPE edgecount_shard_cache_bytes gauge");
     expect(text).toMatch(/edgecount_shard_keys\{shard="15"\} \d+/);
     expect(text).toMatch(/edgecount_shard_evictions_total\{shard="0"\} \d+/);
+    expect(text).toContain("# TYPE edgecount_shard_rows_written_total counter");
+    expect(text).toMatch(/edgecount_shard_rows_read_total\{shard="3"\} \d+/);
   });
 
   it("answers CORS preflights and marks responses for any origin", async () => {

@@ -121,6 +121,10 @@ impl ShardEngine {
             cache_bytes: self.cache.bytes(),
             evictions: self.cache.evictions(),
             reclaimed: self.reclaimed,
+            counters_in_memory: self.cached_counters() as u64,
+            // Counted by the store, which the engine does not see into; the caller fills them.
+            rows_read: 0,
+            rows_written: 0,
         })
     }
 

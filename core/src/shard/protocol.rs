@@ -286,6 +286,15 @@ pub struct ShardStats {
     pub evictions: u64,
     /// Expired counters and entries whose storage was reclaimed since the object started.
     pub reclaimed: u64,
+    /// Counters held in memory now; the others are read from storage when next used.
+    #[serde(default)]
+    pub counters_in_memory: u64,
+    /// SQLite rows read by the object's statements since it started (the platform bills them).
+    #[serde(default)]
+    pub rows_read: u64,
+    /// SQLite rows written by the object's statements since it started (the platform bills them).
+    #[serde(default)]
+    pub rows_written: u64,
 }
 
 /// Serde helper: bytes as a standard base64 string.
@@ -311,7 +320,7 @@ pub mod base64_bytes {
 impl ShardStats {
     /// The statistics as `(name, value)` pairs, in declaration order, for totals and metrics.
     #[must_use]
-    pub fn fields(&self) -> [(&'static str, u64); 8] {
+    pub fn fields(&self) -> [(&'static str, u64); 11] {
         [
             ("calls", self.calls),
             ("ops", self.ops),
@@ -321,6 +330,9 @@ impl ShardStats {
             ("cache_bytes", self.cache_bytes),
             ("evictions", self.evictions),
             ("reclaimed", self.reclaimed),
+            ("counters_in_memory", self.counters_in_memory),
+            ("rows_read", self.rows_read),
+            ("rows_written", self.rows_written),
         ]
     }
 }

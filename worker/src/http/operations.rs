@@ -102,7 +102,7 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
     let mut text = String::new();
     for (field, _) in ShardStats::default().fields() {
         let (kind, name) = match field {
-            "calls" | "ops" | "evictions" | "reclaimed" => {
+            "calls" | "ops" | "evictions" | "reclaimed" | "rows_read" | "rows_written" => {
                 ("counter", format!("edgecount_shard_{field}_total"))
             }
             _ => ("gauge", format!("edgecount_shard_{field}")),

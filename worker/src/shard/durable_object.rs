@@ -102,7 +102,9 @@ impl Shard {
     }
 
     fn stats(&self) -> std::result::Result<ShardStats, String> {
-        self.engine.borrow().stats(&self.store, now_ms()).map_err(|error| error.detail())
+        let stats = self.store.uncounted(|| self.engine.borrow().stats(&self.store, now_ms()));
+        let (rows_read, rows_written) = self.store.rows_counted();
+        Ok(ShardStats { rows_read, rows_written, ..stats.map_err(|error| error.detail())? })
     }
 }
 

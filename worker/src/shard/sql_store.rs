@@ -10,8 +10,9 @@ use std::cell::Cell;
 use edgecount_core::shard::cache_table::{entry_charge, EntryMeta, StoredEntry};
 use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use worker::{Result, SqlStorage, SqlStorageValue};
+use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
 // Idempotency records live in `idempotency_records`, one per Idempotency-Key and written key,
 // holding a digest of the request. Shards written before that keep the older `idempotency`
@@ -58,6 +59,10 @@ pub struct SqlShardStore {
     sql: SqlStorage,
     /// Whether the legacy records table is still there (see [`LEGACY_RECORDS`]).
     legacy_records: Cell<bool>,
+    /// Rows read and written by this object's statements since it started, from the SQL
+    /// cursors' own counts: what the platform bills.
+    rows_read: Cell<u64>,
+    rows_written: Cell<u64>,
 }
 
 #[derive(Deserialize)]
@@ -95,14 +100,6 @@ fn describe(error: &worker::Error) -> String {
     error.to_string()
 }
 
-/// Rows a statement changed. The cursor runs the statement lazily; draining it makes the count
-/// final.
-fn rows_written(cursor: Result<worker::SqlCursor>) -> Result<u64> {
-    let cursor = cursor?;
-    let _ = cursor.raw().count();
-    Ok(cursor.rows_written() as u64)
-}
-
 impl SqlShardStore {
     /// Opens the tables, creating them on first use.
     ///
@@ -125,11 +122,50 @@ impl SqlShardStore {
     /// a storage error rather than the object failing to start.
     #[must_use]
     pub fn unopened(sql: SqlStorage) -> Self {
-        Self { sql, legacy_records: Cell::new(false) }
+        Self { sql, legacy_records: Cell::new(false), rows_read: Cell::new(0), rows_written: Cell::new(0) }
+    }
+
+    /// Rows read and rows written by this object's statements since it started.
+    #[must_use]
+    pub fn rows_counted(&self) -> (u64, u64) {
+        (self.rows_read.get(), self.rows_written.get())
+    }
+
+    /// Runs `queries` without counting their rows: the statistics' own counting queries, so that
+    /// asking for statistics does not change them (a benchmark asks before and after a run).
+    pub fn uncounted<T>(&self, queries: impl FnOnce() -> T) -> T {
+        let counted = (self.rows_read.get(), self.rows_written.get());
+        let answer = queries();
+        self.rows_read.set(counted.0);
+        self.rows_written.set(counted.1);
+        answer
+    }
+
+    /// Adds a consumed cursor's rows to the counts.
+    fn tally(&self, cursor: &SqlCursor) {
+        self.rows_read.set(self.rows_read.get() + cursor.rows_read() as u64);
+        self.rows_written.set(self.rows_written.get() + cursor.rows_written() as u64);
+    }
+
+    /// Runs a query and answers its rows, counted.
+    fn rows<T: DeserializeOwned>(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<Vec<T>> {
+        let cursor = self.sql.exec(query, bindings)?;
+        let rows = cursor.to_array()?;
+        self.tally(&cursor);
+        Ok(rows)
+    }
+
+    /// Runs a statement that answers no rows, and answers how many rows it changed. The cursor
+    /// runs the statement lazily; draining it makes the counts final.
+    fn change(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
+        let cursor = self.sql.exec(query, bindings)?;
+        let _ = cursor.raw().count();
+        self.tally(&cursor);
+        Ok(cursor.rows_written() as u64)
     }
 
     fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
-        let rows: Vec<Count> = self.sql.exec(query, bindings)?.to_array()?;
+        let rows: Vec<Count> = self.rows(query, bindings)?;
         Ok(rows.first().and_then(|c| c.n).unwrap_or(0))
     }
 
@@ -155,14 +191,12 @@ impl SqlShardStore {
             created_at_ms: u64,
         }
         let rows: Vec<Row> = self
-            .sql
-            .exec(
+            .rows(
                 &format!(
                     "SELECT fingerprint, result, created_at_ms FROM {LEGACY_RECORDS} WHERE idempotency_key = ?"
                 ),
                 vec![text(scope.idempotency_key.as_str())],
             )
-            .and_then(|cursor| cursor.to_array())
             .map_err(|e| describe(&e))?;
         // The fingerprint is the request as the shard protocol encodes it; one that no longer
         // parses cannot match any request, so it is no record.
@@ -179,11 +213,11 @@ impl SqlShardStore {
 
 impl CounterStore for SqlShardStore {
     fn remove_expired_counters(&self, now_ms: u64) -> std::result::Result<u64, String> {
-        let removed = self.sql.exec(
+        self.change(
             "DELETE FROM counters WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?",
             vec![integer(Some(now_ms))],
-        );
-        rows_written(removed).map_err(|e| describe(&e))
+        )
+        .map_err(|e| describe(&e))
     }
 
     fn next_counter_expiry(&self) -> std::result::Result<Option<u64>, String> {
@@ -203,13 +237,11 @@ impl CounterStore for SqlShardStore {
 
     fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
         let rows: Vec<CounterRow> = self
-            .sql
-            .exec(
+            .rows(
                 "SELECT CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms \
                  FROM counters WHERE ns = ? AND key = ?",
                 vec![text(ns.as_str()), text(key.as_str())],
             )
-            .and_then(|cursor| cursor.to_array())
             .map_err(|e| describe(&e))?;
         let Some(row) = rows.into_iter().next() else {
             return Ok(None);
@@ -224,33 +256,31 @@ impl CounterStore for SqlShardStore {
     }
 
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
-        self.sql
-            .exec(
-                "INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms) \
+        self.change(
+            "INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
                  value = excluded.value, version = excluded.version, \
                  ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms",
-                vec![
-                    text(ns.as_str()),
-                    text(key.as_str()),
-                    text(&counter.value.to_string()),
-                    integer(Some(counter.version)),
-                    integer(counter.ttl_seconds.map(u64::from)),
-                    integer(counter.expires_at_ms),
-                ],
-            )
-            .map(drop)
-            .map_err(|e| describe(&e))
+            vec![
+                text(ns.as_str()),
+                text(key.as_str()),
+                text(&counter.value.to_string()),
+                integer(Some(counter.version)),
+                integer(counter.ttl_seconds.map(u64::from)),
+                integer(counter.expires_at_ms),
+            ],
+        )
+        .map(drop)
+        .map_err(|e| describe(&e))
     }
 
     fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
-        self.sql
-            .exec(
-                "DELETE FROM counters WHERE ns = ? AND key = ?",
-                vec![text(ns.as_str()), text(key.as_str())],
-            )
-            .map(drop)
-            .map_err(|e| describe(&e))
+        self.change(
+            "DELETE FROM counters WHERE ns = ? AND key = ?",
+            vec![text(ns.as_str()), text(key.as_str())],
+        )
+        .map(drop)
+        .map_err(|e| describe(&e))
     }
 }
 
@@ -259,11 +289,12 @@ impl IdempotencyStore for SqlShardStore {
     fn remove_records_created_by(&self, created_by_ms: u64) -> std::result::Result<u64, String> {
         let mut removed = 0;
         for table in self.record_tables() {
-            let cursor = self.sql.exec(
-                &format!("DELETE FROM {table} WHERE created_at_ms <= ?"),
-                vec![integer(Some(created_by_ms))],
-            );
-            removed += rows_written(cursor).map_err(|e| describe(&e))?;
+            removed += self
+                .change(
+                    &format!("DELETE FROM {table} WHERE created_at_ms <= ?"),
+                    vec![integer(Some(created_by_ms))],
+                )
+                .map_err(|e| describe(&e))?;
         }
         let count_legacy = || self.count(&format!("SELECT COUNT(*) AS n FROM {LEGACY_RECORDS}"), vec![]);
         if self.legacy_records.get() && count_legacy().map_err(|e| describe(&e))? == 0 {
@@ -294,8 +325,7 @@ impl IdempotencyStore for SqlShardStore {
             created_at_ms: u64,
         }
         let rows: Vec<Row> = self
-            .sql
-            .exec(
+            .rows(
                 "SELECT request_digest, result, created_at_ms FROM idempotency_records \
                  WHERE ns = ? AND key = ? AND kind = ? AND idempotency_key = ?",
                 vec![
@@ -305,7 +335,6 @@ impl IdempotencyStore for SqlShardStore {
                     text(scope.idempotency_key.as_str()),
                 ],
             )
-            .and_then(|cursor| cursor.to_array())
             .map_err(|e| describe(&e))?;
         let Some(row) = rows.into_iter().next() else {
             return if self.legacy_records.get() { self.load_legacy_record(scope) } else { Ok(None) };
@@ -320,25 +349,24 @@ impl IdempotencyStore for SqlShardStore {
         scope: &RecordScope,
         record: &IdempotencyRecord,
     ) -> std::result::Result<(), String> {
-        self.sql
-            .exec(
-                "INSERT INTO idempotency_records \
+        self.change(
+            "INSERT INTO idempotency_records \
                  (ns, key, kind, idempotency_key, request_digest, result, created_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key, kind, idempotency_key) DO UPDATE SET \
                  request_digest = excluded.request_digest, result = excluded.result, \
                  created_at_ms = excluded.created_at_ms",
-                vec![
-                    text(scope.ns.as_str()),
-                    text(scope.key.as_str()),
-                    text(scope.kind),
-                    text(scope.idempotency_key.as_str()),
-                    text(&format!("{:032x}", record.request_digest)),
-                    text(&record.result),
-                    integer(Some(record.created_at_ms)),
-                ],
-            )
-            .map(drop)
-            .map_err(|e| describe(&e))
+            vec![
+                text(scope.ns.as_str()),
+                text(scope.key.as_str()),
+                text(scope.kind),
+                text(scope.idempotency_key.as_str()),
+                text(&format!("{:032x}", record.request_digest)),
+                text(&record.result),
+                integer(Some(record.created_at_ms)),
+            ],
+        )
+        .map(drop)
+        .map_err(|e| describe(&e))
     }
 }
 
@@ -372,15 +400,16 @@ impl CacheStore for SqlShardStore {
                 break;
             }
         }
+        self.tally(&cursor);
         Ok(())
     }
 
     fn remove_entries_from(&self, entry: &StoredEntry) -> std::result::Result<u64, String> {
-        let removed = self.sql.exec(
+        self.change(
             "DELETE FROM cache_entries WHERE (written_at_ms, ns, key) <= (?, ?, ?)",
             vec![integer(Some(entry.written_at_ms)), text(entry.ns.as_str()), text(entry.key.as_str())],
-        );
-        rows_written(removed).map_err(|e| describe(&e))
+        )
+        .map_err(|e| describe(&e))
     }
 
     fn load_entry(
@@ -395,7 +424,9 @@ impl CacheStore for SqlShardStore {
                 vec![text(ns.as_str()), text(key.as_str())],
             )
             .map_err(|e| describe(&e))?;
-        let Some(row) = cursor.raw().next() else {
+        let row = cursor.raw().next();
+        self.tally(&cursor);
+        let Some(row) = row else {
             return Ok(None);
         };
         match row.map_err(|e| describe(&e))?.as_slice() {
@@ -417,32 +448,30 @@ impl CacheStore for SqlShardStore {
         expires_at_ms: Option<u64>,
         now_ms: u64,
     ) -> std::result::Result<(), String> {
-        self.sql
-            .exec(
-                "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
+        self.change(
+            "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
                  value = excluded.value, content_type = excluded.content_type, \
                  expires_at_ms = excluded.expires_at_ms, written_at_ms = excluded.written_at_ms",
-                vec![
-                    text(ns.as_str()),
-                    text(key.as_str()),
-                    SqlStorageValue::Blob(value.to_vec()),
-                    text(content_type),
-                    integer(expires_at_ms),
-                    integer(Some(now_ms)),
-                ],
-            )
-            .map(drop)
-            .map_err(|e| describe(&e))
+            vec![
+                text(ns.as_str()),
+                text(key.as_str()),
+                SqlStorageValue::Blob(value.to_vec()),
+                text(content_type),
+                integer(expires_at_ms),
+                integer(Some(now_ms)),
+            ],
+        )
+        .map(drop)
+        .map_err(|e| describe(&e))
     }
 
     fn remove_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
-        self.sql
-            .exec(
-                "DELETE FROM cache_entries WHERE ns = ? AND key = ?",
-                vec![text(ns.as_str()), text(key.as_str())],
-            )
-            .map(drop)
-            .map_err(|e| describe(&e))
+        self.change(
+            "DELETE FROM cache_entries WHERE ns = ? AND key = ?",
+            vec![text(ns.as_str()), text(key.as_str())],
+        )
+        .map(drop)
+        .map_err(|e| describe(&e))
     }
 }
