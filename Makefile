@@ -68,7 +68,7 @@ test-worker: build tools-test
 test-bench-smoke: build tools-test
 	@echo "[test] benchmark kit smoke run (seconds; checks the kit works, measures nothing)"
 	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --out build/bench-smoke
-	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd redis-webdis
+	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd js-floor-workerd redis-webdis
 
 test-api-spec: build tools-test
 	@echo "[test] OpenAPI description against the running worker (schemathesis)"

@@ -43,7 +43,7 @@ SERVER_BOUND_BUSY = 0.9
 DEFAULT_CPU_QUOTA = float(os.environ.get("BENCH_CPU_QUOTA", "0.15"))
 # Offered rate of the latency runs, in requests/s, the same for every system of a scenario: one
 # that the slowest system serves uncapped with room to spare.
-LATENCY_RATES = {"batch": 20.0}
+LATENCY_RATES = {"batch": 20.0, "ncache": 20.0}
 DEFAULT_LATENCY_RATE = 300.0
 
 
@@ -60,16 +60,21 @@ class Profile:
     ceilings: bool
 
 
-ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "js-floor-workerd", "redis-webdis", "ehcache",
-               "nginx-static", "js-hello-workerd")
+ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-workerd-cdn-5s", "edgecount-wrangler-dev",
+               "js-floor-workerd", "js-hello-workerd", "redis-webdis", "redis-webdis-aof-always",
+               "redis-webdis-aof-everysec", "memcached", "ehcache", "nginx-static")
+# The quick profile leaves out the dev proxy, whose figures say nothing about production.
+QUICK_SYSTEMS = tuple(s for s in ALL_SYSTEMS if s != "edgecount-wrangler-dev")
 PROFILES = {
-    "full": Profile(3, 10, 1_000_000, 100_000, 400_000, ALL_SYSTEMS,
-                    ("health", "read", "write", "mixed", "hot", "batch", "cache-100b", "cache-1k"),
+    # ncache: the NCache comparison's 80/20 get/put mix over a million 100-byte items, 50 ops
+    # per batch; its items are the cache entries preloaded (cache_keys).
+    "full": Profile(3, 10, 1_000_000, 1_000_000, 400_000, ALL_SYSTEMS,
+                    ("health", "read", "write", "mixed", "hot", "batch", "cache-100b", "cache-1k", "ncache"),
                     (50, 100, 150, 200, 250, 300), True),
-    "quick": Profile(3, 6, 100_000, 0, 200_000, ALL_SYSTEMS,
+    "quick": Profile(3, 6, 100_000, 0, 200_000, QUICK_SYSTEMS,
                      ("health", "read", "write", "mixed", "hot", "batch"), (), True),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
-    "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "redis-webdis"),
+    "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
                      ("read", "mixed", "batch"), (), False),
 }
 
@@ -89,11 +94,11 @@ def say(message: str) -> None:
 
 
 def k6_run(system: System, scenario: str, mode: str, run_dir: Path, keys_dir: Path, duration: int,
-           rate: float = 0, vus: int = 32, value_bytes: int = 100) -> dict:
-    label = f"{system.name}-{scenario}-{mode}-{int(rate) if mode == 'open' else vus}"
+           rate: float = 0, vus: int = 32, value_bytes: int = 100, phase: str = "") -> dict:
+    label = f"{system.name}-{scenario}-{phase or mode}-{int(rate) if mode == 'open' else vus}"
     summary = run_dir / "k6" / f"{label}.json"
     summary.parent.mkdir(exist_ok=True)
-    base_scenario = "cache" if scenario.startswith("cache") else scenario
+    base_scenario = "cache" if scenario.startswith("cache-") else scenario
     env = {
         "BASE_URL": system.base_url, "SYSTEM": system.name, "SCENARIO": base_scenario, "MODE": mode,
         "DURATION": f"{duration}s", "RATE": str(max(1, int(rate))), "VUS": str(vus),
@@ -122,14 +127,15 @@ def latency_rate(scenario: str) -> float:
 def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys_dir: Path,
             cpu_quota: float | None) -> dict:
     value_bytes = 1024 if scenario == "cache-1k" else 100
-    k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32, value_bytes=value_bytes)
+    k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32, value_bytes=value_bytes,
+           phase="warmup")
     # The capacity hold. Stats are read outside the window, and the CPU figure spans the k6 run
     # only; the server is idle before and after it, so k6's own start-up adds nothing.
     cap = system.cap(cpu_quota)
     before_stats = system.stats()
     before_cpu = system.cpu_seconds()
     hold = k6_run(system, scenario, "closed", run_dir, keys_dir, profile.measure_s, vus=32,
-                  value_bytes=value_bytes)
+                  value_bytes=value_bytes, phase="hold")
     cpu = system.cpu_seconds() - before_cpu
     after_stats = system.stats()
     system.cap(None)
@@ -157,7 +163,7 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
     """A closed-model run as a row: ops/s, the server's CPU per op and how busy it was (its share
     of the cap, or of its one pinned core when uncapped)."""
     requests = metric(summary, "http_reqs", "count")
-    ops_per_request = BATCH_SIZE if scenario == "batch" else 1
+    ops_per_request = BATCH_SIZE if scenario in ("batch", "ncache") else 1
     duration_s = summary["state"]["testRunDurationMs"] / 1000
     ops = requests * ops_per_request
     dropped = metric(summary, "dropped_iterations", "count")
@@ -181,16 +187,36 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
         "persistence": system.persistence,
     }
     if before and after:
-        delta = lambda part, name: after[part][name] - before[part][name]  # noqa: E731
-        hits, misses = delta("edge", "hits"), delta("edge", "misses")
-        if min(hits, misses, delta("totals", "calls")) < 0:
-            # A counter went backwards: the isolate or a shard restarted mid-run (wrangler dev
-            # reloads), so the before/after difference means nothing.
-            return row
-        row["edge_hit_ratio"] = round(hits / (hits + misses), 4) if hits + misses else 0.0
-        row["shard_calls_per_request"] = round(delta("totals", "calls") / requests, 4) if requests else None
-        row["coalesced_ops"] = delta("edge", "coalesced_ops")
+        row.update(billed_units(before, after, requests, ops))
     return row
+
+
+def billed_units(before: dict, after: dict, requests: float, ops: float) -> dict:
+    """What the platform bills per op over a hold, from `/v1/stats` before and after it (the
+    shards count SQLite rows from their cursors), and the shards' state."""
+    delta = lambda part, name: after[part].get(name, 0) - before[part].get(name, 0)  # noqa: E731
+    shards_before = {s["shard"]: s for s in before.get("shards", [])}
+    restarted = sum(1 for s in after.get("shards", []) if s["calls"] < shards_before.get(s["shard"], s)["calls"])
+    units: dict = {"shard_restarts": restarted}
+    if "counters_in_memory" in before["totals"]:
+        units["shard_state"] = (f"{before['totals']['counters_in_memory']:,} of "
+                                f"{before['totals']['stored_counters']:,} counters in memory at the start; "
+                                f"{restarted} shard restarts")
+    hits, misses = delta("edge", "hits"), delta("edge", "misses")
+    if restarted or min(hits, misses, delta("totals", "calls")) < 0:
+        # A counter went backwards: the isolate or a shard restarted mid-run (wrangler dev
+        # reloads), so the before/after difference means nothing.
+        return units
+    units.update({
+        "edge_hit_ratio": round(hits / (hits + misses), 4) if hits + misses else 0.0,
+        "shard_calls_per_request": round(delta("totals", "calls") / requests, 4) if requests else None,
+        "coalesced_ops": delta("edge", "coalesced_ops"),
+        "worker_requests_per_op": round(requests / ops, 4) if ops else None,
+        "shard_calls_per_op": round(delta("totals", "calls") / ops, 4) if ops else None,
+        "rows_read_per_op": round(delta("totals", "rows_read") / ops, 4) if ops else None,
+        "rows_written_per_op": round(delta("totals", "rows_written") / ops, 4) if ops else None,
+    })
+    return units
 
 
 def redis_benchmark_rows(redis: System) -> list[dict]:
@@ -222,6 +248,61 @@ def redis_benchmark_rows(redis: System) -> list[dict]:
                 "persistence": "none",
                 "note": f"RESP, 50 clients, pipeline {pipeline}; closed model",
             })
+    return rows
+
+
+def ncache_redis_row(redis: System, items: int) -> dict:
+    """The NCache comparison's 80/20 mix over `items` 100-byte values, pipelined 50 deep: a GET
+    run and a SET run, blended 80/20 (redis-benchmark runs one command per test)."""
+    runs = {}
+    for test in ("get", "set"):
+        before_cpu, started = redis.cpu_seconds(), time.monotonic()
+        completed = subprocess.run(
+            ["taskset", "-c", "0", "redis-benchmark", "-p", "6390", "-t", test, "-n", "1000000", "-c", "50",
+             "-P", "50", "-d", "100", "-r", str(items), "--csv"], capture_output=True, text=True, check=True)
+        busy = (redis.cpu_seconds() - before_cpu) / (time.monotonic() - started)
+        record = next(csv.DictReader(io.StringIO(completed.stdout)))
+        runs[test] = {"rps": float(record["rps"]), "busy": busy, "p99": float(record["p99_latency_ms"]),
+                      "p50": float(record["p50_latency_ms"]), "p95": float(record["p95_latency_ms"])}
+    blend = lambda f: 0.8 * f(runs["get"]) + 0.2 * f(runs["set"])  # noqa: E731
+    busy = min(r["busy"] for r in runs.values())
+    return {
+        "system": "redis-benchmark", "scenario": "ncache",
+        "ops_per_s": round(1 / blend(lambda r: 1 / r["rps"]), 1),
+        "p50_ms": round(blend(lambda r: r["p50"]), 3), "p95_ms": round(blend(lambda r: r["p95"]), 3),
+        "p99_ms": round(max(r["p99"] for r in runs.values()), 3), "error_rate": 0.0,
+        "server_cpu_us_per_op": round(blend(lambda r: r["busy"] * 1e6 / r["rps"]), 2),
+        "server_busy": round(busy, 3), "bound": "server" if busy >= SERVER_BOUND_BUSY else "client",
+        "cpu_quota_cores": None, "meets_goals": True, "persistence": "none",
+        "note": f"RESP, 50 clients, pipeline 50, {items:,} keys of 100 B; 80/20 blend of a GET and a SET run",
+    }
+
+
+def memcached_rows(system, profile: Profile, cpu_quota: float | None) -> list[dict]:
+    """memcached's capacity under the same CPU cap as every server (mixed 80/20, 32 clients),
+    then the seeds' client sweep, uncapped, with the C client (mcload.c)."""
+    rows = []
+    runs = [("mixed", 32, cpu_quota)] + [(f"clients-{n}", n, None) for n in profile.client_sweep]
+    for scenario, clients, cap in runs:
+        system.run_load(clients, profile.probe_s, profile.keyspace)
+        applied = system.cap(cap)
+        before_cpu = system.cpu_seconds()
+        result = system.run_load(clients, profile.measure_s, profile.keyspace)
+        cpu = system.cpu_seconds() - before_cpu
+        system.cap(None)
+        busy = cpu / (result["seconds"] * (applied or 1.0))
+        rows.append({
+            "system": system.name, "scenario": scenario,
+            "ops_per_s": round(result["ops"] / result["seconds"], 1),
+            "server_busy": round(busy, 3), "bound": "server" if busy >= SERVER_BOUND_BUSY else "client",
+            "cpu_quota_cores": applied, "p50_ms": result["p50_ms"], "p95_ms": result["p95_ms"],
+            "p99_ms": result["p99_ms"], "error_rate": 1.0 if result["errors"] else 0.0,
+            "server_cpu_us_per_op": round(cpu * 1e6 / result["ops"], 2) if result["ops"] else None,
+            "requests": result["ops"], "meets_goals": result["errors"] == 0, "persistence": system.persistence,
+            "note": f"text protocol, {clients} clients (mcload.c), 80/20 get/set of 100 B over "
+                    f"{profile.keyspace:,} keys; closed model" + ("" if cap else ", uncapped; latencies from this run"),
+        })
+        say(f"  memcached / {scenario}: {rows[-1]['ops_per_s']:.0f} ops/s at {busy:.0%} busy")
     return rows
 
 
@@ -292,9 +373,13 @@ def main() -> int:
             system.start(run_dir)
             wanted = [s for s in scenarios if s.split("-")[0] in system.scenarios or s in system.scenarios]
             if type(system).preload is not System.preload:
-                say(f"  preloading {profile.keyspace} counters into {name}")
-                cache_keys = profile.cache_keys if any(s.startswith("cache") for s in wanted) else 0
-                system.preload(profile.keyspace, cache_keys, 1024)
+                cache_keys = profile.cache_keys if any(s.startswith(("cache", "ncache")) for s in wanted) else 0
+                say(f"  preloading {profile.keyspace:,} counters and {cache_keys:,} cache entries into {name}")
+                system.preload(profile.keyspace, cache_keys, 100)
+            if name == "memcached":
+                rows.extend(memcached_rows(system, profile, args.cpu_quota))
+                write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)
+                continue
             for scenario in wanted:
                 say(f"  {name} / {scenario}")
                 row = measure(system, scenario, profile, run_dir, keys_dir, args.cpu_quota)
@@ -317,6 +402,9 @@ def main() -> int:
             if name == "redis-webdis" and profile.ceilings:
                 say("  redis-benchmark ceilings")
                 rows.extend(redis_benchmark_rows(system))
+                if "ncache" in scenarios:
+                    rows.append(ncache_redis_row(system, profile.cache_keys))
+            write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)
         except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
             # One system failing must not cost the others' measurements.
             skipped[name] = f"failed: {error}"

@@ -8,9 +8,14 @@ Usage: check_summary.py <summary.json> <system> [<system> ...]
 
 import json
 import sys
+from pathlib import Path
 
 FIELDS = {"system", "scenario", "ops_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "server_cpu_us_per_op",
           "server_busy", "bound", "cpu_quota_cores", "latency_rate", "persistence"}
+# What the platform bills per op: counted by every system that serves /v1/stats with row counts
+# (edgecount and the JavaScript floor), so that the report can price it.
+BILLED = {"worker_requests_per_op", "shard_calls_per_op", "rows_read_per_op", "rows_written_per_op"}
+BILLED_SYSTEMS = {"edgecount-workerd", "js-floor-workerd"}
 
 
 def main() -> int:
@@ -26,6 +31,12 @@ def main() -> int:
             problems.append(f"{row['system']}/{row['scenario']} has no bound (server or client)")
         if not 0 <= row.get("server_busy", -1) <= 2:
             problems.append(f"{row['system']}/{row['scenario']} has an impossible server_busy {row.get('server_busy')}")
+        if row.get("system") in BILLED_SYSTEMS:
+            unpriced = BILLED - row.keys()
+            if unpriced:
+                problems.append(f"{row['system']}/{row['scenario']} lacks {sorted(unpriced)}")
+            elif row["scenario"] in ("write", "mixed", "batch") and not row["rows_written_per_op"] > 0:
+                problems.append(f"{row['system']}/{row['scenario']} wrote no rows")
         if row.get("error_rate", 1) >= 0.001:
             problems.append(f"{row['system']}/{row['scenario']} had {row['error_rate']:.2%} errors")
     for system in sys.argv[2:]:
@@ -33,6 +44,9 @@ def main() -> int:
             problems.append(f"no rows for {system} (skipped: {summary.get('skipped', {}).get(system)})")
     if "machine" not in summary:
         problems.append("no machine description")
+    report = Path(sys.argv[1]).with_name("report.md")
+    if not report.exists() or "where a request's time goes" not in report.read_text():
+        problems.append(f"{report} lacks the table of where a request's time goes")
     for problem in problems:
         print(f"check_summary: {problem}")
     passed = len(summary["rows"]) if not problems else 0

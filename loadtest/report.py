@@ -2,9 +2,11 @@
 """Turns a run's summary.json into report.md (tables and ratios) and chart.png.
 
 Ratios compare each row with redis-webdis and with ehcache on the same scenario of the same
-run, and only when both rows are capacity rows (the server at least 90% busy over the hold):
-a ratio against a client-bound row would measure the load generator. No figure is compared
-across runs. Usage: report.py <run-dir>
+run, and edgecount's CPU per op with its floor (the JavaScript floor system for shard paths,
+the JavaScript hello world for request-only paths), only when both rows are capacity rows (the
+server at least 90% busy over the hold): a ratio against a client-bound row would measure the
+load generator. Cost per million ops comes from the units each row counted and prices.json.
+No figure is compared across runs. Usage: report.py <run-dir>
 """
 
 from __future__ import annotations
@@ -14,8 +16,67 @@ import sys
 from pathlib import Path
 
 BASELINES = ("redis-webdis", "ehcache")
-ORDER = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-wrangler-dev", "redis-webdis", "ehcache",
-         "nginx-static", "js-hello-workerd", "redis-benchmark")
+ORDER = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-workerd-cdn-5s", "edgecount-wrangler-dev",
+         "js-floor-workerd", "js-hello-workerd", "redis-webdis", "redis-webdis-aof-always", "redis-webdis-aof-everysec",
+         "redis-benchmark", "memcached", "ehcache", "nginx-static")
+PRICES = json.loads((Path(__file__).resolve().parent / "prices.json").read_text())
+# The floor of each path: shard paths against the JavaScript worker + Durable Object system, the
+# others (no shard call) against the JavaScript hello world's health row.
+FLOOR_SYSTEM = "js-floor-workerd"
+SHARD_SCENARIOS = ("read", "write", "mixed", "batch")
+
+
+def floor_row(rows: list[dict], row: dict) -> dict | None:
+    if not row["system"].startswith("edgecount"):
+        return None
+    if row["scenario"] in SHARD_SCENARIOS:
+        wanted = (FLOOR_SYSTEM, row["scenario"])
+    elif row["scenario"] in ("health", "hot"):
+        wanted = ("js-hello-workerd", "health")
+    else:
+        return None
+    return next((r for r in rows if (r["system"], r["scenario"]) == wanted), None)
+
+
+def floor_ratio(rows: list[dict], row: dict) -> str:
+    floor = floor_row(rows, row)
+    if not floor or not floor.get("server_cpu_us_per_op") or not row.get("server_cpu_us_per_op"):
+        return "-"
+    if row.get("bound") != "server" or floor.get("bound") != "server":
+        return "client-bound"
+    return f"{row['server_cpu_us_per_op'] / floor['server_cpu_us_per_op']:.2f}x"
+
+
+def cost_per_million(row: dict) -> float | None:
+    """Dollars per million ops at Cloudflare's list prices, from the units the row counted:
+    worker requests, shard (Durable Object) calls, SQLite rows read and written, and CPU time
+    (the whole workerd's, worker and shards, priced at the Workers CPU rate)."""
+    needed = ("worker_requests_per_op", "shard_calls_per_op", "rows_read_per_op", "rows_written_per_op",
+              "server_cpu_us_per_op")
+    if any(row.get(name) is None for name in needed):
+        return None
+    price = PRICES["cloudflare"]
+    return (row["worker_requests_per_op"] * price["worker_requests_per_million"]
+            + row["shard_calls_per_op"] * price["durable_object_requests_per_million"]
+            + row["rows_read_per_op"] * price["sqlite_rows_read_per_million"]
+            + row["rows_written_per_op"] * price["sqlite_rows_written_per_million"]
+            + row["server_cpu_us_per_op"] / 1000 * price["worker_cpu_ms_per_million"])
+
+
+def cost_cell(row: dict) -> str:
+    cost = cost_per_million(row)
+    if cost is not None:
+        return f"${cost:.3f}"
+    if row["system"].startswith("redis"):
+        return f"${PRICES['upstash']['commands_per_million']:.2f} (Upstash)"
+    return "-"
+
+
+def units_note(row: dict) -> str:
+    if row.get("rows_written_per_op") is None:
+        return ""
+    return (f"per op: {row['worker_requests_per_op']:g} requests, {row['shard_calls_per_op']:g} shard calls, "
+            f"{row['rows_read_per_op']:g} rows read, {row['rows_written_per_op']:g} rows written")
 
 
 def ratio(row: dict, baseline: dict | None, field: str = "ops_per_s") -> str:
@@ -53,36 +114,70 @@ def tables(rows: list[dict]) -> list[str]:
         rate = f" at {rates.pop():g} req/s" if len(rates) == 1 else ""
         lines += [f"### {scenario}", "",
                   f"| system | capacity ops/s | server busy | vs redis-webdis | vs ehcache | server CPU µs/op "
-                  f"| p50 ms{rate} | p95 ms | p99 ms | errors | goals met | notes |",
-                  "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+                  f"| CPU vs floor | $ per million ops | p50 ms{rate} | p95 ms | p99 ms | errors | goals met | notes |",
+                  "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
         for r in group:
-            notes = [r.get("note", ""), r.get("persistence", "")]
-            if "edge_hit_ratio" in r and (r.get("shard_calls_per_request") or 0) >= 0:
-                notes.append(f"edge hits {r['edge_hit_ratio']:.0%}, shard calls/request "
-                             f"{cell(r.get('shard_calls_per_request'), 3)}, coalesced ops {r.get('coalesced_ops')}")
+            notes = [r.get("note", ""), r.get("persistence", ""), units_note(r), r.get("shard_state", "")]
+            if "edge_hit_ratio" in r and (r.get("shard_calls_per_request") or 0) >= 0 and r["system"] != FLOOR_SYSTEM:
+                notes.append(f"edge hits {r['edge_hit_ratio']:.0%}, coalesced ops {r.get('coalesced_ops')}")
             lines.append(
                 f"| {r['system']} | {cell(r['ops_per_s'], 0)} | {busy(r)} | {ratio(r, by_system.get(BASELINES[0]))} "
                 f"| {ratio(r, by_system.get(BASELINES[1]))} | {cell(r.get('server_cpu_us_per_op'), 1)} "
-                f"| {cell(r['p50_ms'])} | {cell(r['p95_ms'])} | {cell(r['p99_ms'])} | {r['error_rate']:.3%} "
+                f"| {floor_ratio(rows, r)} | {cost_cell(r)} | {cell(r['p50_ms'])} | {cell(r['p95_ms'])} | {cell(r['p99_ms'])} | {r['error_rate']:.3%} "
                 f"| {'yes' if r.get('meets_goals') else 'no'} | {'; '.join(n for n in notes if n)} |")
         lines.append("")
     return lines
 
 
-def request_path_overhead(rows: list[dict]) -> list[str]:
-    """edgecount's cheapest request (`/v1/health`: the Rust entry, routing, the configuration, a
-    JSON answer, no shard) against a JavaScript hello world on the same workerd."""
-    health = {r["system"]: r for r in rows if r["scenario"] == "health"}
-    rust, js = health.get("edgecount-workerd"), health.get("js-hello-workerd")
-    if not rust or not js or not rust.get("server_cpu_us_per_op") or not js.get("server_cpu_us_per_op"):
-        return []
-    if rust.get("bound") != "server" or js.get("bound") != "server":
-        return ["### request path overhead", "", "Not computed: a health row was client-bound.", ""]
-    cpu_ratio = rust["server_cpu_us_per_op"] / js["server_cpu_us_per_op"]
-    return ["### request path overhead", "",
-            f"edgecount's `/v1/health` costs {rust['server_cpu_us_per_op']:.0f} µs of server CPU per request "
-            f"against {js['server_cpu_us_per_op']:.0f} µs for a JavaScript hello world on the same workerd: "
-            f"{cpu_ratio:.2f}x (throughput {ratio(rust, js)}).", ""]
+def where_time_goes(rows: list[dict]) -> list[str]:
+    """Server CPU per op along the request path, from the floor systems and edgecount in this
+    run: what a request costs on workerd at all, what a Durable Object hop and its SQL add, and
+    what edgecount adds on top of each."""
+    by = {(r["system"], r["scenario"]): r for r in rows}
+    steps = [
+        ("a request on workerd: JavaScript hello world", ("js-hello-workerd", "health"), None),
+        ("edgecount, no shard: `GET /v1/health`", ("edgecount-workerd", "health"), ("js-hello-workerd", "health")),
+        ("edgecount, hot read from the isolate cache", ("edgecount-workerd", "hot"), ("js-hello-workerd", "health")),
+        ("floor read: JS worker, RPC to a JS Durable Object, one SELECT", (FLOOR_SYSTEM, "read"), None),
+        ("edgecount read from its shard", ("edgecount-workerd", "read"), (FLOOR_SYSTEM, "read")),
+        ("floor increment: SELECT and upsert", (FLOOR_SYSTEM, "write"), None),
+        ("edgecount durable increment", ("edgecount-workerd", "write"), (FLOOR_SYSTEM, "write")),
+        ("floor 50-op batch, one RPC per shard, per op", (FLOOR_SYSTEM, "batch"), None),
+        ("edgecount 50-op batch, per op", ("edgecount-workerd", "batch"), (FLOOR_SYSTEM, "batch")),
+    ]
+    lines = ["### where a request's time goes", "",
+             "Server CPU per op at saturation (capacity holds of this run). Each edgecount step is set "
+             "against its floor: the JavaScript hello world for paths without a shard, the JavaScript "
+             "worker + Durable Object system running the same SQL for shard paths.", "",
+             "| step | server CPU µs/op | floor µs/op | over the floor |", "|---|---:|---:|---:|"]
+    for label, key, floor_key in steps:
+        row = by.get(key)
+        if not row or not row.get("server_cpu_us_per_op"):
+            continue
+        valid = row.get("bound") == "server"
+        cpu = f"{row['server_cpu_us_per_op']:,.0f}" + ("" if valid else " (client-bound)")
+        floor = by.get(floor_key) if floor_key else None
+        if floor and floor.get("server_cpu_us_per_op"):
+            both = valid and floor.get("bound") == "server"
+            extra = row["server_cpu_us_per_op"] - floor["server_cpu_us_per_op"]
+            over = f"{extra:+,.0f} µs ({row['server_cpu_us_per_op'] / floor['server_cpu_us_per_op']:.2f}x)" \
+                if both else "client-bound"
+            lines.append(f"| {label} | {cpu} | {floor['server_cpu_us_per_op']:,.0f} | {over} |")
+        else:
+            lines.append(f"| {label} | {cpu} | | |")
+    return lines + [""] if len(lines) > 6 else []
+
+
+def prices_note() -> list[str]:
+    cf, upstash = PRICES["cloudflare"], PRICES["upstash"]
+    return [f"`$ per million ops`: Cloudflare list prices as of {PRICES['as_of']} ({cf['plan']}; "
+            f"{', '.join(cf['sources'])}): ${cf['worker_requests_per_million']} per million worker requests, "
+            f"${cf['durable_object_requests_per_million']} per million Durable Object requests (shard calls), "
+            f"${cf['sqlite_rows_read_per_million']} per million rows read, "
+            f"${cf['sqlite_rows_written_per_million']} per million rows written, "
+            f"${cf['worker_cpu_ms_per_million']} per million CPU ms (the whole workerd's CPU per op, worker and "
+            f"shards). Not counted: {cf['not_counted']}. Redis rows show {upstash['plan']}'s "
+            f"${upstash['commands_per_million']} per million commands ({upstash['sources'][0]}).", ""]
 
 
 def write_report(run_dir: Path, summary: dict) -> None:
@@ -109,8 +204,9 @@ def write_report(run_dir: Path, summary: dict) -> None:
     ]
     if summary.get("skipped"):
         lines += ["Not run: " + "; ".join(f"{s} ({why})" for s, why in summary["skipped"].items()) + ".", ""]
+    lines += prices_note()
+    lines += where_time_goes(rows)
     lines += tables(rows)
-    lines += request_path_overhead(rows)
     lines += ["![ops/s and p99 per system and scenario](chart.png)", ""]
     (run_dir / "report.md").write_text("\n".join(lines))
 

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -175,17 +176,22 @@ class V1System(System):
 
 
 class EdgecountWorkerd(V1System):
+    # The shards may hold up to 100,000 cache entries each (wrangler.toml: 50,000), so that the
+    # ncache scenario's million items fit in 16 shards without evictions.
+    VARS = {"EDGECOUNT_SHARD_CACHE_ENTRIES": "100000"}
+
     def __init__(self) -> None:
         System.__init__(self, "edgecount-workerd", "http://127.0.0.1:8790",
-                         {"health", "read", "write", "mixed", "hot", "batch", "cache", "clients"},
+                         {"health", "read", "write", "mixed", "hot", "batch", "cache", "ncache", "clients"},
                          "durable (SQLite, written before each answer)")
 
     def start(self, run_dir: Path) -> None:
-        state = run_dir / "workerd-state"
+        state = run_dir / f"{self.name}-state"
         state.mkdir(exist_ok=True)
-        config = run_dir / "edgecount.capnp"
+        config = run_dir / f"{self.name}.capnp"
+        overrides = [f"{name}={value}" for name, value in self.VARS.items()]
         subprocess.run([str(NODE_BIN / "node"), str(ROOT / "scripts" / "workerd-config.mjs"), "8790",
-                        str(state), str(config)], check=True, cwd=ROOT)
+                        str(state), str(config), *overrides], check=True, cwd=ROOT)
         self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
         wait_until_up("http://127.0.0.1:8790/v1/health")
 
@@ -202,10 +208,21 @@ class EdgecountBehindCdn(EdgecountWorkerd):
 
     def start(self, run_dir: Path) -> None:
         super().start(run_dir)
-        prefix = run_dir / "nginx-cdn"
+        prefix = run_dir / f"nginx-{self.name}"
         (prefix / "tmp").mkdir(parents=True, exist_ok=True)
         self.spawn(run_dir, "cdn", nginx_command(prefix, LOADTEST / "baselines/nginx/cdn.conf"))
         wait_until_up(f"{self.base_url}/v1/health")
+
+
+class EdgecountBehindCdn5s(EdgecountBehindCdn):
+    """The same with hot reads kept 5 s instead of 1 s (`EDGECOUNT_HOT_MAX_AGE`): the CDN can
+    only cache what has max-age left, so the longer it is, the more it answers."""
+
+    VARS = {**EdgecountWorkerd.VARS, "EDGECOUNT_HOT_MAX_AGE": "5"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "edgecount-workerd-cdn-5s"
 
 
 class EdgecountWranglerDev(V1System):
@@ -228,13 +245,19 @@ class EdgecountWranglerDev(V1System):
 
 
 class RedisWebdis(System):
-    def __init__(self) -> None:
-        super().__init__("redis-webdis", "http://127.0.0.1:8793",
-                         {"health", "read", "write", "mixed", "hot", "cache", "clients"},
-                         "none (save \"\", appendonly no)")
+    # Extra redis-server arguments; the in-memory one keeps nothing on disk.
+    PERSISTENCE_ARGS: list[str] = []
+
+    def __init__(self, name: str = "redis-webdis", persistence: str = "none (save \"\", appendonly no)",
+                 scenarios: set[str] | None = None) -> None:
+        super().__init__(name, "http://127.0.0.1:8793",
+                         scenarios or {"health", "read", "write", "mixed", "hot", "cache", "clients"}, persistence)
 
     def start(self, run_dir: Path) -> None:
-        self.spawn(run_dir, "redis", ["redis-server", str(LOADTEST / "baselines/redis/redis.conf")])
+        data = run_dir / f"{self.name}-data"
+        data.mkdir(exist_ok=True)
+        self.spawn(run_dir, "redis", ["redis-server", str(LOADTEST / "baselines/redis/redis.conf"),
+                                      "--dir", str(data), *self.PERSISTENCE_ARGS])
         deadline = time.monotonic() + 30
         while subprocess.run(["redis-cli", "-p", "6390", "ping"], capture_output=True).returncode:
             if time.monotonic() > deadline:
@@ -249,6 +272,67 @@ class RedisWebdis(System):
         lines += [f"SET {NS}:v{i} {value}" for i in range(cache_keys)]
         subprocess.run(["redis-cli", "-p", "6390", "--pipe"], input="\n".join(lines).encode() + b"\n",
                        check=True, capture_output=True)
+
+
+class RedisWebdisAofAlways(RedisWebdis):
+    """Acknowledged = on disk, as edgecount: the append-only file fsynced before each answer."""
+
+    PERSISTENCE_ARGS = ["--appendonly", "yes", "--appendfsync", "always"]
+
+    def __init__(self) -> None:
+        super().__init__("redis-webdis-aof-always", "durable (appendonly yes, appendfsync always)",
+                         {"write", "mixed"})
+
+
+class RedisWebdisAofEverysec(RedisWebdis):
+    """Redis's default durable setting: the append-only file fsynced once a second, so up to a
+    second of acknowledged writes can be lost."""
+
+    PERSISTENCE_ARGS = ["--appendonly", "yes", "--appendfsync", "everysec"]
+
+    def __init__(self) -> None:
+        super().__init__("redis-webdis-aof-everysec", "up to 1 s lost (appendonly yes, appendfsync everysec)",
+                         {"write", "mixed"})
+
+
+class Memcached(System):
+    """Debian's memcached, one worker thread, driven by a small C client over its text protocol
+    (baselines/memcached/mcload.c): the seeds' memcached comparison."""
+
+    PORT = 11290
+    SOURCE = LOADTEST / "baselines" / "memcached" / "mcload.c"
+
+    def __init__(self) -> None:
+        super().__init__("memcached", f"tcp://127.0.0.1:{self.PORT}", {"mixed", "clients"}, "none (memory only)")
+        self.client: Path | None = None
+
+    def start(self, run_dir: Path) -> None:
+        self.client = run_dir / "mcload"
+        subprocess.run(["cc", "-O2", "-pthread", "-o", str(self.client), str(self.SOURCE)], check=True)
+        self.spawn(run_dir, "server", ["memcached", "-l", "127.0.0.1", "-p", str(self.PORT), "-t", "1",
+                                       "-m", "2048", "-U", "0", *(["-u", "root"] if os.getuid() == 0 else [])])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.PORT), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("memcached did not start")
+                time.sleep(0.1)
+
+    def preload(self, keyspace: int, cache_keys: int, value_bytes: int) -> None:
+        subprocess.run([str(self.client), "load", str(self.PORT), str(keyspace), "100"], check=True,
+                       capture_output=True)
+
+    def run_load(self, clients: int, seconds: int, keys: int) -> dict:
+        """One closed-model run on core 0: ops, seconds, errors and latency percentiles."""
+        completed = subprocess.run(
+            ["taskset", "-c", "0", str(self.client), "run", str(self.PORT), str(clients), str(seconds), str(keys),
+             "100"], capture_output=True, text=True)
+        if not completed.stdout.strip():
+            raise RuntimeError(f"mcload failed: {completed.stderr[-500:]}")
+        return json.loads(completed.stdout)
 
 
 class Ehcache(V1System):
@@ -336,11 +420,9 @@ class JsFloorWorkerd(V1System):
         self.spawn(run_dir, "server", [str(NODE_BIN / "workerd"), "serve", str(config)], cwd=ROOT)
         wait_until_up(f"{self.base_url}/v1/health")
 
-    def stats(self) -> dict | None:
-        return None
 
-
-SYSTEMS = {s.name: s for s in (EdgecountWorkerd, EdgecountBehindCdn, EdgecountWranglerDev, RedisWebdis, Ehcache,
+SYSTEMS = {s.name: s for s in (EdgecountWorkerd, EdgecountBehindCdn, EdgecountBehindCdn5s, EdgecountWranglerDev,
+                                RedisWebdis, RedisWebdisAofAlways, RedisWebdisAofEverysec, Memcached, Ehcache,
                                 NginxStatic, JsHelloWorkerd, JsFloorWorkerd)
            for s in [s()]}
 
@@ -349,8 +431,12 @@ def available(name: str) -> str | None:
     """Why a system cannot run here, or None when it can."""
     needs = {
         "redis-webdis": ["redis-server", "redis-cli", "webdis"],
+        "redis-webdis-aof-always": ["redis-server", "redis-cli", "webdis"],
+        "redis-webdis-aof-everysec": ["redis-server", "redis-cli", "webdis"],
+        "memcached": ["memcached", "cc"],
         "nginx-static": ["nginx"],
         "edgecount-workerd-cdn": ["nginx"],
+        "edgecount-workerd-cdn-5s": ["nginx"],
         "ehcache": ["java"],
     }.get(name, [])
     missing = [tool for tool in needs if shutil.which(tool) is None]

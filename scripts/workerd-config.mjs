@@ -1,11 +1,12 @@
 // Writes a workerd config (Cap'n Proto text) that serves the built worker the way production
 // does: the same script, vars and SQLite Durable Objects as wrangler.toml, with no dev proxy and
-// no inspector. Usage: node workerd-config.mjs <port> <state-dir> <out.capnp>
+// no inspector. Usage: node workerd-config.mjs <port> <state-dir> <out.capnp> [NAME=value ...]
+// (each NAME=value overrides or adds one of wrangler.toml's vars).
 import { writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { unstable_readConfig } from "wrangler";
 
-const [port, stateDir, out] = process.argv.slice(2);
+const [port, stateDir, out, ...overrides] = process.argv.slice(2);
 if (!port || !stateDir || !out) {
   console.error(
     "usage: node workerd-config.mjs <port> <state-dir> <out.capnp>",
@@ -20,7 +21,13 @@ const fromConfig = (path) => relative(dirname(resolve(out)), path);
 const wasm = resolve(main, "../index_bg.wasm");
 const text = (value) => JSON.stringify(String(value));
 
-const vars = Object.entries(config.vars ?? {}).map(
+const overridden = Object.fromEntries(
+  overrides.map((pair) => [
+    pair.split("=", 1)[0],
+    pair.slice(pair.indexOf("=") + 1),
+  ]),
+);
+const vars = Object.entries({ ...config.vars, ...overridden }).map(
   ([name, value]) => `(name = ${text(name)}, text = ${text(value)})`,
 );
 const objects = config.durable_objects.bindings.map(

@@ -4,7 +4,7 @@
 //   RATE, RAMP               open model: iterations/s, reached after RAMP seconds
 //
 //   BASE_URL, SYSTEM         the target and how it spells operations (lib/targets.js)
-//   SCENARIO                 health | read | write | mixed | hot | batch | cache | clients
+//   SCENARIO                 health | read | write | mixed | hot | batch | cache | ncache | clients
 //   MODE                     open (RATE iterations/s) | closed (VUS virtual users)
 //   DURATION                 e.g. 10s
 //   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
@@ -93,6 +93,17 @@ const iterations = {
     exec.scenario.iterationInTest % 5 === 0
       ? api.cachePut(nextKey(), value)
       : api.cacheGet(nextKey()),
+  ncache: () => {
+    const base = exec.scenario.iterationInTest * BATCH_SIZE;
+    const ops = [];
+    for (let i = 0; i < BATCH_SIZE; i++) {
+      const key = sequence[(base + i) % sequence.length];
+      ops.push(
+        (base + i) % 5 === 0 ? ["cache_put", key, value] : ["cache_get", key],
+      );
+    }
+    return api.batch(ops);
+  },
   batch: () => {
     const base = exec.scenario.iterationInTest * BATCH_SIZE;
     const ops = [];

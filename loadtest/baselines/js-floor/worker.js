@@ -4,7 +4,7 @@
 // coalescing, the isolate and shard caches, idempotency. The benchmark reports each edgecount
 // shard scenario as a ratio to this system's CPU per op.
 //
-// It speaks just enough of API v1 for the benchmark: GET /v1/health, GET
+// It speaks just enough of API v1 for the benchmark: GET /v1/health, GET /v1/stats, GET
 // /v1/counters/:ns/:key, POST /v1/counters/:ns/:key/incr and POST /v1/batch with get, incr and
 // set ops, grouped by shard with one RPC per shard, as edgecount does.
 import { DurableObject } from "cloudflare:workers";
@@ -28,19 +28,33 @@ export class FloorShard extends DurableObject {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(SCHEMA);
+    // What edgecount's shards count too, so the benchmark can price both alike.
+    this.counts = { calls: 0, rows_read: 0, rows_written: 0 };
+  }
+
+  exec(query, ...bindings) {
+    const cursor = this.sql.exec(query, ...bindings);
+    const rows = cursor.toArray();
+    this.counts.rows_read += cursor.rowsRead;
+    this.counts.rows_written += cursor.rowsWritten;
+    return rows;
+  }
+
+  stats() {
+    return this.counts;
   }
 
   /** Runs ops in order; each is [op, ns, key, value?]. Answers one value per op. */
   run(ops) {
+    this.counts.calls++;
     return ops.map(([op, ns, key, value]) => {
-      const row =
-        op === "set" ? null : this.sql.exec(SELECT, ns, key).toArray()[0];
+      const row = op === "set" ? null : this.exec(SELECT, ns, key)[0];
       if (op === "get") return row ? Number(row.value) : 0;
       // Counter values cross as decimal text, as in edgecount (exact beyond 2^53).
       const next =
         op === "set" ? BigInt(value) : BigInt(row ? row.value : 0) + 1n;
       const version = row ? row.version + 1 : 1;
-      this.sql.exec(UPSERT, ns, key, next.toString(), version, null, null);
+      this.exec(UPSERT, ns, key, next.toString(), version, null, null);
       return Number(next);
     });
   }
@@ -83,12 +97,23 @@ async function batch(env, request) {
   return json({ results });
 }
 
+// The totals of every shard, in the shape of edgecount's /v1/stats that the benchmark reads.
+async function stats(env) {
+  const totals = { calls: 0, rows_read: 0, rows_written: 0 };
+  for (let shard = 0; shard < SHARDS; shard++) {
+    const counts = await stub(env, shard).stats();
+    for (const name of Object.keys(totals)) totals[name] += counts[name];
+  }
+  return json({ totals, edge: { hits: 0, misses: 0, coalesced_ops: 0 } });
+}
+
 export default {
   async fetch(request, env) {
     const path = new URL(request.url).pathname.split("/");
     // ["", "v1", "counters", ns, key, "incr"?]
     if (path[1] !== "v1") return json({ error: "not_found" }, 404);
     if (path[2] === "health") return json({ status: "ok" });
+    if (path[2] === "stats") return stats(env);
     if (path[2] === "batch" && request.method === "POST")
       return batch(env, request);
     if (path[2] === "counters" && path.length >= 5) {

@@ -18,7 +18,12 @@ const v1 = (base) => ({
     http.post(
       `${base}/v1/batch`,
       JSON.stringify({
-        ops: ops.map(([op, key]) => ({ op, ns: NS, key: `k${key}` })),
+        // Counter ops name keys k<n>, cache ops v<n>, as the single-key routes do.
+        ops: ops.map(([op, key, value]) =>
+          op.startsWith("cache_")
+            ? { op, ns: NS, key: `v${key}`, ...(value ? { value } : {}) }
+            : { op, ns: NS, key: `k${key}` },
+        ),
       }),
       JSON_HEADERS,
     ),
