@@ -65,7 +65,7 @@ export function target(system, base) {
     system === "js-floor-workerd"
   )
     return v1(base);
-  if (system === "redis-webdis") return webdis(base);
+  if (system.startsWith("redis-webdis")) return webdis(base);
   if (system === "nginx-static") return nginx(base);
   throw new Error(`unknown system ${system}`);
 }
