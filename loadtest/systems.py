@@ -105,15 +105,15 @@ class System:
 
     def spawn(self, run_dir: Path, label: str, command: list[str], **kwargs) -> None:
         log = open(run_dir / f"{self.name}-{label}.log", "w")
-        process = subprocess.Popen(
-            pinned(command), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
-        self.processes.append(process)
         if self.quota is None:
             self.quota = CpuQuota.create(self.name)
-        if self.quota is not None:
-            # Started before it joins: the few milliseconds of start-up it runs uncapped are
-            # never inside a measured window.
-            self.quota.add(process.pid)
+        quota = self.quota
+        # The child joins the cgroup before it runs the server, so that every process the server
+        # forks (nginx's workers) is born capped.
+        join = (lambda: quota.add(os.getpid())) if quota is not None else None
+        process = subprocess.Popen(pinned(command), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=join, **kwargs)
+        self.processes.append(process)
 
     def cap(self, cores: float | None) -> float | None:
         """Caps the server at `cores` of CPU (None lifts the cap); answers the cap in force, None
@@ -153,16 +153,24 @@ class V1System(System):
     """Speaks edgecount's API v1, batch route included: edgecount and the Ehcache baseline."""
 
     def preload(self, keyspace: int, cache_keys: int, value_bytes: int) -> None:
+        def send(ops: list[dict]) -> None:
+            # Sets and cache puts are idempotent, so a batch that goes unanswered is sent again
+            # (and said, since a healthy server answers one in well under a second).
+            for attempt in range(3):
+                try:
+                    http_json("POST", f"{self.base_url}/v1/batch", {"ops": ops}, timeout=60)
+                    return
+                except (TimeoutError, urllib.error.URLError) as error:
+                    print(f"[bench] {self.name}: a preload batch failed ({error}); sending it again", flush=True)
+            raise RuntimeError(f"{self.name}: a preload batch failed three times")
+
         def counters(start: int) -> None:
-            ops = [{"op": "set", "ns": NS, "key": f"k{i}", "value": i}
-                   for i in range(start, min(start + 1000, keyspace))]
-            http_json("POST", f"{self.base_url}/v1/batch", {"ops": ops}, timeout=120)
+            send([{"op": "set", "ns": NS, "key": f"k{i}", "value": i} for i in range(start, min(start + 1000, keyspace))])
 
         def entries(start: int) -> None:
             value = "v" * value_bytes
-            ops = [{"op": "cache_put", "ns": NS, "key": f"v{i}", "value": value}
-                   for i in range(start, min(start + 200, cache_keys))]
-            http_json("POST", f"{self.base_url}/v1/batch", {"ops": ops}, timeout=120)
+            send([{"op": "cache_put", "ns": NS, "key": f"v{i}", "value": value}
+                  for i in range(start, min(start + 200, cache_keys))])
 
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(counters, range(0, keyspace, 1000)))
@@ -170,8 +178,8 @@ class V1System(System):
 
     def stats(self) -> dict | None:
         try:
-            return http_json("GET", f"{self.base_url}/v1/stats")  # type: ignore[return-value]
-        except (urllib.error.URLError, ValueError):
+            return http_json("GET", f"{self.base_url}/v1/stats", timeout=120)  # type: ignore[return-value]
+        except (urllib.error.URLError, TimeoutError, ValueError):
             return None
 
 
