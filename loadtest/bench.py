@@ -196,18 +196,29 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
 def billed_units(before: dict, after: dict, requests: float, ops: float) -> dict:
     """What the platform bills per op over a hold, from `/v1/stats` before and after it (the
     shards count SQLite rows from their cursors), and the shards' state."""
-    delta = lambda part, name: after[part].get(name, 0) - before[part].get(name, 0)  # noqa: E731
     shards_before = {s["shard"]: s for s in before.get("shards", [])}
     restarted = sum(1 for s in after.get("shards", []) if s["calls"] < shards_before.get(s["shard"], s)["calls"])
+
+    def delta(part: str, name: str) -> float:
+        if part == "totals" and after.get("shards"):
+            # Per shard: one that restarted during the hold (evicted while idle, say) counts
+            # from zero again, so all it counted since happened inside the window.
+            total = 0
+            for shard in after["shards"]:
+                now, then = shard.get(name, 0), shards_before.get(shard["shard"], {}).get(name, 0)
+                total += now - then if now >= then else now
+            return total
+        return after[part].get(name, 0) - before[part].get(name, 0)
+
     units: dict = {"shard_restarts": restarted}
     if "counters_in_memory" in before["totals"]:
         units["shard_state"] = (f"{before['totals']['counters_in_memory']:,} of "
                                 f"{before['totals']['stored_counters']:,} counters in memory at the start; "
                                 f"{restarted} shard restarts")
     hits, misses = delta("edge", "hits"), delta("edge", "misses")
-    if restarted or min(hits, misses, delta("totals", "calls")) < 0:
-        # A counter went backwards: the isolate or a shard restarted mid-run (wrangler dev
-        # reloads), so the before/after difference means nothing.
+    if min(hits, misses) < 0:
+        # The isolate's counters went backwards: it restarted mid-run (wrangler dev reloads),
+        # so the before/after difference means nothing.
         return units
     units.update({
         "edge_hit_ratio": round(hits / (hits + misses), 4) if hits + misses else 0.0,

@@ -10,7 +10,7 @@
 //   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
 //   VALUE_BYTES              cache scenario value size
 //   SUMMARY                  where to write the JSON summary
-import { fail } from "k6";
+import { check, fail } from "k6";
 import exec from "k6/execution";
 import http from "k6/http";
 import { SharedArray } from "k6/data";

@@ -48,7 +48,7 @@ const CALL_LEASE_MS: u64 = 10_000;
 /// request that may finish before it fires (seen under load: every op of a burst waiting out
 /// the whole lease, 10 s, with its result long delivered). The recheck bounds such a wait at
 /// about twice the time the result took, for a few extra polls on waits longer than this.
-const FIRST_RECHECK_MS: u64 = 16;
+const FIRST_RECHECK_MS: u64 = 1_000;
 
 /// What one waiting op is handed, and how to wake its request.
 #[derive(Default)]

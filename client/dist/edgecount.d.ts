@@ -1,0 +1,239 @@
+// edgecount browser client, built from client/src by client/build.mjs.
+/**
+ * Makes a client for the edgecount service at `options.baseUrl`.
+ *
+ * - **Exact values.** Counter values come back as a `number` when they are safe integers
+ *   (`Number.isSafeInteger`) and as a `bigint` otherwise, read from the answer's digits, never
+ *   rounded. Amounts and values may be given as either; a `number` must be an integer.
+ * - **Automatic batching.** Calls made in the same tick (see `batchDelayMs`) go out together
+ *   as one `POST /v1/batch` (split past 1000 ops, sent in call order); each call resolves with
+ *   its own op's result or rejects with its own op's error. A call alone in its window goes to
+ *   its single-key route instead, where hot counter reads can be answered from the edge cache.
+ * - **Retries.** A 429, a 503 or a network failure is retried up to `maxRetries` times, with
+ *   exponential backoff and jitter, never sooner than `Retry-After`; so is a batched op whose
+ *   own error is one of those (`rate_limited`, `shard_unavailable`, `shard_overloaded`,
+ *   `storage_unavailable`, and `outcome_unknown`, which is a write that may have been applied
+ *   and is retried only because it carries its idempotency key). Other errors are not retried.
+ * - **Idempotency.** Every write carries an idempotency key made once per call and sent with
+ *   every retry of it (the `Idempotency-Key` header, or the op's `idempotency_key` in a batch),
+ *   so a retried write is applied once.
+ * - **Errors.** Calls reject with {@link EdgecountError}, whose `code` is the API's.
+ *
+ * @example
+ * const edgecount = createClient({ baseUrl: "https://edgecount.example.workers.dev" });
+ * const views = await edgecount.incr("pages", location.pathname);
+ */
+export declare function createClient(options: ClientOptions): Client;
+
+/**
+ * A counter value or amount. Answers are a `number` when the value is a safe integer
+ * (`Number.isSafeInteger`), else an exact `bigint`; inputs may be either (a `number` must be
+ * an integer).
+ */
+export type Int = number | bigint;
+
+/**
+ * The `fetch` the client calls: the global one by default, or any function with its shape
+ * (a test double, a wrapper adding headers, a service binding).
+ */
+export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
+
+/** Options of {@link createClient}. */
+export interface ClientOptions {
+  /** Where the service is, e.g. `"https://edgecount.example.workers.dev"`; `/v1/...` goes after it. */
+  baseUrl: string;
+  /** A token sent as `Authorization: Bearer <token>`; needed for writes when tokens are configured. */
+  token?: string;
+  /** The `fetch` to call; default the global `fetch`. */
+  fetch?: FetchLike;
+  /**
+   * How often one request is sent again after a 429, a 503 or a network failure, and a batched
+   * op after a per-op error of those kinds (`rate_limited`, `shard_unavailable`,
+   * `shard_overloaded`, `storage_unavailable`); default 3, 0 turns retries off.
+   */
+  maxRetries?: number;
+  /**
+   * The first retry waits about this many milliseconds, each later one twice as long, with
+   * random jitter; default 100.
+   */
+  retryBaseMs?: number;
+  /**
+   * The longest wait before a retry, in milliseconds; default 30000. A `Retry-After` longer
+   * than this is not waited for: the call fails at once with `retryAfter` set.
+   */
+  maxRetryDelayMs?: number;
+  /**
+   * Automatic batching. `0` (default): calls made in the same tick, before the client's
+   * queued microtask runs, go out together. A positive number: calls made within that many
+   * milliseconds of the first go out together (timers in background tabs may fire late).
+   * `false`: every call is its own request.
+   */
+  batchDelayMs?: number | false;
+}
+
+/** Options of the counter writes `incr`, `decr` and `set`. */
+export interface WriteOptions {
+  /** Seconds after this write at which the counter expires (1 to 315,360,000). */
+  ttl?: number;
+  /**
+   * The write's idempotency key (1 to 128 visible ASCII characters); by default a random one
+   * per call. Give your own to make a write once-only across page loads, e.g.
+   * `like-post42-user7`.
+   */
+  idempotencyKey?: string;
+}
+
+/** Options of `del` and `cacheDelete`. */
+export interface DeleteOptions {
+  /** As in {@link WriteOptions}. */
+  idempotencyKey?: string;
+}
+
+/** Options of `cachePut`. */
+export interface CachePutOptions extends WriteOptions {
+  /**
+   * The value's `Content-Type`; default `text/plain; charset=utf-8` for a string body,
+   * `application/octet-stream` (or the `Blob`'s own type) for bytes.
+   */
+  contentType?: string;
+}
+
+/** A cache entry as read. */
+export interface CacheEntry {
+  /** The `Content-Type` it was stored with. */
+  readonly contentType: string;
+  /** The stored bytes. */
+  readonly bytes: Uint8Array;
+  /** The bytes decoded as UTF-8 (bytes that are not UTF-8 become U+FFFD). */
+  readonly text: string;
+}
+
+/** A cache value: text, or bytes. Only text can travel inside a batch. */
+export type CacheBody = string | Uint8Array | ArrayBuffer | Blob;
+
+/** One op of an explicit {@link Client.batch}. */
+export type BatchOp =
+  | {
+      op: "get" | "cache_get";
+      ns: string;
+      key: string;
+    }
+  | {
+      op: "delete" | "cache_delete";
+      ns: string;
+      key: string;
+      idempotencyKey?: string;
+    }
+  | {
+      op: "incr" | "decr";
+      ns: string;
+      key: string;
+      by?: Int;
+      ttl?: number;
+      idempotencyKey?: string;
+    }
+  | {
+      op: "set";
+      ns: string;
+      key: string;
+      value: Int;
+      ttl?: number;
+      idempotencyKey?: string;
+    }
+  | {
+      op: "cache_put";
+      ns: string;
+      key: string;
+      value: string;
+      contentType?: string;
+      ttl?: number;
+      idempotencyKey?: string;
+    };
+
+/** What one op of a batch answers: what the method of the same name resolves with. */
+export type BatchResult<T extends BatchOp> = T extends {
+  op: "delete" | "cache_delete";
+}
+  ? boolean
+  : T extends {
+        op: "cache_get";
+      }
+    ? CacheEntry | null
+    : T extends {
+          op: "cache_put";
+        }
+      ? undefined
+      : Int;
+
+/** A batch's answers in op order: each op's result, or its own error in its place. */
+export type BatchResults<T extends readonly BatchOp[]> = {
+  -readonly [I in keyof T]: BatchResult<T[I]> | EdgecountError;
+};
+
+/** An edgecount client; see {@link createClient}. */
+export interface Client {
+  /** A counter's value (0 if it was never written or has expired). */
+  get(ns: string, key: string): Promise<Int>;
+  /** Adds `by` (default 1, may be negative) and answers the new value. */
+  incr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  /** Subtracts `by` (default 1) and answers the new value. */
+  decr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  /** Sets the counter and answers its value. */
+  set(
+    ns: string,
+    key: string,
+    value: Int,
+    options?: WriteOptions,
+  ): Promise<Int>;
+  /** Deletes a counter; answers whether it existed. */
+  del(ns: string, key: string, options?: DeleteOptions): Promise<boolean>;
+  /** A cache entry, or `null` when there is none (never stored, expired, evicted or deleted). */
+  cacheGet(ns: string, key: string): Promise<CacheEntry | null>;
+  /** Stores a cache value (up to 1 MiB) with its content type and optional TTL in seconds. */
+  cachePut(
+    ns: string,
+    key: string,
+    body: CacheBody,
+    options?: CachePutOptions,
+  ): Promise<void>;
+  /** Deletes a cache entry; answers whether it existed. */
+  cacheDelete(
+    ns: string,
+    key: string,
+    options?: DeleteOptions,
+  ): Promise<boolean>;
+  /**
+   * Sends these ops now as `POST /v1/batch` requests of at most 1000 ops, one after another
+   * (not through the automatic batch). Answers, in op order, each op's result or, in its
+   * place, the {@link EdgecountError} that op ended with: its own per-op error, or the error of
+   * the whole request it was in (a network failure after the retries, say). Never rejects.
+   */
+  batch<const T extends readonly BatchOp[]>(ops: T): Promise<BatchResults<T>>;
+  /** Sends the calls waiting for the automatic batch now. */
+  flush(): void;
+}
+
+/**
+ * An error from edgecount, or from the client on its way there.
+ *
+ * - `status`: the HTTP status (for an op answered inside a batch, the status its single-key
+ *   route gives for the same code); `0` when there was no HTTP answer: a network failure, or an
+ *   input the client refused before sending.
+ * - `code`: the API's error code (`invalid_key`, `overflow`, `rate_limited`, `not_found`, ...),
+ *   or one of the client's own: `network_error` (no answer after the retries), `bad_response`
+ *   (an answer that is not the API's JSON), and `invalid_number`, `invalid_ttl`,
+ *   `invalid_namespace`, `invalid_key` for inputs that cannot be sent.
+ * - `retryAfter`: seconds the service asked to wait (`Retry-After`), when it said.
+ */
+export declare class EdgecountError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly retryAfter?: number;
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    retryAfter?: number,
+    cause?: unknown,
+  );
+}
