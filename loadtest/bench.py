@@ -232,18 +232,23 @@ def billed_units(before: dict, after: dict, requests: float, ops: float) -> dict
     return units
 
 
+def redis_benchmark(redis: System, *args: str) -> tuple[list[dict], float]:
+    """One redis-benchmark run (50 clients, on core 0) with `args`: its CSV records, and how
+    busy redis-server was meanwhile (webdis is idle)."""
+    before_cpu, started = redis.cpu_seconds(), time.monotonic()
+    completed = subprocess.run(["taskset", "-c", "0", "redis-benchmark", "-p", "6390", "-c", "50", *args, "--csv"],
+                               capture_output=True, text=True, check=True)
+    busy = (redis.cpu_seconds() - before_cpu) / (time.monotonic() - started)
+    return list(csv.DictReader(io.StringIO(completed.stdout))), busy
+
+
 def redis_benchmark_rows(redis: System) -> list[dict]:
     """The machine's Redis ceiling: redis-benchmark without and with pipelining, one run per
     test so that the server's CPU is known for each."""
     rows = []
     for pipeline, test in ((1, "incr"), (1, "get"), (50, "incr"), (50, "get")):
-        before_cpu, started = redis.cpu_seconds(), time.monotonic()
-        completed = subprocess.run(
-            ["taskset", "-c", "0", "redis-benchmark", "-p", "6390", "-t", test, "-n", "200000",
-             "-c", "50", "-P", str(pipeline), "--csv"], capture_output=True, text=True, check=True)
-        # redis-server only: webdis is idle meanwhile.
-        busy = (redis.cpu_seconds() - before_cpu) / (time.monotonic() - started)
-        for record in csv.DictReader(io.StringIO(completed.stdout)):
+        records, busy = redis_benchmark(redis, "-t", test, "-n", "200000", "-P", str(pipeline))
+        for record in records:
             scenario = {"GET": "read", "INCR": "write"}[record["test"]]
             rows.append({
                 "system": "redis-benchmark",
@@ -269,12 +274,9 @@ def ncache_redis_row(redis: System, items: int) -> dict:
     run and a SET run, blended 80/20 (redis-benchmark runs one command per test)."""
     runs = {}
     for test in ("get", "set"):
-        before_cpu, started = redis.cpu_seconds(), time.monotonic()
-        completed = subprocess.run(
-            ["taskset", "-c", "0", "redis-benchmark", "-p", "6390", "-t", test, "-n", "1000000", "-c", "50",
-             "-P", "50", "-d", "100", "-r", str(items), "--csv"], capture_output=True, text=True, check=True)
-        busy = (redis.cpu_seconds() - before_cpu) / (time.monotonic() - started)
-        record = next(csv.DictReader(io.StringIO(completed.stdout)))
+        records, busy = redis_benchmark(redis, "-t", test, "-n", "1000000", "-P", "50", "-d", "100",
+                                        "-r", str(items))
+        record = records[0]
         runs[test] = {"rps": float(record["rps"]), "busy": busy, "p99": float(record["p99_latency_ms"]),
                       "p50": float(record["p50_latency_ms"]), "p95": float(record["p95_latency_ms"])}
     blend = lambda f: 0.8 * f(runs["get"]) + 0.2 * f(runs["set"])  # noqa: E731

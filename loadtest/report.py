@@ -39,12 +39,7 @@ def floor_row(rows: list[dict], row: dict) -> dict | None:
 
 
 def floor_ratio(rows: list[dict], row: dict) -> str:
-    floor = floor_row(rows, row)
-    if not floor or not floor.get("server_cpu_us_per_op") or not row.get("server_cpu_us_per_op"):
-        return "-"
-    if row.get("bound") != "server" or floor.get("bound") != "server":
-        return "client-bound"
-    return f"{row['server_cpu_us_per_op'] / floor['server_cpu_us_per_op']:.2f}x"
+    return ratio(row, floor_row(rows, row), "server_cpu_us_per_op")
 
 
 def cost_per_million(row: dict) -> float | None:
@@ -158,10 +153,9 @@ def where_time_goes(rows: list[dict]) -> list[str]:
         cpu = f"{row['server_cpu_us_per_op']:,.0f}" + ("" if valid else " (client-bound)")
         floor = by.get(floor_key) if floor_key else None
         if floor and floor.get("server_cpu_us_per_op"):
-            both = valid and floor.get("bound") == "server"
+            times = ratio(row, floor, "server_cpu_us_per_op")
             extra = row["server_cpu_us_per_op"] - floor["server_cpu_us_per_op"]
-            over = f"{extra:+,.0f} µs ({row['server_cpu_us_per_op'] / floor['server_cpu_us_per_op']:.2f}x)" \
-                if both else "client-bound"
+            over = f"{extra:+,.0f} µs ({times})" if times != "client-bound" else times
             lines.append(f"| {label} | {cpu} | {floor['server_cpu_us_per_op']:,.0f} | {over} |")
         else:
             lines.append(f"| {label} | {cpu} | | |")

@@ -25,17 +25,6 @@ const SVG: &str = "image/svg+xml; charset=utf-8";
 /// A bad query (400); 401/403 when the token may not read, or may not write for `incr=1`;
 /// unavailable shards.
 pub async fn serve(
-    req: Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
-    token: Option<&str>,
-    target: &Target,
-) -> Result<Response, ApiError> {
-    badge(&req, env, caller, config, token, target).await
-}
-
-async fn badge(
     req: &Request,
     env: &Env,
     caller: &Caller<'_>,

@@ -230,7 +230,7 @@ async fn serve(
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, env, config, token, meter).await,
-        Action::Badge => badge::serve(req, env, caller, config, token, keyed()?).await,
+        Action::Badge => badge::serve(&req, env, caller, config, token, keyed()?).await,
         Action::Op(kind) => match kind.spec().subject {
             Subject::CacheEntry => cache::serve(kind, req, env, config, keyed()?).await,
             Subject::Counter => counters::serve(kind, req, env, caller, config, keyed()?).await,
