@@ -129,6 +129,14 @@ it("a shard still answers at once after clients reset their requests while it wa
     const badge = await promptly(`/v1/badge/${ns}/${keys[2]}.svg?incr=1`);
     expect(badge.status).toBe(200);
   }
+  // Nothing the hung-up requests started stays behind: once idle, the only task on the
+  // isolate's executor is the stats request asking.
+  let tasks = -1;
+  for (let i = 0; i < 40 && tasks !== 1; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    tasks = (await (await fetch(`${url}/v1/stats`)).json()).edge.tasks_in_flight;
+  }
+  expect(tasks).toBe(1);
 });
 
 it("clients that keep their connections and send back to back are each answered promptly, run after run", async () => {

@@ -40,3 +40,32 @@ it("1,000 concurrent increments on one key give exactly 1,000, distinct values, 
     `1,000 increments: ${calls} shard calls (${(ops / calls).toFixed(1)} ops per call)`,
   );
 });
+
+it("100 concurrent increments of one key write its row a few times, not 100", async () => {
+  const ns = freshNamespace("rows");
+  const first = await service.fetch(`/v1/counters/${ns}/hot/incr`, {
+    method: "POST",
+  });
+  const shard = Number(first.headers.get("x-edgecount-shard"));
+  const rowsWritten = async () =>
+    (await (await service.fetch("/v1/stats")).json()).shards[shard]
+      .rows_written as number;
+  const before = await rowsWritten();
+  const responses = await Promise.all(
+    Array.from({ length: 100 }, () =>
+      service.fetch(`/v1/counters/${ns}/hot/incr`, { method: "POST" }),
+    ),
+  );
+  const values = await Promise.all(
+    responses.map(async (response) => {
+      expect(response.status).toBe(200);
+      return exactValue(await response.text());
+    }),
+  );
+  // Each caller still gets its own value, and every increment is stored.
+  expect(new Set(values).size).toBe(100);
+  expect(await service.value(ns, "hot")).toBe(101n);
+  const perOp = ((await rowsWritten()) - before) / 100;
+  console.log(`100 concurrent increments of one key: ${perOp} rows written per op`);
+  expect(perOp).toBeLessThanOrEqual(0.05);
+});

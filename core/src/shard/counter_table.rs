@@ -24,6 +24,14 @@ pub trait CounterStore {
     /// # Errors
     /// A description of the storage failure.
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String>;
+    /// Saves several counters, each in place of any stored one: all of them, or (on an error)
+    /// possibly none. A store that can write many rows in one statement does so here.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> Result<(), String> {
+        counters.iter().try_for_each(|(ns, key, counter)| self.save(ns, key, counter))
+    }
     /// Removes the stored counter, if any.
     ///
     /// # Errors
@@ -136,6 +144,12 @@ impl CounterTable {
             self.cached.pop(&(ns.clone(), key.clone()));
         }
         Ok(OpResult::Deleted { deleted: existed })
+    }
+
+    /// Drops a counter from memory, so that the next op reads it from storage: for a write
+    /// whose save failed after memory had taken it.
+    pub fn forget(&mut self, ns: &Namespace, key: &Key) {
+        self.cached.pop(&(ns.clone(), key.clone()));
     }
 
     /// Drops expired counters from memory (storage is reclaimed by the shard's alarm).

@@ -9,7 +9,8 @@
 use crate::shard::answer_budget::AnswerBudget;
 use crate::shard::cache_table::{CacheBounds, CacheStore, CacheTable};
 use crate::shard::counter_table::CounterTable;
-use crate::shard::idempotency::{self, IdempotencyStore, Recall, IDEMPOTENCY_WINDOW_MS};
+use crate::shard::group_commit::{CommitFailures, PendingWrites};
+use crate::shard::idempotency::{self, IdempotencyStore, Recall, RecordScope, IDEMPOTENCY_WINDOW_MS};
 use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats};
 use crate::{CoreError, CounterStore, CounterWrite};
 
@@ -64,14 +65,38 @@ impl ShardEngine {
     }
 
     /// Runs one request at `now_ms`: one result per op, in order, within the request's answer
-    /// budget.
+    /// budget. Its counter writes and records are stored together at the end (see
+    /// [`crate::shard::group_commit`]): each key written once, whatever number of ops wrote it.
     pub fn run(&mut self, store: &impl ShardStore, request: &ShardRequest, now_ms: u64) -> Ran {
         self.calls += 1;
         let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
-        let results =
-            request.ops.iter().map(|call| budget.admit(self.execute_call(store, call, now_ms))).collect();
+        let pending = PendingWrites::over(store);
+        let mut results: Vec<OpResult> =
+            request.ops.iter().map(|call| budget.admit(self.execute_call(&pending, call, now_ms))).collect();
+        let failures = pending.commit();
+        self.settle(&request.ops, &mut results, &failures);
         let reclaim_by = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
         Ran { response: ShardResponse { results }, reclaim_by }
+    }
+
+    /// Answers as failed every op whose writes were not stored, and every op that saw such a
+    /// write, and forgets the counters that memory holds ahead of storage.
+    fn settle(&mut self, calls: &[ShardCall], results: &mut [OpResult], failures: &CommitFailures) {
+        for ((ns, key), _) in &failures.counters {
+            self.counters.forget(ns, key);
+        }
+        for (call, result) in calls.iter().zip(results) {
+            let (ns, key) = call.op.target();
+            let counter = (!call.op.is_cache()).then(|| failures.counter(ns, key)).flatten();
+            let record = || {
+                let idempotency_key = call.idempotency_key.as_ref().filter(|_| call.op.is_write())?;
+                failures.record(&RecordScope::new(idempotency_key, &call.op))
+            };
+            if let Some(detail) = counter.or_else(record) {
+                *result =
+                    OpResult::Failed { error: CoreError::StorageUnavailable { detail: detail.to_owned() } };
+            }
+        }
     }
 
     /// Reclaims everything lapsed by `now_ms` (expired counters and cache entries, idempotency

@@ -66,6 +66,14 @@ pub trait IdempotencyStore {
     /// # Errors
     /// A description of the storage failure.
     fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String>;
+    /// Stores several records (distinct scopes): all of them, or (on an error) possibly none. A
+    /// store that can write many rows in one statement does so here.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> Result<(), String> {
+        records.iter().try_for_each(|(scope, record)| self.save_record(scope, record))
+    }
     /// Removes every record created at or before `created_by_ms` (their window has passed).
     ///
     /// # Errors

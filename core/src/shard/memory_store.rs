@@ -34,6 +34,10 @@ pub struct MemoryStore {
     pub records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
     /// While set, every call fails as a storage failure does.
     pub broken: Cell<bool>,
+    /// While set, every write fails and reads still work (a full disk, say).
+    pub writes_fail: Cell<bool>,
+    /// Counter and record rows written (saved or removed) so far.
+    pub rows_written: Cell<u64>,
 }
 
 fn row(ns: &Namespace, key: &Key) -> u64 {
@@ -53,6 +57,16 @@ impl MemoryStore {
         }
     }
 
+    /// Checks a write of one row, and counts it.
+    fn check_write(&self) -> Result<(), String> {
+        self.check()?;
+        if self.writes_fail.get() {
+            return Err("storage refuses writes".into());
+        }
+        self.rows_written.set(self.rows_written.get() + 1);
+        Ok(())
+    }
+
     /// The names of the stored cache entries, in no order.
     #[must_use]
     pub fn entry_names(&self) -> Vec<String> {
@@ -67,7 +81,7 @@ impl CounterStore for MemoryStore {
         Ok(counters.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key)).map(|(_, c)| *c))
     }
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
-        self.check()?;
+        self.check_write()?;
         self.counters
             .borrow_mut()
             .entry(row(ns, key))
@@ -76,7 +90,7 @@ impl CounterStore for MemoryStore {
         Ok(())
     }
     fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
-        self.check()?;
+        self.check_write()?;
         self.counters.borrow_mut().remove(&row(ns, key));
         Ok(())
     }
@@ -184,7 +198,7 @@ impl IdempotencyStore for MemoryStore {
         Ok(self.records.borrow().get(scope).cloned())
     }
     fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
-        self.check()?;
+        self.check_write()?;
         self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())
     }

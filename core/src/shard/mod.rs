@@ -9,6 +9,7 @@ pub mod content_type;
 pub mod counter;
 pub mod counter_table;
 pub mod engine;
+pub mod group_commit;
 pub mod idempotency;
 pub mod memory_store;
 pub mod protocol;

@@ -12,7 +12,7 @@ use crate::http::api_error::ApiError;
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, shard_calls, shard_client};
+use crate::isolate::{hot_reads, request_task, shard_calls, shard_client};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///
@@ -88,6 +88,7 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "ops_shed_overloaded": coalescing.refused,
         "ops_withdrawn": coalescing.withdrawn,
         "shard_calls_lost": coalescing.lost_calls,
+        "tasks_in_flight": request_task::in_flight(),
         "hot_threshold_per_s": config.hot_threshold_per_s,
         "hot_max_age_s": config.hot_max_age_ms / 1000,
     })

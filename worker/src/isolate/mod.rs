@@ -1,10 +1,12 @@
 //! What one worker isolate keeps between requests: its configuration, its kept reads of hot
 //! keys, its rate-limit buckets, and its calls to shards (merged when concurrent). The policies
-//! live in `edgecount_core::edge`; these modules hold their state and reach the runtime.
+//! live in `edgecount_core::edge`; these modules hold their state and reach the runtime, and
+//! [`request_task`] runs each request's code in its own request's context.
 
 pub mod clock;
 pub mod config;
 pub mod hot_reads;
 pub mod meter;
+pub mod request_task;
 pub mod shard_calls;
 pub mod shard_client;

@@ -1,6 +1,6 @@
 //! Group commit for single-key counter ops: while a call to a shard is in flight, later ops
 //! for that shard wait and then go together in one call. The queue discipline is
-//! `edgecount_core::edge::coalescer`; this module adds the calls and the wake-ups.
+//! `edgecount_core::edge::coalescer`; this module adds the calls and the waits.
 //!
 //! The runtime cancels a request whose client hangs up, and a cancelled request never runs
 //! again, so nothing here waits on a particular request:
@@ -8,16 +8,16 @@
 //!   after that request has answered, and hands every op of the call its result; if that
 //!   request is cancelled first, the call dies with it, and is abandoned at once (see
 //!   [`Caller`]);
-//! - a waiting request awaits a promise of its own that is resolved when it has a result or when
-//!   the shard goes idle, raced with one timer of its own (a request that waits on nothing but
-//!   another request's promise would be cancelled as hung); whoever runs first after the shard
+//! - a waiting request looks at its slot on timers of its own, the first soon and each later
+//!   one after twice as long (see [`FIRST_RECHECK_MS`]); whoever looks first after the shard
 //!   goes idle starts the next call, so a waiter that never runs again strands nobody;
 //! - a call that never reports back is declared lost when its lease ends.
 //!
-//! A promise resolved from another request's task runs its reaction in the request that made
-//! it (the runtime's `handle_cross_request_promise_resolution`, on by default), and that
-//! reaction hands over through a timer of the request's own (see [`Slot::woken`]), so each
-//! request's code only ever runs in its own context.
+//! No request wakes another. Every request runs on its own executor
+//! ([`crate::isolate::request_task`]), so its timers poll it in its own context; a promise of
+//! one request resolved by another did not reliably do so (under 32 clients on kept-alive
+//! connections, dozens of requests ran in another's context and failed with "Cannot perform
+//! I/O on behalf of a different request").
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -26,115 +26,41 @@ use std::time::Duration;
 use edgecount_core::edge::coalescer::{Arrival, CallId, CoalesceStats, Coalescer, Started, Ticket};
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::{OpResult, ShardCall, ShardId};
-use futures_util::future::select;
-use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
-use worker::wasm_bindgen_futures::JsFuture;
-use worker::{js_sys, Context, Delay, Env};
+use wasm_bindgen::prelude::JsValue;
+use worker::{Context, Delay, Env};
 
 use crate::http::api_error::ApiError;
 use crate::http::cancellation::Cancellation;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::shard_client;
+use crate::isolate::{request_task, shard_client};
 
 /// How long an op waits for its result before giving up.
 const MAX_WAIT_MS: u64 = 15_000;
 /// How long a call may go without reporting back before it is declared lost and the shard may
 /// take another. Longer than any op takes on a healthy shard, shorter than a client's patience.
 const CALL_LEASE_MS: u64 = 10_000;
-/// A waiting op looks at its slot again after this long, then after twice as long, and so on,
-/// even if nothing woke it. Wake-ups can be lost: when requests arrive together, one request's
-/// turn may run another's wait, and the timer that hands the wake-up over is then set in a
-/// request that may finish before it fires (seen under load: every op of a burst waiting out
-/// the whole lease, 10 s, with its result long delivered). A recheck bounds such a wait at about
-/// a second. It is not shorter because a recheck's timer has the same flaw the other way round:
-/// at 16 ms, under 300 concurrent clients, rechecks ran requests' continuations in other
-/// requests and their I/O failed ("Cannot perform I/O on behalf of a different request"); at
-/// 1 s, none did. The lost wake-up itself is not fixed.
-const FIRST_RECHECK_MS: u64 = 1_000;
+/// A waiting op first looks at its slot again after this long, then after twice as long, and so
+/// on up to [`MAX_RECHECK_MS`]: soon enough that an op coalesced behind a call of a millisecond
+/// or two waits little longer than the call, and with few timers for an op that waits long.
+const FIRST_RECHECK_MS: u64 = 1;
+const MAX_RECHECK_MS: u64 = 64;
 
-/// What one waiting op is handed, and how to wake its request.
+/// What one waiting op is handed.
 #[derive(Default)]
 struct Slot {
     outcome: RefCell<Option<Result<OpResult, ApiError>>>,
     /// An outcome was handed over (the waiter may have taken it since).
     delivered: Cell<bool>,
-    /// Resolves the promise the op's request awaits now, if it awaits one.
-    wake: RefCell<Option<js_sys::Function>>,
 }
 
 impl Slot {
-    /// Hands over the op's outcome and wakes its request, unless it has one already: a call
-    /// abandoned with its request may still report back later, and then changes nothing.
+    /// Hands over the op's outcome, unless it has one already: a call abandoned with its
+    /// request may still report back later, and then changes nothing.
     fn deliver_first(&self, outcome: impl FnOnce() -> Result<OpResult, ApiError>) {
-        if self.delivered.replace(true) {
-            return;
+        if !self.delivered.replace(true) {
+            *self.outcome.borrow_mut() = Some(outcome());
         }
-        *self.outcome.borrow_mut() = Some(outcome());
-        self.wake();
-    }
-
-    /// Wakes the op's request (a no-op if it is not waiting, or is gone).
-    fn wake(&self) {
-        if let Some(resolve) = self.wake.borrow_mut().take() {
-            // A resolver cannot fail; a gone request simply never sees the resolution.
-            let _ = resolve.call0(&JsValue::UNDEFINED);
-        }
-    }
-
-    /// A wait, made in the calling request, that [`Slot::wake`] ends.
-    ///
-    /// The resolution reaches the request through a timer of its own: the promise that
-    /// [`Slot::wake`] resolves runs its reaction in the request that made it, and that reaction
-    /// sets a zero-delay timer there, which ends the wait. Waking the Rust task straight from the
-    /// reaction would not do: the tasks of every request share one queue, so several requests
-    /// woken at once would all be run in whichever request's turn drains it, and their I/O
-    /// (reading a body, building a response) would fail there as another request's.
-    fn woken(&self) -> Wake {
-        let woken = js_sys::Promise::new(&mut |resolve, _reject| {
-            *self.wake.borrow_mut() = Some(resolve);
-        });
-        let mut hop = None;
-        let own_turn = js_sys::Promise::new(&mut |resolve, _reject| {
-            hop = Some(Closure::once(move |_: JsValue| {
-                set_timeout(&resolve, 0);
-            }));
-        });
-        let hop = hop.expect("the promise executor runs at once");
-        let _ = woken.then(&hop);
-        Wake { future: JsFuture::from(own_turn), _hop: hop }
-    }
-}
-
-/// A wake-up in flight: the future, and the reaction that turns it into a timer of the
-/// waiting request's own (kept alive as long as the wait).
-struct Wake {
-    future: JsFuture,
-    _hop: Closure<dyn FnMut(JsValue)>,
-}
-
-impl std::future::Future for Wake {
-    type Output = ();
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        std::pin::Pin::new(&mut self.future).poll(cx).map(|_| ())
-    }
-}
-
-#[wasm_bindgen]
-extern "C" {
-    /// The runtime's `setTimeout`: its callback runs in the request that set it.
-    #[wasm_bindgen(js_name = setTimeout)]
-    fn set_timeout(handler: &js_sys::Function, delay_ms: i32) -> JsValue;
-}
-
-/// Clears a slot's wake-up when its request stops waiting, also when the request is dropped
-/// because its client hung up: nothing may then call into the wait it left.
-struct Disarm<'a>(&'a Slot);
-
-impl Drop for Disarm<'_> {
-    fn drop(&mut self) {
-        self.0.wake.borrow_mut().take();
     }
 }
 
@@ -202,15 +128,12 @@ pub async fn submit(
         if now >= deadline {
             return Err(give_up(shard, ticket, &slot, is_write));
         }
-        // Look again when woken, at the deadline, when the call in flight loses its lease, or
-        // after a recheck interval that doubles on each wait (see [`FIRST_RECHECK_MS`]).
+        // Look again after the recheck interval, or at the deadline, or when the call in
+        // flight loses its lease, whichever is first.
         let lease = COALESCER.with(|c| c.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
         let wait_ms = deadline.min(lease.saturating_add(1)).saturating_sub(now).clamp(1, recheck_ms);
-        recheck_ms = recheck_ms.saturating_mul(2);
-        let _disarm = Disarm(&slot);
-        let woken = slot.woken();
-        let timer = Delay::from(Duration::from_millis(wait_ms));
-        select(woken, timer).await;
+        recheck_ms = (recheck_ms * 2).min(MAX_RECHECK_MS);
+        Delay::from(Duration::from_millis(wait_ms)).await;
     }
 }
 
@@ -237,24 +160,20 @@ struct CallInFlight {
 
 impl CallInFlight {
     /// The call is over, one way or the other: hands each op that has no outcome yet
-    /// `outcome(is_write)`, in op order (the first outcome stands), frees the shard if this call
-    /// still holds it, and wakes the ops still queued so that one of them starts the next call.
+    /// `outcome(is_write)`, in op order (the first outcome stands), and frees the shard if this
+    /// call still holds it; the ops still queued start the next call when they next look.
     fn end(&self, mut outcome: impl FnMut(bool) -> Result<OpResult, ApiError>, abandoned: bool) {
         for (slot, is_write) in &self.slots {
             slot.deliver_first(|| outcome(*is_write));
         }
-        let queued: Vec<Rc<Slot>> = COALESCER.with(|c| {
+        COALESCER.with(|c| {
             let mut coalescer = c.borrow_mut();
             if abandoned {
                 coalescer.abandon(self.shard, self.id);
             } else {
                 coalescer.finish(self.shard, self.id);
             }
-            coalescer.waiting(self.shard).map(|w| Rc::clone(&w.slot)).collect()
         });
-        for slot in queued {
-            slot.wake();
-        }
     }
 }
 
@@ -274,24 +193,27 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
         })
         .unzip();
     let in_flight = Rc::new(CallInFlight { shard, id, slots });
-    {
-        // Cancelled with its request, the call may or may not have reached the shard: the same
-        // outcome as a call that failed after sending. Once the call has reported back this
-        // changes nothing: every op has its outcome and the shard no longer holds the call.
-        let in_flight = Rc::clone(&in_flight);
-        caller.cancellation.on_cancel(move || {
-            in_flight.end(|is_write| Err(ApiError::ShardUnavailable.after_send(is_write)), true);
-        });
-    }
     let env = env.clone();
-    caller.ctx.wait_until(async move {
+    let call = Rc::clone(&in_flight);
+    let (task, promise) = request_task::spawn_with_id(async move {
         let results = shard_client::execute(&env, shard, &calls, MAX_SHARD_ANSWER_BYTES).await;
         match results {
             Ok(results) => {
                 let mut results = results.into_iter();
-                in_flight.end(|_| results.next().ok_or(ApiError::ShardUnavailable), false);
+                call.end(|_| results.next().ok_or(ApiError::ShardUnavailable), false);
             }
-            Err(error) => in_flight.end(|is_write| Err(error.after_send(is_write)), false),
+            Err(error) => call.end(|is_write| Err(error.after_send(is_write)), false),
         }
+        Ok(JsValue::UNDEFINED)
     });
+    // Cancelled with its request, the call may or may not have reached the shard: the same
+    // outcome as a call that failed after sending. Its task is dropped too, as its answer
+    // never comes. Once the call has reported back this changes nothing: every op has its
+    // outcome, the shard no longer holds the call, and the task is gone.
+    caller.cancellation.on_cancel(move || {
+        in_flight.end(|is_write| Err(ApiError::ShardUnavailable.after_send(is_write)), true);
+        request_task::abandon(task);
+    });
+    // Only fails if the request has ended, and then the call is cancelled with it (above).
+    let _ = caller.ctx.as_ref().wait_until(&promise);
 }

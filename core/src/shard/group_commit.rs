@@ -1,0 +1,275 @@
+//! Group commit inside a shard: the counter writes and idempotency records of one call are
+//! kept in memory while its ops run and written once at the end, each key's final state in
+//! one row.
+//!
+//! When many increments of one key travel in one call (the edge coalesces concurrent ops on a
+//! shard into one call), every op still sees the value the ops before it left, and answers
+//! its own value, but storage is written once for the key: one row written for the call
+//! instead of one per op, which is what the platform bills. Records go in one statement too.
+//!
+//! Durability does not change: the shard answers only after [`PendingWrites::commit`] has
+//! stored everything (and the runtime's output gate holds the answer until that is durable).
+//! If storing a key fails, every op of the call on that key is answered as failed, and the
+//! shard's memory of the key is dropped so the next op reads storage, the authority.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+
+use crate::shard::cache_table::{CacheStore, StoredEntry};
+use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use crate::{Counter, CounterStore, Key, Namespace};
+
+/// A store as one call sees it: reads see the call's own writes, writes wait for
+/// [`PendingWrites::commit`]. Cache entries are not buffered (a put carries its value once).
+pub struct PendingWrites<'a, S> {
+    store: &'a S,
+    /// Each written counter's final state in this call; `None` is a removal.
+    counters: RefCell<BTreeMap<(Namespace, Key), Option<Counter>>>,
+    records: RefCell<Vec<(RecordScope, IdempotencyRecord)>>,
+}
+
+/// What [`PendingWrites::commit`] could not store.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CommitFailures {
+    /// Counters whose final state is not stored, with the storage error.
+    pub counters: Vec<((Namespace, Key), String)>,
+    /// Records not stored, and why.
+    pub records: Option<(HashSet<RecordScope>, String)>,
+}
+
+impl CommitFailures {
+    /// The storage error of a counter that was not stored.
+    #[must_use]
+    pub fn counter(&self, ns: &Namespace, key: &Key) -> Option<&str> {
+        self.counters.iter().find(|((n, k), _)| n == ns && k == key).map(|(_, detail)| detail.as_str())
+    }
+
+    /// The storage error of a record that was not stored.
+    #[must_use]
+    pub fn record(&self, scope: &RecordScope) -> Option<&str> {
+        self.records.as_ref().filter(|(scopes, _)| scopes.contains(scope)).map(|(_, detail)| detail.as_str())
+    }
+}
+
+impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
+    /// Nothing pending over `store`.
+    pub fn over(store: &'a S) -> Self {
+        Self { store, counters: RefCell::default(), records: RefCell::default() }
+    }
+
+    /// Stores every pending write: the counters first, then the records of keys whose counter
+    /// was stored (a record promises its write was applied, so it never outlives a failed one).
+    pub fn commit(self) -> CommitFailures {
+        let mut failures = CommitFailures::default();
+        let mut saves = Vec::new();
+        for ((ns, key), counter) in self.counters.into_inner() {
+            match counter {
+                Some(counter) => saves.push((ns, key, counter)),
+                None => {
+                    if let Err(detail) = self.store.remove(&ns, &key) {
+                        failures.counters.push(((ns, key), detail));
+                    }
+                }
+            }
+        }
+        if let Err(detail) = self.store.save_all(&saves) {
+            failures.counters.extend(saves.into_iter().map(|(ns, key, _)| ((ns, key), detail.clone())));
+        }
+        let (kept, lost): (Vec<_>, Vec<_>) = self
+            .records
+            .into_inner()
+            .into_iter()
+            .partition(|(scope, _)| failures.counter(&scope.ns, &scope.key).is_none());
+        let mut unstored: HashSet<RecordScope> = lost.into_iter().map(|(scope, _)| scope).collect();
+        let mut detail = "the write it records was not stored".to_owned();
+        if let Err(error) = self.store.save_records(&kept) {
+            unstored.extend(kept.into_iter().map(|(scope, _)| scope));
+            detail = error;
+        }
+        if !unstored.is_empty() {
+            failures.records = Some((unstored, detail));
+        }
+        failures
+    }
+}
+
+impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
+    fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String> {
+        if let Some(pending) = self.counters.borrow().get(&(ns.clone(), key.clone())) {
+            return Ok(*pending);
+        }
+        self.store.load(ns, key)
+    }
+
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
+        self.counters.borrow_mut().insert((ns.clone(), key.clone()), Some(*counter));
+        Ok(())
+    }
+
+    fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+        self.counters.borrow_mut().insert((ns.clone(), key.clone()), None);
+        Ok(())
+    }
+
+    fn remove_expired_counters(&self, now_ms: u64) -> Result<u64, String> {
+        self.store.remove_expired_counters(now_ms)
+    }
+
+    fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
+        self.store.next_counter_expiry()
+    }
+
+    fn count_counters(&self, now_ms: u64) -> Result<(u64, u64), String> {
+        self.store.count_counters(now_ms)
+    }
+}
+
+impl<S: IdempotencyStore> IdempotencyStore for PendingWrites<'_, S> {
+    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
+        let records = self.records.borrow();
+        if let Some((_, record)) = records.iter().rev().find(|(pending, _)| pending == scope) {
+            return Ok(Some(record.clone()));
+        }
+        self.store.load_record(scope)
+    }
+
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
+        let mut records = self.records.borrow_mut();
+        records.retain(|(pending, _)| pending != scope);
+        records.push((scope.clone(), record.clone()));
+        Ok(())
+    }
+
+    fn remove_records_created_by(&self, created_by_ms: u64) -> Result<u64, String> {
+        self.store.remove_records_created_by(created_by_ms)
+    }
+
+    fn oldest_record(&self) -> Result<Option<u64>, String> {
+        self.store.oldest_record()
+    }
+}
+
+impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<(Vec<u8>, String)>, String> {
+        self.store.load_entry(ns, key)
+    }
+
+    fn save_entry(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        value: &[u8],
+        content_type: &str,
+        expires_at_ms: Option<u64>,
+        written_at_ms: u64,
+    ) -> Result<(), String> {
+        self.store.save_entry(ns, key, value, content_type, expires_at_ms, written_at_ms)
+    }
+
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+        self.store.remove_entry(ns, key)
+    }
+
+    fn scan_newest_entries(
+        &self,
+        most: u64,
+        each: &mut dyn FnMut(StoredEntry) -> bool,
+    ) -> Result<(), String> {
+        self.store.scan_newest_entries(most, each)
+    }
+
+    fn remove_entries_from(&self, entry: &StoredEntry) -> Result<u64, String> {
+        self.store.remove_entries_from(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::shard::cache_table::CacheBounds;
+    use crate::shard::memory_store::MemoryStore;
+    use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest};
+    use crate::{CoreError, IdempotencyKey, Key, Namespace, ShardEngine};
+
+    fn incr(key: &str, by: i64) -> ShardOp {
+        ShardOp::Incr { ns: Namespace::new("n").unwrap(), key: Key::new(key).unwrap(), by, ttl: None }
+    }
+
+    fn get(key: &str) -> ShardOp {
+        ShardOp::Get { ns: Namespace::new("n").unwrap(), key: Key::new(key).unwrap() }
+    }
+
+    fn keyed(op: ShardOp, idempotency_key: &str) -> ShardCall {
+        ShardCall { op, idempotency_key: Some(IdempotencyKey::new(idempotency_key).unwrap()) }
+    }
+
+    fn run(engine: &mut ShardEngine, store: &MemoryStore, ops: Vec<ShardCall>) -> Vec<OpResult> {
+        engine.run(store, &ShardRequest { ops, answer_budget: None }, 0).response.results
+    }
+
+    fn engine() -> ShardEngine {
+        ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 })
+    }
+
+    fn value(value: i64, version: u64) -> OpResult {
+        OpResult::Value { value, exists: true, version }
+    }
+
+    #[test]
+    fn many_increments_of_one_key_in_one_call_each_answer_their_value_and_write_one_row() {
+        let store = MemoryStore::default();
+        let mut shard = engine();
+        let results = run(&mut shard, &store, (0..100).map(|_| incr("k", 1).into()).collect());
+        let expected: Vec<OpResult> = (1..=100).map(|n| value(n, n.cast_unsigned())).collect();
+        assert_eq!(results, expected);
+        assert_eq!(store.rows_written.get(), 1, "one row for the key, not one per op");
+        // Storage holds the final state: a restarted shard reads it.
+        assert_eq!(run(&mut engine(), &store, vec![get("k").into()]), [value(100, 100)]);
+    }
+
+    #[test]
+    fn each_key_of_a_call_is_written_once() {
+        let store = MemoryStore::default();
+        let ops = ["a", "b", "a", "c", "b", "a"].into_iter().map(|k| incr(k, 2).into()).collect();
+        let results = run(&mut engine(), &store, ops);
+        assert_eq!(results[5], value(6, 3));
+        assert_eq!(store.rows_written.get(), 3);
+    }
+
+    #[test]
+    fn a_keyed_write_repeated_within_one_call_is_applied_once_and_recorded_once() {
+        let store = MemoryStore::default();
+        let mut shard = engine();
+        let ops = vec![keyed(incr("k", 5), "once"), keyed(incr("k", 5), "once"), incr("k", 1).into()];
+        let results = run(&mut shard, &store, ops);
+        assert_eq!(results[0], value(5, 1));
+        assert_eq!(results[1], OpResult::Replayed { first: Box::new(value(5, 1)) });
+        assert_eq!(results[2], value(6, 2));
+        assert_eq!(store.rows_written.get(), 2, "the counter's row and one record");
+        // The record is stored: a retry in a later call replays.
+        let retried = run(&mut shard, &store, vec![keyed(incr("k", 5), "once")]);
+        assert_eq!(retried, [OpResult::Replayed { first: Box::new(value(5, 1)) }]);
+    }
+
+    #[test]
+    fn when_a_key_cannot_be_stored_every_op_that_wrote_or_saw_it_fails_and_memory_forgets_it() {
+        let store = MemoryStore::default();
+        let mut shard = engine();
+        assert_eq!(run(&mut shard, &store, vec![incr("k", 1).into()]), [value(1, 1)]);
+        store.writes_fail.set(true);
+        let ops =
+            vec![incr("k", 1).into(), get("k").into(), keyed(incr("k", 1), "retry-me"), get("j").into()];
+        let results = run(&mut shard, &store, ops);
+        for result in &results[..3] {
+            assert!(
+                matches!(result, OpResult::Failed { error: CoreError::StorageUnavailable { .. } }),
+                "{result:?}"
+            );
+        }
+        assert_eq!(results[3], OpResult::Value { value: 0, exists: false, version: 0 }, "other keys answer");
+        store.writes_fail.set(false);
+        // Nothing of the failed call is visible, and its keyed write was not recorded: a retry
+        // applies it, once.
+        assert_eq!(run(&mut shard, &store, vec![get("k").into()]), [value(1, 1)]);
+        assert_eq!(run(&mut shard, &store, vec![keyed(incr("k", 1), "retry-me")]), [value(2, 2)]);
+    }
+}

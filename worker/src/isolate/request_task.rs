@@ -1,0 +1,170 @@
+//! Runs each request's Rust future on an executor of its own, so that its code only ever runs
+//! in its own request's context.
+//!
+//! The runtime ties every promise and timer to the request whose turn creates it, and a
+//! request may only do I/O from its own turns. wasm-bindgen's executor keeps one task queue for
+//! the whole isolate and runs every queued task in the turn of whichever request queued the
+//! run first: a request woken by another (an op whose result another request's shard call
+//! delivered) could be polled in that other request's turn, and then its timers and promises
+//! belonged to that request, and were lost when it finished, and its I/O failed ("Cannot
+//! perform I/O on behalf of a different request").
+//!
+//! Here a request's future is polled only from the reaction of a promise the request itself
+//! created during its previous poll. Its waker resolves that promise: from the request's own
+//! turn the reaction runs in that turn; from another request's turn the runtime runs the
+//! reaction in the request that made the promise (its cross-request promise resolution), or
+//! drops it if that request is gone. Either way the poll happens in the right place, and a
+//! wake-up from anywhere is never lost while the request lives.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use wasm_bindgen::prelude::{Closure, JsValue};
+use worker::js_sys;
+
+type Body = Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>;
+
+/// One request's future and what it needs to be polled again.
+struct Task {
+    /// `None` while the future is being polled.
+    future: Option<Body>,
+    /// Settle the promise the runtime awaits for this request.
+    resolve: js_sys::Function,
+    reject: js_sys::Function,
+    /// Resolves the promise whose reaction polls the future next, once armed.
+    poll_next: Option<js_sys::Function>,
+    /// Woken while being polled: poll again at once.
+    woken_in_poll: bool,
+    /// Polls the future; one closure for the task's life, passed to every `then`.
+    on_poll: Closure<dyn FnMut(JsValue)>,
+}
+
+thread_local! {
+    static TASKS: RefCell<HashMap<u64, Task>> = RefCell::new(HashMap::new());
+    static NEXT_ID: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Wakes a task by its id: the waker holds no JS value, so it is `Send` as a `Waker` must be.
+struct TaskWaker(u64);
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        wake(self.0);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        wake(self.0);
+    }
+}
+
+/// A task on this executor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskId(u64);
+
+/// Runs `future` as the current request's task and answers the promise of its outcome. The
+/// first poll happens now, in the caller's turn.
+pub fn spawn(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> js_sys::Promise {
+    spawn_with_id(future).1
+}
+
+/// [`spawn`], also answering the task's id, for [`abandon`].
+pub fn spawn_with_id(
+    future: impl Future<Output = Result<JsValue, JsValue>> + 'static,
+) -> (TaskId, js_sys::Promise) {
+    let id = NEXT_ID.with(|next| next.replace(next.get() + 1));
+    let mut settle = None;
+    let outcome = js_sys::Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
+    let (resolve, reject) = settle.expect("the promise executor runs at once");
+    let on_poll = Closure::<dyn FnMut(JsValue)>::new(move |_| poll(id));
+    let task = Task {
+        future: Some(Box::pin(future)),
+        resolve,
+        reject,
+        poll_next: None,
+        woken_in_poll: false,
+        on_poll,
+    };
+    TASKS.with(|tasks| tasks.borrow_mut().insert(id, task));
+    poll(id);
+    (TaskId(id), outcome)
+}
+
+/// Drops a task that will never be woken: one whose request the runtime cancelled while it
+/// awaited I/O of that request, which then never completes. Its promise stays unsettled.
+pub fn abandon(task: TaskId) {
+    let removed = TASKS.with(|tasks| tasks.borrow_mut().remove(&task.0));
+    // Dropped outside the borrow: dropping a future may run code that spawns.
+    drop(removed);
+}
+
+/// Tasks on this isolate's executor now: requests being served and shard calls in flight. It
+/// returns to zero when the isolate is idle, whatever clients did (`/v1/stats` shows it).
+#[must_use]
+pub fn in_flight() -> usize {
+    TASKS.with(|tasks| tasks.borrow().len())
+}
+
+fn wake(id: u64) {
+    let poll_next = TASKS.with(|tasks| {
+        let mut tasks = tasks.borrow_mut();
+        let task = tasks.get_mut(&id)?;
+        if task.future.is_none() {
+            task.woken_in_poll = true;
+        }
+        task.poll_next.take()
+    });
+    if let Some(resolve) = poll_next {
+        // Resolving cannot fail; a gone request never sees it.
+        let _ = resolve.call0(&JsValue::UNDEFINED);
+    }
+}
+
+fn poll(id: u64) {
+    let Some(mut future) = TASKS.with(|tasks| {
+        let mut tasks = tasks.borrow_mut();
+        let task = tasks.get_mut(&id)?;
+        task.woken_in_poll = false;
+        task.future.take()
+    }) else {
+        return;
+    };
+    let waker = Waker::from(Arc::new(TaskWaker(id)));
+    let polled = future.as_mut().poll(&mut Context::from_waker(&waker));
+    match polled {
+        Poll::Ready(outcome) => {
+            let Some(task) = TASKS.with(|tasks| tasks.borrow_mut().remove(&id)) else { return };
+            // Dropped before settling: the future's own drop code runs here, in this turn.
+            drop(future);
+            let _ = match outcome {
+                Ok(value) => task.resolve.call1(&JsValue::UNDEFINED, &value),
+                Err(error) => task.reject.call1(&JsValue::UNDEFINED, &error),
+            };
+        }
+        Poll::Pending => arm(id, future),
+    }
+}
+
+/// Puts the future back and makes the promise whose resolution polls it next, in this turn,
+/// so that the poll belongs to this request whoever wakes it.
+fn arm(id: u64, future: Body) {
+    let mut poll_next = None;
+    let next = js_sys::Promise::new(&mut |resolve, _reject| poll_next = Some(resolve));
+    let poll_next = poll_next.expect("the promise executor runs at once");
+    let woken = TASKS.with(|tasks| {
+        let mut tasks = tasks.borrow_mut();
+        let task = tasks.get_mut(&id)?;
+        task.future = Some(future);
+        // A poll that traps leaves the request unsettled; the runtime then fails it, as it
+        // fails any request that can no longer answer.
+        let _ = next.then(&task.on_poll);
+        task.poll_next = Some(poll_next);
+        Some(task.woken_in_poll)
+    });
+    if woken == Some(true) {
+        wake(id);
+    }
+}
