@@ -4,6 +4,12 @@
 //! age counts from the moment the worker *sent* the shard call that produced it (the shard
 //! read the value no earlier), and the `Cache-Control` sent downstream only grants what is
 //! left of M, so a browser or CDN that honours it cannot stretch the bound either.
+//!
+//! One refresh per key at a time: once a kept read is half the max age old, the next lookup
+//! claims its refresh (that request reads the shard and keeps what it gets) while every other
+//! request keeps being answered from the kept read. A hot key's reads thus reach the shard about
+//! twice per max age per isolate, instead of all at once when the read expires (a stampede). A
+//! claim lapses after half the max age, so a refresh that never comes back blocks nothing.
 
 use lru::LruCache;
 
@@ -74,10 +80,29 @@ pub fn after_op(op: &ShardOp, outcome: Option<&OpResult>, sent_at_ms: u64) -> Af
     }
 }
 
+/// A kept read and, if a request is refreshing it, when that request claimed the refresh.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    read: CachedRead,
+    refresh_claimed_at_ms: Option<u64>,
+}
+
+/// What [`EdgeCache::lookup`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Answer with this read.
+    Hit(CachedRead),
+    /// This request refreshes the key: read the shard (and keep what it answers). Other
+    /// requests are answered from the kept read meanwhile.
+    Refresh,
+    /// Nothing fresh enough is kept: read the shard.
+    Miss,
+}
+
 /// Hot counter reads kept for at most `max_age_ms`, at most `capacity` of them.
 #[derive(Debug)]
 pub struct EdgeCache {
-    entries: LruCache<(Namespace, Key), CachedRead>,
+    entries: LruCache<(Namespace, Key), Kept>,
     capacity: usize,
     max_age_ms: u64,
 }
@@ -91,13 +116,32 @@ impl EdgeCache {
     /// A read younger than the max age, if one is kept; older ones are dropped.
     pub fn get(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Option<CachedRead> {
         let slot = (ns.clone(), key.clone());
-        let read = *self.entries.get(&slot)?;
-        if read.age_ms(now_ms) < self.max_age_ms {
-            Some(read)
+        let kept = *self.entries.get(&slot)?;
+        if kept.read.age_ms(now_ms) < self.max_age_ms {
+            Some(kept.read)
         } else {
             self.entries.pop(&slot);
             None
         }
+    }
+
+    /// Like [`Self::get`], and claims the key's refresh for this request once the kept read is
+    /// half the max age old and nobody holds a live claim (see the module's documentation).
+    pub fn lookup(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Lookup {
+        let refresh_after_ms = self.max_age_ms / 2;
+        let Some(read) = self.get(ns, key, now_ms) else {
+            return Lookup::Miss;
+        };
+        let Some(kept) = self.entries.peek_mut(&(ns.clone(), key.clone())) else {
+            return Lookup::Miss;
+        };
+        let claim_live =
+            kept.refresh_claimed_at_ms.is_some_and(|at| now_ms.saturating_sub(at) < refresh_after_ms);
+        if read.age_ms(now_ms) < refresh_after_ms || claim_live {
+            return Lookup::Hit(read);
+        }
+        kept.refresh_claimed_at_ms = Some(now_ms);
+        Lookup::Refresh
     }
 
     /// Keeps `read`, unless a newer read of the key is already kept.
@@ -106,10 +150,10 @@ impl EdgeCache {
             return;
         }
         let slot = (ns.clone(), key.clone());
-        if self.entries.peek(&slot).is_some_and(|kept| kept.read_at_ms > read.read_at_ms) {
+        if self.entries.peek(&slot).is_some_and(|kept| kept.read.read_at_ms > read.read_at_ms) {
             return;
         }
-        self.entries.put(slot, read);
+        self.entries.put(slot, Kept { read, refresh_claimed_at_ms: None });
         while self.entries.len() > self.capacity {
             self.entries.pop_lru();
         }
@@ -262,6 +306,30 @@ mod tests {
         assert_eq!(cache.get(&ns, &key, 1_099).map(|r| r.value), Some(5));
         assert_eq!(cache.get(&ns, &key, 1_100), None);
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn one_request_at_a_time_refreshes_a_read_past_half_its_max_age_while_the_rest_hit() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        assert_eq!(cache.lookup(&ns, &key, 0), Lookup::Miss);
+        cache.put(&ns, &key, read(5, 100));
+        assert_eq!(cache.lookup(&ns, &key, 599), Lookup::Hit(read(5, 100)));
+        assert_eq!(cache.lookup(&ns, &key, 600), Lookup::Refresh, "half the max age: one refresh");
+        for now in [601, 800, 1_099] {
+            assert_eq!(cache.lookup(&ns, &key, now), Lookup::Hit(read(5, 100)), "the others hit");
+        }
+        // The refresh comes back: a new read, refreshed again at half its own max age.
+        cache.put(&ns, &key, read(6, 700));
+        assert_eq!(cache.lookup(&ns, &key, 1_100), Lookup::Hit(read(6, 700)));
+        assert_eq!(cache.lookup(&ns, &key, 1_200), Lookup::Refresh);
+        // That one never comes back: its claim lapses after half the max age, and the read
+        // itself at the max age.
+        assert_eq!(cache.lookup(&ns, &key, 1_699), Lookup::Hit(read(6, 700)));
+        assert_eq!(cache.lookup(&ns, &key, 1_700), Lookup::Miss);
+        cache.put(&ns, &key, read(7, 1_700));
+        cache.lookup(&ns, &key, 2_200);
+        assert_eq!(cache.lookup(&ns, &key, 2_699), Lookup::Hit(read(7, 1_700)));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! never older than the configured max age; every other op goes to the owning shard through the
 //! coalescer and is answered once it is durable.
 
-use edgecount_core::edge::read_cache::{cache_control, may_serve_kept_read, Audience, CachedRead};
+use edgecount_core::edge::read_cache::{cache_control, may_serve_kept_read, Audience, CachedRead, Lookup};
 use edgecount_core::http::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
 use edgecount_core::http::etag::{etag, if_none_match};
 use edgecount_core::http::negotiate::prefers_text_plain;
@@ -79,7 +79,8 @@ pub(crate) async fn current(
     let request_cache_control = req.headers().get("cache-control")?;
     let hot = hot_reads::record(config, &target.ns, &target.key, now);
     if may_serve_kept_read(hot, strong, request_cache_control.as_deref()) {
-        if let Some(read) = hot_reads::lookup(config, &target.ns, &target.key, now) {
+        // A miss, or this request's turn to refresh the kept read, reads the shard.
+        if let Lookup::Hit(read) = hot_reads::lookup(config, &target.ns, &target.key, now) {
             return Ok(CurrentValue { read, hot, from_edge: true });
         }
     } else {

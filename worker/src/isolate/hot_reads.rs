@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 
 use edgecount_core::edge::hot_keys::HotKey;
-use edgecount_core::edge::read_cache::{self, AfterOp, CachedRead};
+use edgecount_core::edge::read_cache::{self, AfterOp, CachedRead, Lookup};
 use edgecount_core::partition::key_hash;
 use edgecount_core::{EdgeCache, HotKeys, Key, Namespace, OpResult, ShardOp};
 
@@ -55,11 +55,12 @@ pub fn record(config: &Config, ns: &Namespace, key: &Key, now_ms: u64) -> bool {
     with_edge(config, |edge| edge.hot.record(ns, key, hash, now_ms))
 }
 
-/// A cached read of a hot key younger than the max age, counting a hit or a miss.
-pub fn lookup(config: &Config, ns: &Namespace, key: &Key, now_ms: u64) -> Option<CachedRead> {
+/// A kept read of a hot key younger than the max age, or this request's turn to refresh it
+/// (see `edgecount_core::edge::read_cache`), counting a hit or a miss.
+pub fn lookup(config: &Config, ns: &Namespace, key: &Key, now_ms: u64) -> Lookup {
     with_edge(config, |edge| {
-        let found = edge.cache.get(ns, key, now_ms);
-        if found.is_some() {
+        let found = edge.cache.lookup(ns, key, now_ms);
+        if matches!(found, Lookup::Hit(_)) {
             edge.hits += 1;
         } else {
             edge.misses += 1;
