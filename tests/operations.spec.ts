@@ -58,6 +58,11 @@ describe("operations", () => {
     expect(after.rows_written - before.rows_written).toBe(5);
     expect(after.rows_read - before.rows_read).toBe(0);
     expect(after.counters_in_memory).toBeGreaterThanOrEqual(1);
+    const { totals } = await (await service.fetch("/v1/stats")).json();
+    expect(totals.rows_written_per_op).toBeCloseTo(
+      totals.rows_written / totals.ops,
+      6,
+    );
   });
 
   it("exposes Prometheus metrics", async () => {

@@ -54,6 +54,10 @@ pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
         }
         shards.push(Value::Object(shard));
     }
+    let total = |name: &str| totals.get(name).and_then(Value::as_u64).unwrap_or(0);
+    let (ops, rows_written) = (total("ops"), total("rows_written"));
+    let rows_written_per_op = if ops == 0 { 0.0 } else { rows_written as f64 / ops as f64 };
+    totals.insert("rows_written_per_op".into(), json!(rows_written_per_op));
     let edge = edge_stats(config, &mut shards);
     let response = respond::json(200, &json!({ "shards": shards, "totals": totals, "edge": edge }))?;
     response.headers().set("cache-control", "no-store")?;
