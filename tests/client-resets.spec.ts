@@ -134,7 +134,8 @@ it("a shard still answers at once after clients reset their requests while it wa
   let tasks = -1;
   for (let i = 0; i < 40 && tasks !== 1; i++) {
     await new Promise((r) => setTimeout(r, 50));
-    tasks = (await (await fetch(`${url}/v1/stats`)).json()).edge.tasks_in_flight;
+    tasks = (await (await fetch(`${url}/v1/stats`)).json()).edge
+      .tasks_in_flight;
   }
   expect(tasks).toBe(1);
 });

@@ -66,6 +66,8 @@ it("100 concurrent increments of one key write its row a few times, not 100", as
   expect(new Set(values).size).toBe(100);
   expect(await service.value(ns, "hot")).toBe(101n);
   const perOp = ((await rowsWritten()) - before) / 100;
-  console.log(`100 concurrent increments of one key: ${perOp} rows written per op`);
+  console.log(
+    `100 concurrent increments of one key: ${perOp} rows written per op`,
+  );
   expect(perOp).toBeLessThanOrEqual(0.05);
 });
