@@ -115,33 +115,33 @@ impl EdgeCache {
 
     /// A read younger than the max age, if one is kept; older ones are dropped.
     pub fn get(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Option<CachedRead> {
-        let slot = (ns.clone(), key.clone());
-        let kept = *self.entries.get(&slot)?;
-        if kept.read.age_ms(now_ms) < self.max_age_ms {
-            Some(kept.read)
-        } else {
-            self.entries.pop(&slot);
-            None
-        }
+        self.fresh(ns, key, now_ms).map(|kept| kept.read)
     }
 
     /// Like [`Self::get`], and claims the key's refresh for this request once the kept read is
     /// half the max age old and nobody holds a live claim (see the module's documentation).
     pub fn lookup(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Lookup {
         let refresh_after_ms = self.max_age_ms / 2;
-        let Some(read) = self.get(ns, key, now_ms) else {
-            return Lookup::Miss;
-        };
-        let Some(kept) = self.entries.peek_mut(&(ns.clone(), key.clone())) else {
+        let Some(kept) = self.fresh(ns, key, now_ms) else {
             return Lookup::Miss;
         };
         let claim_live =
             kept.refresh_claimed_at_ms.is_some_and(|at| now_ms.saturating_sub(at) < refresh_after_ms);
-        if read.age_ms(now_ms) < refresh_after_ms || claim_live {
-            return Lookup::Hit(read);
+        if kept.read.age_ms(now_ms) < refresh_after_ms || claim_live {
+            return Lookup::Hit(kept.read);
         }
         kept.refresh_claimed_at_ms = Some(now_ms);
         Lookup::Refresh
+    }
+
+    /// The kept entry if it is younger than the max age; an older one is dropped.
+    fn fresh(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Option<&mut Kept> {
+        let slot = (ns.clone(), key.clone());
+        if self.entries.get(&slot)?.read.age_ms(now_ms) >= self.max_age_ms {
+            self.entries.pop(&slot);
+            return None;
+        }
+        self.entries.peek_mut(&slot)
     }
 
     /// Keeps `read`, unless a newer read of the key is already kept.

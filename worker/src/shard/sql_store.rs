@@ -280,22 +280,7 @@ impl CounterStore for SqlShardStore {
     }
 
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
-        self.change(
-            "INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms) \
-                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
-                 value = excluded.value, version = excluded.version, \
-                 ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms",
-            vec![
-                text(ns.as_str()),
-                text(key.as_str()),
-                text(&counter.value.to_string()),
-                integer(Some(counter.version)),
-                integer(counter.ttl_seconds.map(u64::from)),
-                integer(counter.expires_at_ms),
-            ],
-        )
-        .map(drop)
-        .map_err(|e| describe(&e))
+        self.save_all(&[(ns.clone(), key.clone(), *counter)])
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] counters: the rows travel as one JSON array,
@@ -333,7 +318,6 @@ impl CounterStore for SqlShardStore {
 }
 
 impl IdempotencyStore for SqlShardStore {
-    /// Also drops the legacy table once it is empty.
     /// One statement per [`ROWS_PER_STATEMENT`] records, as for counters.
     fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> std::result::Result<(), String> {
         for chunk in records.chunks(ROWS_PER_STATEMENT) {
@@ -368,6 +352,7 @@ impl IdempotencyStore for SqlShardStore {
         Ok(())
     }
 
+    /// Also drops the legacy table once it is empty.
     fn remove_records_created_by(&self, created_by_ms: u64) -> std::result::Result<u64, String> {
         let mut removed = 0;
         for table in self.record_tables() {
@@ -431,24 +416,7 @@ impl IdempotencyStore for SqlShardStore {
         scope: &RecordScope,
         record: &IdempotencyRecord,
     ) -> std::result::Result<(), String> {
-        self.change(
-            "INSERT INTO idempotency_records \
-                 (ns, key, kind, idempotency_key, request_digest, result, created_at_ms) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key, kind, idempotency_key) DO UPDATE SET \
-                 request_digest = excluded.request_digest, result = excluded.result, \
-                 created_at_ms = excluded.created_at_ms",
-            vec![
-                text(scope.ns.as_str()),
-                text(scope.key.as_str()),
-                text(scope.kind),
-                text(scope.idempotency_key.as_str()),
-                text(&format!("{:032x}", record.request_digest)),
-                text(&record.result),
-                integer(Some(record.created_at_ms)),
-            ],
-        )
-        .map(drop)
-        .map_err(|e| describe(&e))
+        self.save_records(&[(scope.clone(), record.clone())])
     }
 }
 
