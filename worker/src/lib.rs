@@ -15,34 +15,25 @@
 //!   and [`shard::sql_store`] (its SQLite tables).
 
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
-use worker::{console_error, js_sys, worker_sys, Context, Env, IntoResponse, Request};
+use worker::{worker_sys, Context, Env};
 
 pub mod http;
 pub mod isolate;
 pub mod shard;
 
-/// The worker's `fetch` handler, called by the entry module for every request. Each request's
-/// future runs on an executor of its own ([`isolate::request_task`]), not wasm-bindgen's shared
-/// one, so that its code only ever runs in its own request's context.
+/// The worker's `fetch` handler, called by the entry module for every request: answers the
+/// `Response`, or a promise of it when the request has to wait. Each request's future runs on
+/// an executor of its own ([`isolate::request_task`]), not wasm-bindgen's shared one, so that
+/// its code only ever runs in its own request's context.
 #[wasm_bindgen]
-pub fn fetch(req: worker_sys::web_sys::Request, env: Env, ctx: worker_sys::Context) -> js_sys::Promise {
-    isolate::request_task::spawn(async move {
-        let req = Request::from(req);
-        let signal = req.inner().signal();
+pub fn fetch(req: worker_sys::web_sys::Request, env: Env, ctx: worker_sys::Context) -> JsValue {
+    isolate::request_task::run(async move {
+        let req = http::message::Request::new(req);
         let ctx = Context::new(ctx);
-        let served = http::cancellation::serve_cancellable(signal, move |cancellation| {
+        let response = http::cancellation::serve_cancellable(req.abort_signal(), move |cancellation| {
             http::routes::handle(req, env, ctx, cancellation)
         })
         .await;
-        let response = served.or_else(|error| {
-            // Every handler answers its own errors; this is a failure to build such an answer.
-            console_error!("{error}");
-            worker::Response::error("internal error", 500)
-        });
-        let raw = response.map_err(|e| JsValue::from_str(&e.to_string()))?.into_raw();
-        raw.map(JsValue::from).map_err(|e| {
-            let error: Box<dyn std::error::Error> = e.into();
-            JsValue::from_str(&error.to_string())
-        })
+        Ok(JsValue::from(response.into_web()))
     })
 }

@@ -8,10 +8,11 @@
 use edgecount_core::edge::access::Right;
 use edgecount_core::http::badge::{render, BadgeQuery};
 use edgecount_core::{OpResult, ShardCall, ShardOp};
-use worker::{Env, Request, Response};
+use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::http::counters;
+use crate::http::message::{Body, Request, Response};
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
@@ -32,7 +33,7 @@ pub async fn serve(
     token: Option<&str>,
     target: &Target,
 ) -> Result<Response, ApiError> {
-    let query = BadgeQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let query = BadgeQuery::parse(req.query())?;
     // Checked on reads too, where it is unused: a malformed header is refused, never ignored.
     let idempotency_key = counters::idempotency_key(req)?;
     let need = if query.incr { Right::Write } else { Right::Read };
@@ -45,23 +46,18 @@ pub async fn serve(
             OpResult::Failed { error } => return Err(error.into()),
             _ => return Err(ApiError::ShardUnavailable),
         };
-        let response = svg(&query, value)?;
-        response.headers().set("cache-control", "no-store")?;
+        let mut response = svg(&query, value);
+        response.set_header("cache-control", "no-store");
         return Ok(response);
     }
     let now = now_ms();
     let current = counters::current(req, env, caller, config, target, false, now).await?;
-    let response = if current.not_modified(req)? {
-        Response::empty()?.with_status(304)
-    } else {
-        svg(&query, current.read.value)?
-    };
-    current.set_cache_headers(&response, config, &target.ns, now)?;
+    let mut response =
+        if current.not_modified(req) { Response::empty(304) } else { svg(&query, current.read.value) };
+    current.set_cache_headers(&mut response, config, &target.ns, now);
     Ok(response)
 }
 
-fn svg(query: &BadgeQuery, value: i64) -> Result<Response, ApiError> {
-    let response = Response::ok(render(&query.label, value, &query.color))?;
-    response.headers().set("content-type", SVG)?;
-    Ok(response)
+fn svg(query: &BadgeQuery, value: i64) -> Response {
+    Response::with_body(200, SVG, Body::Text(render(&query.label, value, &query.color)))
 }

@@ -14,9 +14,10 @@ use edgecount_core::shard::answer_budget::{shard_share, AnswerBudget, MAX_BATCH_
 use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
-use worker::{Env, Request, Response};
+use worker::Env;
 
 use crate::http::api_error::ApiError;
+use crate::http::message::{Header, Request, Response};
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
@@ -28,13 +29,13 @@ use crate::isolate::{hot_reads, shard_client};
 /// # Errors
 /// A body that is not a batch (400), too many ops or bytes (413), a non-JSON body (415).
 pub async fn serve(
-    mut req: Request,
+    req: Request,
     env: &Env,
     config: &Config,
     token: Option<&str>,
     meter: &mut Meter,
 ) -> Result<Response, ApiError> {
-    let text = read_body(&mut req).await?;
+    let text = read_body(&req).await?;
     let parsed = parse_batch(&text)?;
     // Tops the arrival charge up to the batch's cost before any op is sent.
     meter.charge(config, parsed.len())?;
@@ -90,8 +91,8 @@ pub async fn serve(
             _ => answer,
         };
     }
-    let response = respond::json(200, &json!({ "results": results }))?;
-    response.headers().set("cache-control", "no-store")?;
+    let mut response = respond::json(200, &json!({ "results": results }))?;
+    response.set_header("cache-control", "no-store");
     Ok(response)
 }
 
@@ -111,8 +112,8 @@ fn permitted(config: &Config, token: Option<&str>, call: ShardCall) -> Result<Sh
     Ok(call)
 }
 
-async fn read_body(req: &mut Request) -> Result<String, ApiError> {
-    let content_type = req.headers().get("content-type")?;
+async fn read_body(req: &Request) -> Result<String, ApiError> {
+    let content_type = req.header(Header::ContentType);
     if !is_json_content_type(content_type.as_deref()) {
         return Err(ApiError::UnsupportedMediaType { expected: "application/json" });
     }

@@ -14,9 +14,10 @@ use edgecount_core::names::IdempotencyKey;
 use edgecount_core::{CoreError, Namespace, OpKind, OpResult, ShardCall, ShardOp};
 use serde::Serialize;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::Env;
 
 use crate::http::api_error::ApiError;
+use crate::http::message::{Header, Request, Response};
 use crate::http::respond;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
@@ -39,7 +40,7 @@ struct CounterBody<'a> {
 /// Bad parameters or bodies, refused ops, and unavailable shards.
 pub async fn serve(
     kind: OpKind,
-    mut req: Request,
+    req: Request,
     env: &Env,
     caller: &Caller<'_>,
     config: &Config,
@@ -47,7 +48,7 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     match kind {
         OpKind::Get => read(&req, env, caller, config, target).await,
-        _ => write(kind, &mut req, env, caller, config, target).await,
+        _ => write(kind, &req, env, caller, config, target).await,
     }
 }
 
@@ -58,7 +59,7 @@ async fn read(
     config: &Config,
     target: &Target,
 ) -> Result<Response, ApiError> {
-    let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let query = CounterQuery::parse(req.query())?;
     let now = now_ms();
     let current = current(req, env, caller, config, target, query.strong, now).await?;
     read_response(req, config, target, current, now)
@@ -76,7 +77,7 @@ pub(crate) async fn current(
     strong: bool,
     now: u64,
 ) -> Result<CurrentValue, ApiError> {
-    let request_cache_control = req.headers().get("cache-control")?;
+    let request_cache_control = req.header(Header::CacheControl);
     let hot = hot_reads::record(config, &target.ns, &target.key, now);
     if may_serve_kept_read(hot, strong, request_cache_control.as_deref()) {
         // A miss, or this request's turn to refresh the kept read, reads the shard.
@@ -119,30 +120,28 @@ impl CurrentValue {
     /// `X-Cache` and, for hot keys, `Age` and (unless private) `Cache-Tag`.
     pub(crate) fn set_cache_headers(
         &self,
-        response: &Response,
+        response: &mut Response,
         config: &Config,
         ns: &Namespace,
         now: u64,
-    ) -> Result<(), ApiError> {
-        let headers = response.headers();
+    ) {
         let age = self.read.age_ms(now);
         let audience = read_audience(config);
-        headers.set("etag", &etag(self.read.value, self.read.version))?;
-        headers.set("cache-control", &cache_control(audience, self.hot, config.hot_max_age_ms, age))?;
-        headers.set("x-cache", if self.from_edge { "HIT" } else { "MISS" })?;
+        response.set_header("etag", etag(self.read.value, self.read.version));
+        response.set_header("cache-control", cache_control(audience, self.hot, config.hot_max_age_ms, age));
+        response.set_header("x-cache", if self.from_edge { "HIT" } else { "MISS" });
         if self.hot {
-            headers.set("age", &(age / 1000).to_string())?;
+            response.set_header("age", (age / 1000).to_string());
             if audience.allows_shared_caches() {
-                headers.set("cache-tag", &format!("ec-ns:{ns}"))?;
+                response.set_header("cache-tag", format!("ec-ns:{ns}"));
             }
         }
-        Ok(())
     }
 
     /// Whether the request's `If-None-Match` already holds this value.
-    pub(crate) fn not_modified(&self, req: &Request) -> Result<bool, ApiError> {
+    pub(crate) fn not_modified(&self, req: &Request) -> bool {
         let tag = etag(self.read.value, self.read.version);
-        Ok(req.headers().get("if-none-match")?.is_some_and(|h| if_none_match(&h, &tag)))
+        req.header(Header::IfNoneMatch).is_some_and(|h| if_none_match(&h, &tag))
     }
 }
 
@@ -154,32 +153,32 @@ fn read_response(
     current: CurrentValue,
     now: u64,
 ) -> Result<Response, ApiError> {
-    let response = if current.not_modified(req)? {
-        Response::empty()?.with_status(304)
+    let mut response = if current.not_modified(req) {
+        Response::empty(304)
     } else {
         counter_body(req, target, current.read.value, current.read.exists)?
     };
-    current.set_cache_headers(&response, config, &target.ns, now)?;
-    response.headers().set("vary", "Accept")?;
+    current.set_cache_headers(&mut response, config, &target.ns, now);
+    response.set_header("vary", "Accept");
     Ok(response)
 }
 
 fn counter_body(req: &Request, target: &Target, value: i64, exists: bool) -> Result<Response, ApiError> {
-    if prefers_text_plain(req.headers().get("accept")?.as_deref()) {
-        return respond::text(200, value.to_string());
+    if prefers_text_plain(req.header(Header::Accept).as_deref()) {
+        return Ok(respond::text(200, value.to_string()));
     }
     respond::json(200, &CounterBody { ns: target.ns.as_str(), key: target.key.as_str(), value, exists })
 }
 
 async fn write(
     kind: OpKind,
-    req: &mut Request,
+    req: &Request,
     env: &Env,
     caller: &Caller<'_>,
     config: &Config,
     target: &Target,
 ) -> Result<Response, ApiError> {
-    let query = CounterQuery::parse(req.url()?.query().unwrap_or(""))?;
+    let query = CounterQuery::parse(req.query())?;
     let (ns, key) = (target.ns.clone(), target.key.clone());
     let (ttl, by) = (query.ttl, query.by.unwrap_or(1));
     let op = match kind {
@@ -194,16 +193,16 @@ async fn write(
     };
     let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
     let (result, replayed) = apply_write(env, caller, config, target, call).await?;
-    let response = match result {
+    let mut response = match result {
         OpResult::Failed { error } => return Err(error.into()),
         OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
         OpResult::Value { value, exists, .. } => counter_body(req, target, value, exists)?,
         _ => return Err(ApiError::ShardUnavailable),
     };
     if replayed {
-        response.headers().set("idempotent-replayed", "true")?;
+        response.set_header("idempotent-replayed", "true");
     }
-    response.headers().set("cache-control", "no-store")?;
+    response.set_header("cache-control", "no-store");
     Ok(response)
 }
 
@@ -229,12 +228,12 @@ pub(crate) async fn apply_write(
 /// # Errors
 /// [`CoreError::InvalidIdempotencyKey`] for a malformed key.
 pub(crate) fn idempotency_key(req: &Request) -> Result<Option<IdempotencyKey>, ApiError> {
-    Ok(req.headers().get("idempotency-key")?.map(|k| IdempotencyKey::new(&k)).transpose()?)
+    Ok(req.header(Header::IdempotencyKey).map(|k| IdempotencyKey::new(&k)).transpose()?)
 }
 
 /// Reads `{"value": N}`, refusing other media types and oversized bodies before parsing.
-async fn read_set_body(req: &mut Request) -> Result<i64, ApiError> {
-    let content_type = req.headers().get("content-type")?;
+async fn read_set_body(req: &Request) -> Result<i64, ApiError> {
+    let content_type = req.header(Header::ContentType);
     if !is_json_content_type(content_type.as_deref()) {
         return Err(ApiError::UnsupportedMediaType { expected: "application/json" });
     }

@@ -3,9 +3,8 @@
 //! the Wasm module, so a deployment always serves the ones built with it.
 
 use edgecount_core::http::etag::{content_etag, if_none_match};
-use worker::{Request, Response};
 
-use crate::http::api_error::ApiError;
+use crate::http::message::{Body, Header, Request, Response};
 
 /// A document and how it is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,26 +45,23 @@ impl Document {
 }
 
 /// Serves `document`, or 304 when the request already holds it.
-///
-/// # Errors
-/// Only if the runtime refuses to build a response.
-pub fn serve(req: &Request, document: Document) -> Result<Response, ApiError> {
+pub fn serve(req: &Request, document: Document) -> Response {
     let body = document.body();
     let tag = content_etag(body.as_bytes());
-    let cached = req.headers().get("if-none-match")?.is_some_and(|h| if_none_match(&h, &tag));
-    let response = if cached { Response::empty()?.with_status(304) } else { Response::ok(body)? };
-    let headers = response.headers();
-    if !cached {
-        headers.set("content-type", document.content_type())?;
-    }
-    headers.set("etag", &tag)?;
-    headers.set("cache-control", document.cache_control())?;
+    let cached = req.header(Header::IfNoneMatch).is_some_and(|h| if_none_match(&h, &tag));
+    let mut response = if cached {
+        Response::empty(304)
+    } else {
+        Response::with_body(200, document.content_type(), Body::Text(body.to_owned()))
+    };
+    response.set_header("etag", tag);
+    response.set_header("cache-control", document.cache_control());
     if document == Document::DemoPage {
         // The page runs only its own scripts and talks only to this origin.
-        headers.set(
+        response.set_header(
             "content-security-policy",
             "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
-        )?;
+        );
     }
-    Ok(response)
+    response
 }

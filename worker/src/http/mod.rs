@@ -1,6 +1,7 @@
 //! The HTTP side of the worker: the router resolves a request's route, method, names and shard
 //! once, charges and authorizes it, and hands the validated target to a thin handler per
-//! route; [`respond`] and [`api_error`] shape every answer.
+//! route; [`message`] holds the request and the answer as plain Rust values, [`respond`] and
+//! [`api_error`] shape every answer.
 
 pub mod api_error;
 pub mod badge;
@@ -9,6 +10,7 @@ pub mod cache;
 pub mod cancellation;
 pub mod counters;
 pub mod documents;
+pub mod message;
 pub mod operations;
 pub mod respond;
 pub mod routes;

@@ -6,9 +6,10 @@ use edgecount_core::shard::protocol::ShardStats;
 use edgecount_core::{shard_for, ShardId};
 use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
-use worker::{Env, Response};
+use worker::Env;
 
 use crate::http::api_error::ApiError;
+use crate::http::message::Response;
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
@@ -59,8 +60,8 @@ pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
     let rows_written_per_op = if ops == 0 { 0.0 } else { rows_written as f64 / ops as f64 };
     totals.insert("rows_written_per_op".into(), json!(rows_written_per_op));
     let edge = edge_stats(config, &mut shards);
-    let response = respond::json(200, &json!({ "shards": shards, "totals": totals, "edge": edge }))?;
-    response.headers().set("cache-control", "no-store")?;
+    let mut response = respond::json(200, &json!({ "shards": shards, "totals": totals, "edge": edge }))?;
+    response.set_header("cache-control", "no-store");
     Ok(response)
 }
 
@@ -139,7 +140,7 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
     for (name, help, value) in isolate {
         let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
     }
-    let response = respond::text(200, text)?;
-    response.headers().set("content-type", "text/plain; version=0.0.4; charset=utf-8")?;
+    let mut response = respond::text(200, text);
+    response.set_header("content-type", "text/plain; version=0.0.4; charset=utf-8");
     Ok(response)
 }

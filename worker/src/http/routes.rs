@@ -1,7 +1,7 @@
 //! Which handler serves a request: path matching with `matchit`, then the method check, so a
 //! known path with the wrong method is a 405 with `Allow` rather than a 404.
 
-use worker::{console_error, Context, Env, Method, Request, Response, Result};
+use worker::{console_error, Context, Env, Method};
 
 use crate::http::api_error::ApiError;
 use edgecount_core::edge::access::Right;
@@ -11,6 +11,7 @@ use edgecount_core::{Namespace, OpKind, ShardId};
 use crate::http::cancellation::Cancellation;
 use crate::http::counters;
 use crate::http::documents::{self, Document};
+use crate::http::message::{Header, Request, Response};
 use crate::http::target::{unmatched_path_error, Target};
 use crate::http::{badge, batch, cache, operations, respond};
 use crate::isolate::config::Config;
@@ -87,11 +88,8 @@ fn match_path(path: &str) -> Option<Matched> {
 }
 
 /// Serves one request; every failure becomes a JSON error and every response gets CORS headers.
-///
-/// # Errors
-/// Only if the runtime cannot build a response at all.
-pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancellation) -> Result<Response> {
-    let origin = req.headers().get("origin")?;
+pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancellation) -> Response {
+    let origin = req.header(Header::Origin);
     // Every answer here (refusals and errors too) may hold or stand in for stored bytes.
     let serves_stored_bytes = req.path().starts_with("/v1/cache/");
     let config = match Config::for_isolate(&env) {
@@ -99,15 +97,15 @@ pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancella
         Err(error) => return error_response(&error),
     };
     let caller = Caller::new(&ctx, cancellation);
-    let response = match dispatch(req, &env, &caller, &config).await {
+    let mut response = match dispatch(req, &env, &caller, &config).await {
         Ok(response) => response,
-        Err(error) => error_response(&error)?,
+        Err(error) => error_response(&error),
     };
-    respond::add_cors(&response, &config, origin.as_deref()).map_err(to_worker_error)?;
+    respond::add_cors(&mut response, &config, origin.as_deref());
     if serves_stored_bytes {
-        respond::sandbox(&response).map_err(to_worker_error)?;
+        respond::sandbox(&mut response);
     }
-    Ok(response)
+    response
 }
 
 async fn dispatch(
@@ -116,24 +114,23 @@ async fn dispatch(
     caller: &Caller<'_>,
     config: &Config,
 ) -> Result<Response, ApiError> {
-    let path = req.path();
-    let Some(matched) = match_path(&path) else {
-        return Err(unmatched_path_error(&path).unwrap_or(ApiError::RouteNotFound));
+    let Some(matched) = match_path(req.path()) else {
+        return Err(unmatched_path_error(req.path()).unwrap_or(ApiError::RouteNotFound));
     };
     match dispatch_matched(req, env, caller, config, &matched).await {
         Ok(response) => Ok(response),
-        Err(error) => refusal(config, &matched, &error),
+        Err(error) => Ok(refusal(config, &matched, &error)),
     }
 }
 
 /// The answer to a refusal made before the key was resolved (405): on a key's route it still
 /// names the key's shard, as every other answer there does.
-fn refusal(config: &Config, matched: &Matched, error: &ApiError) -> Result<Response, ApiError> {
-    let response = error_response(error).map_err(ApiError::from)?;
+fn refusal(config: &Config, matched: &Matched, error: &ApiError) -> Response {
+    let mut response = error_response(error);
     if let Some(Ok(target)) = resolve_target(config, matched) {
-        name_shard(&response, target.shard)?;
+        name_shard(&mut response, target.shard);
     }
-    Ok(response)
+    response
 }
 
 /// The key a counter, cache or badge route names, validated: the one place a request's names
@@ -151,8 +148,8 @@ fn resolve_target(config: &Config, matched: &Matched) -> Option<Result<Target, A
 }
 
 /// Every answer on a key's route, errors included, names the shard that owns the key.
-fn name_shard(response: &Response, shard: ShardId) -> Result<(), ApiError> {
-    Ok(response.headers().set("x-edgecount-shard", &shard.to_string())?)
+fn name_shard(response: &mut Response, shard: ShardId) {
+    response.set_header("x-edgecount-shard", shard.to_string());
 }
 
 async fn dispatch_matched(
@@ -162,9 +159,9 @@ async fn dispatch_matched(
     config: &Config,
     matched: &Matched,
 ) -> Result<Response, ApiError> {
-    let method = known_method(&req).ok_or(ApiError::MethodNotAllowed { allow: matched.route.allow() })?;
+    let method = req.method().ok_or(ApiError::MethodNotAllowed { allow: matched.route.allow() })?;
     if method == Method::Options {
-        return respond::preflight(matched.route.allow());
+        return Ok(respond::preflight(matched.route.allow()));
     }
     let action = match (matched.route, method) {
         // Health is free, like the documents: monitors poll it, and it does no work.
@@ -173,7 +170,7 @@ async fn dispatch_matched(
         (Route::Metrics, Method::Get) => Action::Metrics,
         (Route::Batch, Method::Post) => Action::Batch,
         (Route::Badge, Method::Get) => Action::Badge,
-        (Route::Document(document), Method::Get) => return documents::serve(&req, document),
+        (Route::Document(document), Method::Get) => return Ok(documents::serve(&req, document)),
         (Route::Cache, Method::Get) => Action::Op(OpKind::CacheGet),
         (Route::Cache, Method::Put) => Action::Op(OpKind::CachePut),
         (Route::Cache, Method::Delete) => Action::Op(OpKind::CacheDelete),
@@ -184,8 +181,8 @@ async fn dispatch_matched(
         (Route::CounterDecr, Method::Post) => Action::Op(OpKind::Decr),
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
-    let token = bearer_token(&req)?;
-    let mut meter = Meter::for_request(&req, config, token.as_deref())?;
+    let token = bearer_token(&req);
+    let mut meter = Meter::for_request(&req, config, token.as_deref());
     let target = resolve_target(config, matched).transpose();
     let shard = target.as_ref().ok().and_then(|t| t.as_ref().map(|t| t.shard));
     // Checked in this order whatever the route: the charge (before the token is checked, so a
@@ -201,14 +198,14 @@ async fn dispatch_matched(
         }
         Err(error) => Err(error),
     };
-    let response = match outcome {
+    let mut response = match outcome {
         Ok(response) => response,
-        Err(error) => error_response(&error)?,
+        Err(error) => error_response(&error),
     };
     if let Some(shard) = shard {
-        name_shard(&response, shard)?;
+        name_shard(&mut response, shard);
     }
-    meter.add_headers(&response)?;
+    meter.add_headers(&mut response);
     Ok(response)
 }
 
@@ -232,18 +229,10 @@ async fn serve(
         Action::Batch => batch::serve(req, env, config, token, meter).await,
         Action::Badge => badge::serve(&req, env, caller, config, token, keyed()?).await,
         Action::Op(kind) => match kind.spec().subject {
-            Subject::CacheEntry => cache::serve(kind, req, env, config, keyed()?).await,
+            Subject::CacheEntry => cache::serve(kind, &req, env, config, keyed()?).await,
             Subject::Counter => counters::serve(kind, req, env, caller, config, keyed()?).await,
         },
     }
-}
-
-/// The request's method, or `None` for one workers-rs does not name: it reads every unknown
-/// method (`PROPFIND`, `FOO`) as `GET`, which would serve them as reads.
-fn known_method(req: &Request) -> Option<Method> {
-    let raw = req.inner().method();
-    let method = Method::from(raw.clone());
-    (method != Method::Get || raw.eq_ignore_ascii_case("GET")).then_some(method)
 }
 
 /// What a request asks for, once its route and method are known.
@@ -258,12 +247,11 @@ enum Action {
 }
 
 /// The token of `Authorization: Bearer <token>`, if any.
-fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
-    let header = req.headers().get("authorization")?;
-    Ok(header.and_then(|h| {
+fn bearer_token(req: &Request) -> Option<String> {
+    req.header(Header::Authorization).and_then(|h| {
         let (scheme, token) = h.trim().split_once(' ')?;
         scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
-    }))
+    })
 }
 
 /// Checks the right the action needs; batches check each op's own right instead.
@@ -283,7 +271,7 @@ fn authorize(
     Ok(config.access.check(token, need, ns)?)
 }
 
-fn error_response(error: &ApiError) -> Result<Response> {
+fn error_response(error: &ApiError) -> Response {
     match error {
         ApiError::Internal(detail) => console_error!("internal error: {detail}"),
         ApiError::Core(edgecount_core::CoreError::StorageUnavailable { detail }) => {
@@ -291,11 +279,7 @@ fn error_response(error: &ApiError) -> Result<Response> {
         }
         _ => {}
     }
-    respond::error(error).map_err(to_worker_error)
-}
-
-fn to_worker_error(error: ApiError) -> worker::Error {
-    worker::Error::RustError(error.message())
+    respond::error(error)
 }
 
 #[cfg(test)]

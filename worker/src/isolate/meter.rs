@@ -10,12 +10,11 @@
 
 use std::cell::RefCell;
 
-use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, Decision, RequestCharge};
-use worker::{Request, Response};
-
 use crate::http::api_error::ApiError;
+use crate::http::message::{Header, Request, Response};
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
+use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, Decision, RequestCharge};
 
 thread_local! {
     static LIMITER: RefCell<Option<ClientLimiter>> = const { RefCell::new(None) };
@@ -29,15 +28,12 @@ pub struct Meter {
 
 impl Meter {
     /// The meter for a request sent with `token`.
-    ///
-    /// # Errors
-    /// Only if the runtime cannot read the request's headers.
-    pub fn for_request(req: &Request, config: &Config, token: Option<&str>) -> Result<Self, ApiError> {
+    pub fn for_request(req: &Request, config: &Config, token: Option<&str>) -> Self {
         let client = match token {
             Some(token) if config.access.recognizes(token) => ClientId::token(token),
-            _ => ClientId::address(&req.headers().get("cf-connecting-ip")?.unwrap_or_default()),
+            _ => ClientId::address(&req.header(Header::ClientAddress).unwrap_or_default()),
         };
-        Ok(Self { request: RequestCharge::new(client), last: None })
+        Self { request: RequestCharge::new(client), last: None }
     }
 
     /// Charges the request as one of `ops` ops: every request as one on arrival, a batch again
@@ -67,15 +63,10 @@ impl Meter {
     }
 
     /// Adds the `RateLimit-*` headers of the latest charge, if any.
-    ///
-    /// # Errors
-    /// Only if the runtime refuses to change the headers.
-    pub fn add_headers(&self, response: &Response) -> Result<(), ApiError> {
-        let Some(decision) = self.last else { return Ok(()) };
-        let headers = response.headers();
-        headers.set("ratelimit-limit", &decision.limit.to_string())?;
-        headers.set("ratelimit-remaining", &decision.remaining.to_string())?;
-        headers.set("ratelimit-reset", &decision.reset_s.to_string())?;
-        Ok(())
+    pub fn add_headers(&self, response: &mut Response) {
+        let Some(decision) = self.last else { return };
+        response.set_header("ratelimit-limit", decision.limit.to_string());
+        response.set_header("ratelimit-remaining", decision.remaining.to_string());
+        response.set_header("ratelimit-reset", decision.reset_s.to_string());
     }
 }

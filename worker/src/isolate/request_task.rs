@@ -15,6 +15,9 @@
 //! reaction in the request that made the promise (its cross-request promise resolution), or
 //! drops it if that request is gone. Either way the poll happens in the right place, and a
 //! wake-up from anywhere is never lost while the request lives.
+//!
+//! A future ready in its first poll (most requests answered by the worker alone) costs no
+//! promise and no closure: [`run`] hands back its value itself.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -32,15 +35,16 @@ type Body = Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>;
 struct Task {
     /// `None` while the future is being polled.
     future: Option<Body>,
-    /// Settle the promise the runtime awaits for this request.
-    resolve: js_sys::Function,
-    reject: js_sys::Function,
+    /// Resolve and reject the promise of the task's outcome, once someone holds that promise
+    /// (not during the first poll).
+    settle: Option<(js_sys::Function, js_sys::Function)>,
     /// Resolves the promise whose reaction polls the future next, once armed.
     poll_next: Option<js_sys::Function>,
     /// Woken while being polled: poll again at once.
     woken_in_poll: bool,
-    /// Polls the future; one closure for the task's life, passed to every `then`.
-    on_poll: Closure<dyn FnMut(JsValue)>,
+    /// Polls the future; one closure for the task's life, passed to every `then`, made when the
+    /// task first waits.
+    on_poll: Option<Closure<dyn FnMut(JsValue)>>,
 }
 
 thread_local! {
@@ -65,32 +69,57 @@ impl Wake for TaskWaker {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskId(u64);
 
-/// Runs `future` as the current request's task and answers the promise of its outcome. The
-/// first poll happens now, in the caller's turn.
-pub fn spawn(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> js_sys::Promise {
-    spawn_with_id(future).1
+/// Runs `future` as the current request's task: its first poll happens now, in the caller's
+/// turn. Answers its outcome if that poll finished it (an error as a rejected promise), else a
+/// promise of the outcome.
+pub fn run(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> JsValue {
+    match start(future) {
+        (_, Some(Ok(value))) => value,
+        (_, Some(Err(error))) => js_sys::Promise::reject(&error).into(),
+        (id, None) => promise_of(id).into(),
+    }
 }
 
-/// [`spawn`], also answering the task's id, for [`abandon`].
+/// [`run`] where a promise is needed whatever happens; also answers the task's id, for
+/// [`abandon`].
 pub fn spawn_with_id(
     future: impl Future<Output = Result<JsValue, JsValue>> + 'static,
 ) -> (TaskId, js_sys::Promise) {
+    let (id, outcome) = start(future);
+    let promise = match outcome {
+        Some(Ok(value)) => js_sys::Promise::resolve(&value),
+        Some(Err(error)) => js_sys::Promise::reject(&error),
+        None => promise_of(id),
+    };
+    (TaskId(id), promise)
+}
+
+/// Makes the task and polls it once; answers its outcome if that poll finished it.
+fn start(
+    future: impl Future<Output = Result<JsValue, JsValue>> + 'static,
+) -> (u64, Option<Result<JsValue, JsValue>>) {
     let id = NEXT_ID.with(|next| next.replace(next.get() + 1));
-    let mut settle = None;
-    let outcome = js_sys::Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
-    let (resolve, reject) = settle.expect("the promise executor runs at once");
-    let on_poll = Closure::<dyn FnMut(JsValue)>::new(move |_| poll(id));
     let task = Task {
         future: Some(Box::pin(future)),
-        resolve,
-        reject,
+        settle: None,
         poll_next: None,
         woken_in_poll: false,
-        on_poll,
+        on_poll: None,
     };
     TASKS.with(|tasks| tasks.borrow_mut().insert(id, task));
-    poll(id);
-    (TaskId(id), outcome)
+    (id, poll(id))
+}
+
+/// The promise of a waiting task's outcome.
+fn promise_of(id: u64) -> js_sys::Promise {
+    let mut settle = None;
+    let outcome = js_sys::Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
+    TASKS.with(|tasks| {
+        if let Some(task) = tasks.borrow_mut().get_mut(&id) {
+            task.settle = settle;
+        }
+    });
+    outcome
 }
 
 /// Drops a task that will never be woken: one whose request the runtime cancelled while it
@@ -123,28 +152,32 @@ fn wake(id: u64) {
     }
 }
 
-fn poll(id: u64) {
-    let Some(mut future) = TASKS.with(|tasks| {
+/// Polls a task; answers its outcome if it finished before anyone held its promise.
+fn poll(id: u64) -> Option<Result<JsValue, JsValue>> {
+    let mut future = TASKS.with(|tasks| {
         let mut tasks = tasks.borrow_mut();
         let task = tasks.get_mut(&id)?;
         task.woken_in_poll = false;
         task.future.take()
-    }) else {
-        return;
-    };
+    })?;
     let waker = Waker::from(Arc::new(TaskWaker(id)));
     let polled = future.as_mut().poll(&mut Context::from_waker(&waker));
     match polled {
         Poll::Ready(outcome) => {
-            let Some(task) = TASKS.with(|tasks| tasks.borrow_mut().remove(&id)) else { return };
+            let task = TASKS.with(|tasks| tasks.borrow_mut().remove(&id))?;
             // Dropped before settling: the future's own drop code runs here, in this turn.
             drop(future);
+            let Some((resolve, reject)) = task.settle else { return Some(outcome) };
             let _ = match outcome {
-                Ok(value) => task.resolve.call1(&JsValue::UNDEFINED, &value),
-                Err(error) => task.reject.call1(&JsValue::UNDEFINED, &error),
+                Ok(value) => resolve.call1(&JsValue::UNDEFINED, &value),
+                Err(error) => reject.call1(&JsValue::UNDEFINED, &error),
             };
+            None
         }
-        Poll::Pending => arm(id, future),
+        Poll::Pending => {
+            arm(id, future);
+            None
+        }
     }
 }
 
@@ -160,7 +193,12 @@ fn arm(id: u64, future: Body) {
         task.future = Some(future);
         // A poll that traps leaves the request unsettled; the runtime then fails it, as it
         // fails any request that can no longer answer.
-        let _ = next.then(&task.on_poll);
+        let on_poll = task.on_poll.get_or_insert_with(|| {
+            Closure::new(move |_| {
+                poll(id);
+            })
+        });
+        let _ = next.then(on_poll);
         task.poll_next = Some(poll_next);
         Some(task.woken_in_poll)
     });
