@@ -30,7 +30,7 @@ pub fn fetch(req: worker_sys::web_sys::Request, env: Env, ctx: worker_sys::Conte
     isolate::request_task::run(async move {
         let req = http::message::Request::new(req);
         let ctx = Context::new(ctx);
-        let response = http::cancellation::serve_cancellable(req.abort_signal(), move |cancellation| {
+        let response = http::cancellation::serve_cancellable(req.handle(), move |cancellation| {
             http::routes::handle(req, env, ctx, cancellation)
         })
         .await;

@@ -6,17 +6,20 @@
 //! flag) and on abort first runs what the request registered with [`Cancellation::on_cancel`]
 //! (a shard call it carried is abandoned, see `isolate::shard_calls`), then drops the request's future.
 //! A request answered in its first poll (health, a hot read from this isolate's cache) never
-//! waits, so it never listens: the listener is added only once the request is pending.
+//! waits, so it never listens: the listener is added only once the request is pending, in one
+//! call into JavaScript; the listeners of all requests call one function of the isolate with the
+//! request's number, and a request that has finished is no longer listed, so a late abort
+//! changes nothing.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context as TaskContext, Poll, Waker};
 
-use wasm_bindgen::prelude::Closure;
-use wasm_bindgen::JsCast;
-use worker::web_sys::AbortSignal;
+use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
+use worker::worker_sys::web_sys;
 
 use crate::http::message::Response;
 use crate::http::respond;
@@ -65,10 +68,38 @@ impl Cancellation {
     }
 }
 
-/// Serves a request with `serve`, dropping its future at once if its client hangs up. `signal`
-/// gives the request's abort signal, asked for only if the request has to wait.
+#[wasm_bindgen(inline_js = "
+export function listenForAbort(request, number, onAbort) {
+  const signal = request.signal;
+  if (signal.aborted) return true;
+  signal.addEventListener('abort', () => onAbort(number), { once: true });
+  return false;
+}
+")]
+extern "C" {
+    /// Calls `on_abort(number)` when `request`'s client hangs up; `true` if it already has.
+    #[wasm_bindgen(js_name = listenForAbort)]
+    fn listen_for_abort(request: &web_sys::Request, number: f64, on_abort: &JsValue) -> bool;
+}
+
+thread_local! {
+    /// The requests that wait, by number: those an abort still concerns.
+    static WAITING: RefCell<HashMap<u64, Cancellation>> = RefCell::new(HashMap::new());
+    static NEXT_NUMBER: Cell<u64> = const { Cell::new(0) };
+    /// What every request's abort listener calls, made once per isolate.
+    static ON_ABORT: Closure<dyn Fn(f64)> = Closure::new(|number: f64| {
+        // Numbers count up from zero, far below 2^53.
+        let waiting = WAITING.with(|w| w.borrow_mut().remove(&(number as u64)));
+        if let Some(cancellation) = waiting {
+            cancellation.cancel();
+        }
+    });
+}
+
+/// Serves a request with `serve`, dropping its future at once if its client hangs up (the
+/// runtime aborts `request`'s signal then).
 pub async fn serve_cancellable<F>(
-    signal: impl FnOnce() -> AbortSignal + 'static,
+    request: web_sys::Request,
     serve: impl FnOnce(Cancellation) -> F,
 ) -> Response
 where
@@ -76,44 +107,41 @@ where
 {
     let cancellation = Cancellation::default();
     cancellation.state.borrow_mut().serving = Some(Box::pin(serve(cancellation.clone())));
-    Serve { cancellation: &cancellation, signal: Some(Box::new(signal)), listener: None }.await
+    Serve { cancellation: &cancellation, request: Some(request), listening: None }.await
 }
 
 /// Polls the request's future while it is there.
 struct Serve<'a> {
     cancellation: &'a Cancellation,
     /// Until the request first waits.
-    signal: Option<Box<dyn FnOnce() -> AbortSignal>>,
-    /// From then on; removed from the signal when the request ends either way.
-    listener: Option<AbortListener>,
+    request: Option<web_sys::Request>,
+    /// From then on; the request is no longer listed when it ends either way.
+    listening: Option<Listening>,
 }
 
-/// A listener on a request's abort signal, removed when dropped.
-struct AbortListener {
-    signal: AbortSignal,
-    listener: Closure<dyn FnMut()>,
+/// A waiting request, listed for its abort listener until dropped.
+struct Listening {
+    number: u64,
 }
 
-impl AbortListener {
-    fn listen(signal: AbortSignal, cancellation: &Cancellation) -> Self {
-        let listener = {
-            let cancellation = cancellation.clone();
-            Closure::<dyn FnMut()>::new(move || cancellation.cancel())
-        };
-        // The signal is the runtime's own; adding a listener to it does not fail.
-        let _ = signal.add_event_listener_with_callback("abort", listener.as_ref().unchecked_ref());
-        if signal.aborted() {
-            // Gone before it was listened to.
+impl Listening {
+    fn start(request: &web_sys::Request, cancellation: &Cancellation) -> Self {
+        let number = NEXT_NUMBER.with(|next| next.replace(next.get() + 1));
+        WAITING.with(|w| w.borrow_mut().insert(number, cancellation.clone()));
+        #[allow(clippy::cast_precision_loss)] // far below 2^53
+        let already_gone =
+            ON_ABORT.with(|on_abort| listen_for_abort(request, number as f64, on_abort.as_ref()));
+        if already_gone {
+            WAITING.with(|w| w.borrow_mut().remove(&number));
             cancellation.cancel();
         }
-        Self { signal, listener }
+        Self { number }
     }
 }
 
-impl Drop for AbortListener {
+impl Drop for Listening {
     fn drop(&mut self) {
-        let _ =
-            self.signal.remove_event_listener_with_callback("abort", self.listener.as_ref().unchecked_ref());
+        WAITING.with(|w| w.borrow_mut().remove(&self.number));
     }
 }
 
@@ -133,9 +161,9 @@ impl Future for Serve<'_> {
         match serving.as_mut().poll(cx) {
             Poll::Ready(answer) => Poll::Ready(answer),
             Poll::Pending => {
-                if let Some(signal) = self.signal.take() {
+                if let Some(request) = self.request.take() {
                     // The first wait: from now on a hang-up matters.
-                    self.listener = Some(AbortListener::listen(signal(), self.cancellation));
+                    self.listening = Some(Listening::start(&request, self.cancellation));
                 }
                 let mut state = self.cancellation.state.borrow_mut();
                 if state.cancelled {

@@ -151,12 +151,10 @@ impl Request {
         self.headers[header as usize].clone()
     }
 
-    /// How to get the signal the runtime raises when the client hangs up, for when it is
-    /// needed (reading it is a call into JavaScript).
-    pub fn abort_signal(&self) -> impl FnOnce() -> web_sys::AbortSignal + 'static {
-        // The handle, not the request (`web_sys::Request::clone` would copy the request).
-        let inner: web_sys::Request = Clone::clone(&self.inner);
-        move || inner.signal()
+    /// Another handle to the runtime's request (not a copy of the request, as
+    /// `web_sys::Request::clone` would make).
+    pub fn handle(&self) -> web_sys::Request {
+        Clone::clone(&self.inner)
     }
 
     /// The body as it streams in, chunk by chunk; `None` when the request has none. The body

@@ -18,6 +18,11 @@
 //!
 //! A future ready in its first poll (most requests answered by the worker alone) costs no
 //! promise and no closure: [`run`] hands back its value itself.
+//!
+//! Timers work the same way: [`sleep`] and [`wake_after`] have the runtime's `setTimeout`
+//! resolve the promise that polls the task next, so a timer is one call into JavaScript, with no
+//! closure to make and none to clear; a timer that fires after the task was polled for another
+//! reason only polls it once more, and one that fires after the task ended polls nothing.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -26,7 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use wasm_bindgen::prelude::{Closure, JsValue};
+use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
 use worker::js_sys;
 
 type Body = Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>;
@@ -45,11 +50,57 @@ struct Task {
     /// Polls the future; one closure for the task's life, passed to every `then`, made when the
     /// task first waits.
     on_poll: Option<Closure<dyn FnMut(JsValue)>>,
+    /// Asked for during the current poll: poll again after this many ms at the latest.
+    wake_after_ms: Option<u64>,
+}
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
 }
 
 thread_local! {
     static TASKS: RefCell<HashMap<u64, Task>> = RefCell::new(HashMap::new());
     static NEXT_ID: Cell<u64> = const { Cell::new(0) };
+    /// The task being polled. A task may start another inside its poll, so each poll puts back
+    /// what it found.
+    static POLLING: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Has the task being polled polled again within `ms` milliseconds, whatever else wakes it.
+pub fn wake_after(ms: u64) {
+    let Some(id) = POLLING.with(Cell::get) else { return };
+    TASKS.with(|tasks| {
+        if let Some(task) = tasks.borrow_mut().get_mut(&id) {
+            task.wake_after_ms = Some(task.wake_after_ms.map_or(ms, |earlier| earlier.min(ms)));
+        }
+    });
+}
+
+/// Waits about `ms` milliseconds: until the task is next polled, which is after `ms` at the
+/// latest (sooner if something else wakes it, so only for waits that look again anyway).
+pub fn sleep(ms: u64) -> Sleep {
+    Sleep { ms, armed: false }
+}
+
+/// See [`sleep`].
+pub struct Sleep {
+    ms: u64,
+    armed: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.armed {
+            return Poll::Ready(());
+        }
+        self.armed = true;
+        wake_after(self.ms);
+        Poll::Pending
+    }
 }
 
 /// Wakes a task by its id: the waker holds no JS value, so it is `Send` as a `Waker` must be.
@@ -105,6 +156,7 @@ fn start(
         poll_next: None,
         woken_in_poll: false,
         on_poll: None,
+        wake_after_ms: None,
     };
     TASKS.with(|tasks| tasks.borrow_mut().insert(id, task));
     (id, poll(id))
@@ -161,7 +213,9 @@ fn poll(id: u64) -> Option<Result<JsValue, JsValue>> {
         task.future.take()
     })?;
     let waker = Waker::from(Arc::new(TaskWaker(id)));
+    let outer = POLLING.with(|polling| polling.replace(Some(id)));
     let polled = future.as_mut().poll(&mut Context::from_waker(&waker));
+    POLLING.with(|polling| polling.set(outer));
     match polled {
         Poll::Ready(outcome) => {
             let task = TASKS.with(|tasks| tasks.borrow_mut().remove(&id))?;
@@ -199,10 +253,16 @@ fn arm(id: u64, future: Body) {
             })
         });
         let _ = next.then(on_poll);
+        let timer = task.wake_after_ms.take().map(|ms| (poll_next.clone(), ms));
         task.poll_next = Some(poll_next);
-        Some(task.woken_in_poll)
+        Some((task.woken_in_poll, timer))
     });
-    if woken == Some(true) {
+    let Some((woken, timer)) = woken else { return };
+    if let Some((resolve, ms)) = timer {
+        #[allow(clippy::cast_precision_loss)] // waits of seconds, far below 2^53 ms
+        set_timeout(&resolve, ms as f64);
+    }
+    if woken {
         wake(id);
     }
 }

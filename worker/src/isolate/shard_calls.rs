@@ -11,23 +11,28 @@
 //! - a waiting request looks at its slot on timers of its own, the first soon and each later
 //!   one after twice as long (see [`FIRST_RECHECK_MS`]); whoever looks first after the shard
 //!   goes idle starts the next call, so a waiter that never runs again strands nobody;
+//! - except the request that starts a call: the call is its own task, so the call wakes it
+//!   when it delivers, and it needs no timer but the one bounding its wait;
 //! - a call that never reports back is declared lost when its lease ends.
 //!
-//! No request wakes another. Every request runs on its own executor
+//! No request wakes another: a call wakes only the request it is a task of. Every request runs
+//! on its own executor
 //! ([`crate::isolate::request_task`]), so its timers poll it in its own context; a promise of
 //! one request resolved by another did not reliably do so (under 32 clients on kept-alive
 //! connections, dozens of requests ran in another's context and failed with "Cannot perform
 //! I/O on behalf of a different request").
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
-use std::time::Duration;
+use std::task::{Context as TaskContext, Poll, Waker};
 
 use edgecount_core::edge::coalescer::{Arrival, CallId, CoalesceStats, Coalescer, Started, Ticket};
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use wasm_bindgen::prelude::JsValue;
-use worker::{Context, Delay, Env};
+use worker::{Context, Env};
 
 use crate::http::api_error::ApiError;
 use crate::http::cancellation::Cancellation;
@@ -52,6 +57,9 @@ struct Slot {
     outcome: RefCell<Option<Result<OpResult, ApiError>>>,
     /// An outcome was handed over (the waiter may have taken it since).
     delivered: Cell<bool>,
+    /// Woken on delivery: only ever the waker of the request whose task delivers (see
+    /// [`Delivery`]).
+    waker: RefCell<Option<Waker>>,
 }
 
 impl Slot {
@@ -60,7 +68,34 @@ impl Slot {
     fn deliver_first(&self, outcome: impl FnOnce() -> Result<OpResult, ApiError>) {
         if !self.delivered.replace(true) {
             *self.outcome.borrow_mut() = Some(outcome());
+            if let Some(waker) = self.waker.borrow_mut().take() {
+                waker.wake();
+            }
         }
+    }
+}
+
+/// Ready once the slot's outcome is delivered, or after `bound_ms`. Awaited only by the request
+/// that started the call carrying the op: that call is a task of the same request, so the
+/// wake-up stays within the request.
+struct Delivery<'a> {
+    slot: &'a Slot,
+    bound_ms: u64,
+    armed: bool,
+}
+
+impl Future for Delivery<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        if self.slot.delivered.get() || self.armed {
+            self.slot.waker.borrow_mut().take();
+            return Poll::Ready(());
+        }
+        self.armed = true;
+        *self.slot.waker.borrow_mut() = Some(cx.waker().clone());
+        request_task::wake_after(self.bound_ms);
+        Poll::Pending
     }
 }
 
@@ -119,8 +154,10 @@ pub async fn submit(
     };
     let deadline = now_ms() + MAX_WAIT_MS;
     let mut recheck_ms = FIRST_RECHECK_MS;
+    // Whether the call carrying the op is this request's own.
+    let mut led = false;
     loop {
-        start_next_call(caller, env, shard);
+        led |= start_next_call(caller, env, shard, &slot);
         if let Some(outcome) = slot.outcome.borrow_mut().take() {
             return outcome;
         }
@@ -128,12 +165,18 @@ pub async fn submit(
         if now >= deadline {
             return Err(give_up(shard, ticket, &slot, is_write));
         }
-        // Look again after the recheck interval, or at the deadline, or when the call in
-        // flight loses its lease, whichever is first.
+        // Look again at the deadline or when the call in flight loses its lease, whichever is
+        // first; before then on delivery by this request's own call, or else after the
+        // recheck interval.
         let lease = COALESCER.with(|c| c.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
-        let wait_ms = deadline.min(lease.saturating_add(1)).saturating_sub(now).clamp(1, recheck_ms);
-        recheck_ms = (recheck_ms * 2).min(MAX_RECHECK_MS);
-        Delay::from(Duration::from_millis(wait_ms)).await;
+        let until_lease = deadline.min(lease.saturating_add(1)).saturating_sub(now).max(1);
+        if led {
+            Delivery { slot: &slot, bound_ms: until_lease, armed: false }.await;
+        } else {
+            let wait_ms = until_lease.min(recheck_ms);
+            recheck_ms = (recheck_ms * 2).min(MAX_RECHECK_MS);
+            request_task::sleep(wait_ms).await;
+        }
     }
 }
 
@@ -159,6 +202,12 @@ struct CallInFlight {
 }
 
 impl CallInFlight {
+    fn carries(&self, slot: &Rc<Slot>) -> bool {
+        self.slots.iter().any(|(carried, _)| Rc::ptr_eq(carried, slot))
+    }
+}
+
+impl CallInFlight {
     /// The call is over, one way or the other: hands each op that has no outcome yet
     /// `outcome(is_write)`, in op order (the first outcome stands), and frees the shard if this
     /// call still holds it; the ops still queued start the next call when they next look.
@@ -178,12 +227,13 @@ impl CallInFlight {
 }
 
 /// Starts a call with every op queued for `shard`, if the shard is idle: a task of the caller's
-/// request, which the call abandons if that request is cancelled.
-fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
+/// request, which the call abandons if that request is cancelled. Answers whether it started
+/// one that carries `own`, the caller's op.
+fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId, own: &Rc<Slot>) -> bool {
     let Some(Started { call: id, ops }) =
         COALESCER.with(|c| c.borrow_mut().try_start(shard, now_ms(), CALL_LEASE_MS))
     else {
-        return;
+        return false;
     };
     let (calls, slots): (Vec<ShardCall>, Vec<(Rc<Slot>, bool)>) = ops
         .into_iter()
@@ -193,6 +243,7 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
         })
         .unzip();
     let in_flight = Rc::new(CallInFlight { shard, id, slots });
+    let carries_own = in_flight.carries(own);
     let env = env.clone();
     let call = Rc::clone(&in_flight);
     let (task, promise) = request_task::spawn_with_id(async move {
@@ -216,4 +267,5 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId) {
     });
     // Only fails if the request has ended, and then the call is cancelled with it (above).
     let _ = caller.ctx.as_ref().wait_until(&promise);
+    carries_own
 }

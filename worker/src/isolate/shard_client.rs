@@ -1,24 +1,61 @@
 //! How the worker calls shards: one RPC to the shard's Durable Object per call, carrying a list
 //! of ops, so a batch costs one hop per shard rather than one per op; statistics are an RPC too.
+//! The namespace and each shard's object id are looked up once per isolate; stubs are made per
+//! call, as a stub belongs to the request that makes it.
 
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::shard::protocol::{ShardResponse, ShardStats};
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use serde::Serialize;
+use std::cell::RefCell;
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
+
 use wasm_bindgen::JsCast;
 use worker::js_sys;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{Env, Stub};
+use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
+use worker::Env;
 
 use crate::http::api_error::ApiError;
 
 /// The Durable Object binding in `wrangler.toml`.
 pub const SHARDS_BINDING: &str = "SHARDS";
 
-fn stub(env: &Env, shard: ShardId) -> Result<Stub, ApiError> {
-    let namespace = env.durable_object(SHARDS_BINDING)?;
-    Ok(namespace.id_from_name(&shard.object_name())?.get_stub()?)
+/// The shards' namespace and the ids of the shards called so far.
+struct ShardIds {
+    namespace: DurableObjectNamespace,
+    ids: Vec<Option<DurableObjectId>>,
+}
+
+thread_local! {
+    /// Bindings cannot change under a running isolate, and an object id is a plain value, so
+    /// both serve every request of the isolate: each lookup is calls into JavaScript.
+    static SHARD_IDS: RefCell<Option<ShardIds>> = const { RefCell::new(None) };
+}
+
+/// A stub for `shard`, for one call.
+fn stub(env: &Env, shard: ShardId) -> Result<ShardRpc, ApiError> {
+    let js_error = |error: JsValue| ApiError::from(worker::Error::from(error));
+    SHARD_IDS.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let known = match cell.as_mut() {
+            Some(known) => known,
+            None => {
+                let namespace = env.durable_object(SHARDS_BINDING)?;
+                let namespace = AsRef::<JsValue>::as_ref(&namespace).clone().unchecked_into();
+                cell.insert(ShardIds { namespace, ids: Vec::new() })
+            }
+        };
+        let index = shard.0 as usize;
+        if known.ids.len() <= index {
+            known.ids.resize_with(index + 1, || None);
+        }
+        let id = match &mut known.ids[index] {
+            Some(id) => id,
+            empty => empty.insert(known.namespace.id_from_name(&shard.object_name()).map_err(js_error)?),
+        };
+        Ok(known.namespace.get(id).map_err(js_error)?.unchecked_into())
+    })
 }
 
 /// `edgecount_core::shard::protocol::ShardRequest` borrowing its ops, so callers keep theirs without a copy.
@@ -43,7 +80,7 @@ pub async fn execute(
     let expected = ops.len();
     let body = serde_json::to_string(&ShardRequestRef { ops, answer_budget })
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let rpc: ShardRpc = stub(env, shard)?.into_rpc();
+    let rpc = stub(env, shard)?;
     let answer = JsFuture::from(rpc.run_ops(&body)).await.map_err(|e| unreachable(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
@@ -102,7 +139,7 @@ pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<O
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached.
 pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
-    let rpc: ShardRpc = stub(env, shard)?.into_rpc();
+    let rpc = stub(env, shard)?;
     let answer = JsFuture::from(rpc.stats()).await.map_err(|_| ApiError::ShardUnavailable)?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
