@@ -1,5 +1,6 @@
 // Every bad-input rule of DESIGN.md: the right 4xx, the right code, and nothing changed.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sendHead } from "./raw-http";
 import { freshNamespace, startService, type Service } from "./service";
 
 let service: Service;
@@ -551,6 +552,25 @@ describe("bad input", () => {
     expect(response.status).toBe(413);
     expect((await response.json()).error.code).toBe("payload_too_large");
     expect(await service.value(ns, "k")).toBe(0n);
+  });
+
+  it("refuses an Idempotency-Key sent empty, which is not one left out", async () => {
+    // fetch leaves a header with an empty value out, so this one is sent over a socket.
+    const served = await startService({ listen: true });
+    try {
+      const ns = freshNamespace();
+      const incr = (header: string) =>
+        sendHead(
+          served.url ?? "",
+          `POST /v1/counters/${ns}/k/incr HTTP/1.1\r\nHost: edgecount.test${header}`,
+        );
+      expect(await incr("\r\nIdempotency-Key:")).toBe(400);
+      expect(await incr("")).toBe(200);
+      const read = await served.fetch(`/v1/counters/${ns}/k`);
+      expect(((await read.json()) as { value: number }).value).toBe(1);
+    } finally {
+      await served.stop();
+    }
   });
 
   it("answers a 405 with the methods the route accepts", async () => {

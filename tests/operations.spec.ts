@@ -115,6 +115,11 @@ describe("operations", () => {
         "https://good.example",
       );
       expect(good.headers.get("vary")).toContain("Origin");
+      // A header set by the handler and one added for CORS go out as one.
+      const read = await strict.fetch("/v1/counters/ns/k", {
+        headers: { origin: "https://good.example" },
+      });
+      expect(read.headers.get("vary")).toBe("Accept, Origin");
       const bad = await strict.fetch("/v1/health", {
         headers: { origin: "https://evil.example" },
       });

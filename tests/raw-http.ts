@@ -109,3 +109,18 @@ export async function streamChunked(
     bytesSentBeforeAnswer: answered ? sentBeforeAnswer : sent,
   };
 }
+
+/**
+ * Sends `head` (request line and headers, written as given, so a header may be sent with an
+ * empty value, which fetch leaves out) with no body on a connection of its own, and resolves
+ * to the answer's status code.
+ */
+export async function sendHead(url: string, head: string): Promise<number> {
+  const socket = await open(url);
+  let answer = "";
+  socket.setEncoding("latin1");
+  socket.on("data", (data: string) => (answer += data));
+  socket.write(`${head}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  await new Promise((resolve) => socket.once("close", resolve));
+  return Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0);
+}

@@ -40,9 +40,11 @@ function guarded(call) {
 }
 
 // A shard's answer is handled by its caller, so a trap in its later turns is no unhandled
-// rejection: note it on the way.
+// rejection: note it on the way. (`runOps` answers at once when it can, a promise otherwise.)
 function guardedAsync(call) {
-  return guarded(call).catch((error) => {
+  const answer = guarded(call);
+  if (!(answer instanceof Promise)) return answer;
+  return answer.catch((error) => {
     noteTrap(error);
     throw error;
   });

@@ -5,11 +5,12 @@
 //! read the value no earlier), and the `Cache-Control` sent downstream only grants what is
 //! left of M, so a browser or CDN that honours it cannot stretch the bound either.
 //!
-//! One refresh per key at a time: once a kept read is half the max age old, the next lookup
-//! claims its refresh (that request reads the shard and keeps what it gets) while every other
-//! request keeps being answered from the kept read. A hot key's reads thus reach the shard about
-//! twice per max age per isolate, instead of all at once when the read expires (a stampede). A
-//! claim lapses after half the max age, so a refresh that never comes back blocks nothing.
+//! One refresh per key at a time: once a kept read is three quarters of the max age old, the
+//! next lookup claims its refresh (that request reads the shard and keeps what it gets) while
+//! every other request keeps being answered from the kept read. A hot key's reads thus reach the
+//! shard about once per three quarters of the max age per isolate, instead of all at once when
+//! the read expires (a stampede). A claim lapses after a quarter of the max age, when the read
+//! it refreshes expires, so a refresh that never comes back blocks nothing.
 
 use lru::LruCache;
 
@@ -119,14 +120,16 @@ impl EdgeCache {
     }
 
     /// Like [`Self::get`], and claims the key's refresh for this request once the kept read is
-    /// half the max age old and nobody holds a live claim (see the module's documentation).
+    /// three quarters of the max age old and nobody holds a live claim (see the module's
+    /// documentation).
     pub fn lookup(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Lookup {
-        let refresh_after_ms = self.max_age_ms / 2;
+        let claim_lasts_ms = self.max_age_ms / 4;
+        let refresh_after_ms = self.max_age_ms - claim_lasts_ms;
         let Some(kept) = self.fresh(ns, key, now_ms) else {
             return Lookup::Miss;
         };
         let claim_live =
-            kept.refresh_claimed_at_ms.is_some_and(|at| now_ms.saturating_sub(at) < refresh_after_ms);
+            kept.refresh_claimed_at_ms.is_some_and(|at| now_ms.saturating_sub(at) < claim_lasts_ms);
         if kept.read.age_ms(now_ms) < refresh_after_ms || claim_live {
             return Lookup::Hit(kept.read);
         }
@@ -309,27 +312,27 @@ mod tests {
     }
 
     #[test]
-    fn one_request_at_a_time_refreshes_a_read_past_half_its_max_age_while_the_rest_hit() {
+    fn one_request_at_a_time_refreshes_a_read_past_three_quarters_of_its_max_age_while_the_rest_hit() {
         let (ns, key) = names();
         let mut cache = EdgeCache::new(10, 1_000);
         assert_eq!(cache.lookup(&ns, &key, 0), Lookup::Miss);
         cache.put(&ns, &key, read(5, 100));
-        assert_eq!(cache.lookup(&ns, &key, 599), Lookup::Hit(read(5, 100)));
-        assert_eq!(cache.lookup(&ns, &key, 600), Lookup::Refresh, "half the max age: one refresh");
-        for now in [601, 800, 1_099] {
+        assert_eq!(cache.lookup(&ns, &key, 849), Lookup::Hit(read(5, 100)));
+        assert_eq!(cache.lookup(&ns, &key, 850), Lookup::Refresh, "3/4 of the max age: one refresh");
+        for now in [851, 1_000, 1_099] {
             assert_eq!(cache.lookup(&ns, &key, now), Lookup::Hit(read(5, 100)), "the others hit");
         }
-        // The refresh comes back: a new read, refreshed again at half its own max age.
-        cache.put(&ns, &key, read(6, 700));
-        assert_eq!(cache.lookup(&ns, &key, 1_100), Lookup::Hit(read(6, 700)));
-        assert_eq!(cache.lookup(&ns, &key, 1_200), Lookup::Refresh);
-        // That one never comes back: its claim lapses after half the max age, and the read
-        // itself at the max age.
-        assert_eq!(cache.lookup(&ns, &key, 1_699), Lookup::Hit(read(6, 700)));
-        assert_eq!(cache.lookup(&ns, &key, 1_700), Lookup::Miss);
-        cache.put(&ns, &key, read(7, 1_700));
-        cache.lookup(&ns, &key, 2_200);
-        assert_eq!(cache.lookup(&ns, &key, 2_699), Lookup::Hit(read(7, 1_700)));
+        // The refresh comes back: a new read, refreshed again at 3/4 of its own max age.
+        cache.put(&ns, &key, read(6, 900));
+        assert_eq!(cache.lookup(&ns, &key, 1_100), Lookup::Hit(read(6, 900)));
+        assert_eq!(cache.lookup(&ns, &key, 1_650), Lookup::Refresh);
+        // That one never comes back: its claim lapses after a quarter of the max age, with the
+        // read itself.
+        assert_eq!(cache.lookup(&ns, &key, 1_899), Lookup::Hit(read(6, 900)));
+        assert_eq!(cache.lookup(&ns, &key, 1_900), Lookup::Miss);
+        cache.put(&ns, &key, read(7, 1_900));
+        assert_eq!(cache.lookup(&ns, &key, 2_650), Lookup::Refresh);
+        assert_eq!(cache.lookup(&ns, &key, 2_899), Lookup::Hit(read(7, 1_900)));
     }
 
     #[test]

@@ -6,18 +6,25 @@
 //! write; and since nothing awaits between reading and writing a key, ops from concurrent
 //! requests never interleave. An alarm reclaims the storage of expired keys; when that fails
 //! it tries again a minute later ([`AlarmSchedule`]).
+//!
+//! A call answers at once, without a promise, unless it has to read or set the alarm first:
+//! the runtime takes either from an RPC method, and most calls find the alarm already due.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
-use edgecount_core::shard::protocol::{ShardRequest, ShardResponse, ShardStats};
+use edgecount_core::shard::protocol::{ShardRequest, ShardStats};
 use edgecount_core::ShardEngine;
-use worker::{console_error, durable_object, DurableObject, Env, Request, Response, Result, State};
+use worker::{
+    console_error, durable_object, js_sys, DurableObject, Env, Request, Response, Result, State, Storage,
+};
 
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
+use crate::isolate::request_task;
 use crate::shard::sql_store::SqlShardStore;
 
 #[durable_object]
@@ -25,8 +32,7 @@ pub struct Shard {
     state: State,
     store: SqlShardStore,
     engine: RefCell<ShardEngine>,
-    /// What this object knows of its alarm, so most writes need no storage call to keep it.
-    alarm: Cell<AlarmSchedule>,
+    alarm: AlarmKeeper,
 }
 
 // The worker calls `runOps` over Durable Object RPC: a plain string each way, without the
@@ -37,18 +43,31 @@ pub struct Shard {
     js_sys = worker::js_sys
 )]
 impl Shard {
-    /// Runs a JSON [`ShardRequest`] and answers the JSON [`ShardResponse`]. The output gate holds
-    /// the answer until the writes it made are durable, as for `fetch`.
-    ///
-    /// # Errors
-    /// A malformed request, or a failure to schedule the reclaiming alarm.
+    /// Runs a JSON [`ShardRequest`] and answers the JSON [`ShardResponse`](edgecount_core::shard::protocol::ShardResponse), or a promise of it
+    /// when the alarm has to be read or set first (a rejected one for a malformed request or a
+    /// failure to schedule the reclaiming alarm). The output gate holds the answer until the
+    /// writes it made are durable, as for `fetch`.
     #[wasm_bindgen(js_name = runOps)]
-    pub async fn run_ops_rpc(&self, body: String) -> std::result::Result<String, JsValue> {
-        let Ok(request) = serde_json::from_str::<ShardRequest>(&body) else {
-            return Err(JsValue::from_str("malformed shard request"));
+    pub fn run_ops_rpc(&self, body: &str) -> JsValue {
+        let Ok(request) = serde_json::from_str::<ShardRequest>(body) else {
+            return js_sys::Promise::reject(&JsValue::from_str("malformed shard request")).into();
         };
-        let response = self.execute(request).await.map_err(JsValue::from)?;
-        serde_json::to_string(&response).map_err(|e| JsValue::from_str(&e.to_string()))
+        let now = now_ms();
+        let ran = self.engine.borrow_mut().run(&self.store, &request, now);
+        let answer = match serde_json::to_string(&ran.response) {
+            Ok(answer) => JsValue::from(answer),
+            Err(error) => return js_sys::Promise::reject(&JsValue::from_str(&error.to_string())).into(),
+        };
+        match ran.reclaim_by {
+            Some(at) if !self.alarm.is_due_by(at) => {
+                let (alarm, storage) = (self.alarm.clone(), self.state.storage());
+                request_task::run(async move {
+                    alarm.ensure(&storage, at, now).await.map_err(JsValue::from)?;
+                    Ok(answer)
+                })
+            }
+            _ => answer,
+        }
     }
 
     /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops.
@@ -62,45 +81,53 @@ impl Shard {
     }
 }
 
-impl Shard {
-    async fn execute(&self, request: ShardRequest) -> Result<ShardResponse> {
-        let now = now_ms();
-        let ran = self.engine.borrow_mut().run(&self.store, &request, now);
-        if let Some(at) = ran.reclaim_by {
-            self.schedule_reclaim(at, now).await?;
-        }
-        Ok(ran.response)
+/// What this object knows of its alarm, so most writes need no storage call to keep it; shared
+/// with a call still setting it.
+#[derive(Clone)]
+struct AlarmKeeper {
+    schedule: Rc<Cell<AlarmSchedule>>,
+}
+
+impl AlarmKeeper {
+    fn new() -> Self {
+        Self { schedule: Rc::new(Cell::new(AlarmSchedule::unknown())) }
+    }
+
+    /// Whether an alarm at or before `at` is known to be set.
+    fn is_due_by(&self, at: u64) -> bool {
+        self.schedule.get().step_for(at) == AlarmStep::AlreadyDue
     }
 
     /// Makes sure an alarm fires no later than `at`. A failure forgets what is known of the
     /// alarm, so the next call asks storage instead of trusting a schedule that may be wrong.
-    async fn schedule_reclaim(&self, at: u64, now: u64) -> Result<()> {
-        let outcome = self.ensure_alarm(at, now).await;
+    async fn ensure(&self, storage: &Storage, at: u64, now: u64) -> Result<()> {
+        let outcome = self.read_or_set(storage, at, now).await;
         if outcome.is_err() {
-            self.update_alarm(AlarmSchedule::forget);
+            self.update(AlarmSchedule::forget);
         }
         outcome
     }
 
-    async fn ensure_alarm(&self, at: u64, now: u64) -> Result<()> {
-        let storage = self.state.storage();
-        if self.alarm.get().step_for(at) == AlarmStep::ReadStored {
+    async fn read_or_set(&self, storage: &Storage, at: u64, now: u64) -> Result<()> {
+        if self.schedule.get().step_for(at) == AlarmStep::ReadStored {
             let stored = storage.get_alarm().await?.map(|ms| ms.max(0).cast_unsigned());
-            self.update_alarm(|alarm| alarm.learned(stored));
+            self.update(|alarm| alarm.learned(stored));
         }
-        if let AlarmStep::Set { at } = self.alarm.get().step_for(at) {
+        if let AlarmStep::Set { at } = self.schedule.get().step_for(at) {
             storage.set_alarm((at.saturating_sub(now)).cast_signed()).await?;
-            self.update_alarm(|alarm| alarm.scheduled(at));
+            self.update(|alarm| alarm.scheduled(at));
         }
         Ok(())
     }
 
-    fn update_alarm(&self, change: impl FnOnce(&mut AlarmSchedule)) {
-        let mut alarm = self.alarm.get();
+    fn update(&self, change: impl FnOnce(&mut AlarmSchedule)) {
+        let mut alarm = self.schedule.get();
         change(&mut alarm);
-        self.alarm.set(alarm);
+        self.schedule.set(alarm);
     }
+}
 
+impl Shard {
     fn stats(&self) -> std::result::Result<ShardStats, String> {
         let stats = self.store.uncounted(|| self.engine.borrow().stats(&self.store, now_ms()));
         let (rows_read, rows_written) = self.store.rows_counted();
@@ -128,7 +155,7 @@ impl DurableObject for Shard {
             console_error!("shard storage failed to open: {error}");
             (SqlShardStore::unopened(state.storage().sql()), ShardEngine::new(cache_bounds))
         });
-        Self { state, store, engine: RefCell::new(engine), alarm: Cell::new(AlarmSchedule::unknown()) }
+        Self { state, store, engine: RefCell::new(engine), alarm: AlarmKeeper::new() }
     }
 
     /// The worker reaches shards over RPC only (`runOps`, `stats`); this door stays shut.
@@ -139,13 +166,13 @@ impl DurableObject for Shard {
     async fn alarm(&self) -> Result<Response> {
         let now = now_ms();
         // The runtime deleted the alarm that fired: remember that before anything can fail.
-        self.update_alarm(AlarmSchedule::fired);
+        self.alarm.update(AlarmSchedule::fired);
         let reclaimed = self.engine.borrow_mut().reclaim_expired(&self.store, now);
         if let Err(error) = &reclaimed {
             console_error!("reclaiming expired keys failed; trying again in a minute: {}", error.detail());
         }
         if let Some(at) = next_alarm_after(now, &reclaimed) {
-            self.schedule_reclaim(at, now).await?;
+            self.alarm.ensure(&self.state.storage(), at, now).await?;
         }
         Response::ok("reclaimed")
     }
