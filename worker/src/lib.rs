@@ -28,12 +28,12 @@ pub mod shard;
 #[wasm_bindgen]
 pub fn fetch(req: worker_sys::web_sys::Request, env: Env, ctx: worker_sys::Context) -> JsValue {
     isolate::request_task::run(async move {
-        let req = http::message::Request::new(req);
+        let req = http::message::Request::new(req)?;
         let ctx = Context::new(ctx);
         let response = http::cancellation::serve_cancellable(req.handle(), move |cancellation| {
             http::routes::handle(req, env, ctx, cancellation)
         })
         .await;
-        Ok(JsValue::from(response.into_web()))
+        Ok(JsValue::from(response.into_web()?))
     })
 }

@@ -9,8 +9,8 @@
 //! next lookup claims its refresh (that request reads the shard and keeps what it gets) while
 //! every other request keeps being answered from the kept read. A hot key's reads thus reach the
 //! shard about once per three quarters of the max age per isolate, instead of all at once when
-//! the read expires (a stampede). A claim lapses after a quarter of the max age, when the read
-//! it refreshes expires, so a refresh that never comes back blocks nothing.
+//! the read expires (a stampede). A claim lapses after a quarter of the max age, no earlier than
+//! the read it refreshes expires, so a refresh that never comes back blocks nothing.
 
 use lru::LruCache;
 

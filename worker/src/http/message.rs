@@ -45,15 +45,20 @@ export function answerBytes(status, headers, body) {
 ")]
 extern "C" {
     /// `method\nurl` and a line per name: empty when the header is absent, else `=value`.
-    #[wasm_bindgen(js_name = requestHead)]
-    fn request_head(request: &web_sys::Request, names: &JsValue) -> String;
+    #[wasm_bindgen(catch, js_name = requestHead)]
+    fn request_head(request: &web_sys::Request, names: &JsValue) -> Result<String, JsValue>;
     /// A `Response` from `text`: its first `headers_length` UTF-16 units are the headers as
     /// `name\nvalue\n...`, the rest the body (if it has one).
-    #[wasm_bindgen(js_name = answerText)]
-    fn answer_text(status: u16, text: &str, headers_length: usize, has_body: bool) -> web_sys::Response;
+    #[wasm_bindgen(catch, js_name = answerText)]
+    fn answer_text(
+        status: u16,
+        text: &str,
+        headers_length: usize,
+        has_body: bool,
+    ) -> Result<web_sys::Response, JsValue>;
     /// A `Response` with a copy of `body`, `headers` as `name\nvalue\n...`.
-    #[wasm_bindgen(js_name = answerBytes)]
-    fn answer_bytes(status: u16, headers: &str, body: &[u8]) -> web_sys::Response;
+    #[wasm_bindgen(catch, js_name = answerBytes)]
+    fn answer_bytes(status: u16, headers: &str, body: &[u8]) -> Result<web_sys::Response, JsValue>;
 }
 
 /// The request headers the handlers read: all of them come over with the request's first call.
@@ -115,9 +120,11 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn new(inner: web_sys::Request) -> Self {
-        let head = HEADER_NAMES.with(|names| request_head(&inner, names));
-        Self::from_head(inner, &head)
+    /// # Errors
+    /// Only if the runtime's request cannot be read.
+    pub fn new(inner: web_sys::Request) -> Result<Self, JsValue> {
+        let head = HEADER_NAMES.with(|names| request_head(&inner, names))?;
+        Ok(Self::from_head(inner, &head))
     }
 
     fn from_head(inner: web_sys::Request, head: &str) -> Self {
@@ -203,6 +210,7 @@ pub struct Response {
 impl Response {
     /// A response with `body` of type `content_type`.
     pub fn with_body(status: u16, content_type: impl Into<String>, body: Body) -> Self {
+        debug_assert!(!matches!(status, 204 | 304), "a {status} has no body");
         let mut response = Self::empty(status);
         response.body = body;
         response.set_header("content-type", content_type);
@@ -211,6 +219,7 @@ impl Response {
 
     /// A response without a body (204, 304).
     pub fn empty(status: u16) -> Self {
+        debug_assert!((200..=599).contains(&status), "status {status} cannot be answered");
         Self { status, headers: Vec::with_capacity(8), body: Body::Empty }
     }
 
@@ -229,8 +238,9 @@ impl Response {
     }
 
     /// Adds a value to a header (`Vary: Accept` and `Vary: Origin` make `Vary: Accept, Origin`).
-    /// A value with a line break cannot be sent (and would break the one-string hand-over):
-    /// none of ours has one, and a client's text is checked before it becomes a header.
+    /// A value with a line break cannot be sent (and would break the one-string hand-over), so
+    /// it is dropped: none of ours has one, and a client's text is checked before it becomes a
+    /// header.
     pub fn append_header(&mut self, name: &'static str, value: impl Into<String>) {
         let value = value.into();
         debug_assert!(!value.contains(['\r', '\n']), "header {name} with a line break");
@@ -245,7 +255,11 @@ impl Response {
     }
 
     /// The JavaScript `Response`, made in one call: headers (and a text body) as one string.
-    pub fn into_web(self) -> web_sys::Response {
+    ///
+    /// # Errors
+    /// If the runtime refuses the response (a header value it cannot send): the request then
+    /// fails as a whole, and the runtime answers 500.
+    pub fn into_web(self) -> Result<web_sys::Response, JsValue> {
         let mut text = self.header_lines();
         match &self.body {
             Body::Bytes(bytes) => answer_bytes(self.status, &text, bytes),
@@ -298,6 +312,13 @@ mod tests {
         assert_eq!(split("http://h"), ("/".into(), String::new()));
         assert_eq!(split("http://h/p?"), ("/p".into(), String::new()));
         assert_eq!(split("http://h/p?q#frag"), ("/p".into(), "q".into()));
+    }
+
+    #[test]
+    fn each_header_is_found_at_its_own_place() {
+        for (place, header) in Header::ALL.iter().enumerate() {
+            assert_eq!(*header as usize, place, "{header:?}");
+        }
     }
 
     #[test]

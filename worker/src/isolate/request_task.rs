@@ -21,8 +21,11 @@
 //!
 //! Timers work the same way: [`sleep`] and [`wake_after`] have the runtime's `setTimeout`
 //! resolve the promise that polls the task next, so a timer is one call into JavaScript, with no
-//! closure to make and none to clear; a timer that fires after the task was polled for another
-//! reason only polls it once more, and one that fires after the task ended polls nothing.
+//! closure to make. Timers are never cleared: one that fires after the task was polled for
+//! another reason resolves a promise already resolved and polls nothing, and the runtime drops
+//! a request's pending timers when the request ends. Such a timer polls the task's future from
+//! the top, so it serves futures awaited directly on this executor's tasks, not ones inside a
+//! combinator that polls only the children whose own waker fired.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -69,8 +72,11 @@ thread_local! {
 }
 
 /// Has the task being polled polled again within `ms` milliseconds, whatever else wakes it.
+/// Only for code polled by this executor (see the module's documentation).
 pub fn wake_after(ms: u64) {
-    let Some(id) = POLLING.with(Cell::get) else { return };
+    let polling = POLLING.with(Cell::get);
+    debug_assert!(polling.is_some(), "wake_after outside a task of this executor");
+    let Some(id) = polling else { return };
     TASKS.with(|tasks| {
         if let Some(task) = tasks.borrow_mut().get_mut(&id) {
             task.wake_after_ms = Some(task.wake_after_ms.map_or(ms, |earlier| earlier.min(ms)));

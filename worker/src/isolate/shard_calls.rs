@@ -68,7 +68,8 @@ impl Slot {
     fn deliver_first(&self, outcome: impl FnOnce() -> Result<OpResult, ApiError>) {
         if !self.delivered.replace(true) {
             *self.outcome.borrow_mut() = Some(outcome());
-            if let Some(waker) = self.waker.borrow_mut().take() {
+            let waker = self.waker.borrow_mut().take();
+            if let Some(waker) = waker {
                 waker.wake();
             }
         }

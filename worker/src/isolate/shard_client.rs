@@ -29,7 +29,8 @@ struct ShardIds {
 
 thread_local! {
     /// Bindings cannot change under a running isolate, and an object id is a plain value, so
-    /// both serve every request of the isolate: each lookup is calls into JavaScript.
+    /// both serve every request of the isolate; looking them up again would take several calls
+    /// into JavaScript per shard call.
     static SHARD_IDS: RefCell<Option<ShardIds>> = const { RefCell::new(None) };
 }
 
