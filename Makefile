@@ -12,7 +12,7 @@ export WRANGLER_SEND_METRICS := false
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
-PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
+PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/profile.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md
 BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
 
