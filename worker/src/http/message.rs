@@ -223,14 +223,6 @@ impl Response {
         Self { status, headers: Vec::with_capacity(8), body: Body::Empty }
     }
 
-    pub fn status(&self) -> u16 {
-        self.status
-    }
-
-    pub fn body(&self) -> &Body {
-        &self.body
-    }
-
     /// Sets a header, replacing any value it had.
     pub fn set_header(&mut self, name: &'static str, value: impl Into<String>) {
         self.headers.retain(|(n, _)| *n != name);
@@ -250,7 +242,8 @@ impl Response {
     }
 
     /// A header's value (the first, if added several times).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    #[cfg(test)]
+    fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 

@@ -132,8 +132,7 @@ pub struct TaskId(u64);
 pub fn run(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> JsValue {
     match start(future) {
         (_, Some(Ok(value))) => value,
-        (_, Some(Err(error))) => js_sys::Promise::reject(&error).into(),
-        (id, None) => promise_of(id).into(),
+        (id, outcome) => promise_of(id, outcome).into(),
     }
 }
 
@@ -143,12 +142,7 @@ pub fn spawn_with_id(
     future: impl Future<Output = Result<JsValue, JsValue>> + 'static,
 ) -> (TaskId, js_sys::Promise) {
     let (id, outcome) = start(future);
-    let promise = match outcome {
-        Some(Ok(value)) => js_sys::Promise::resolve(&value),
-        Some(Err(error)) => js_sys::Promise::reject(&error),
-        None => promise_of(id),
-    };
-    (TaskId(id), promise)
+    (TaskId(id), promise_of(id, outcome))
 }
 
 /// Makes the task and polls it once; answers its outcome if that poll finished it.
@@ -168,8 +162,13 @@ fn start(
     (id, poll(id))
 }
 
-/// The promise of a waiting task's outcome.
-fn promise_of(id: u64) -> js_sys::Promise {
+/// The promise of a task's outcome: settled already if its first poll finished it.
+fn promise_of(id: u64, outcome: Option<Result<JsValue, JsValue>>) -> js_sys::Promise {
+    match outcome {
+        Some(Ok(value)) => return js_sys::Promise::resolve(&value),
+        Some(Err(error)) => return js_sys::Promise::reject(&error),
+        None => {}
+    }
     let mut settle = None;
     let outcome = js_sys::Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
     TASKS.with(|tasks| {

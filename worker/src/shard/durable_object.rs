@@ -43,20 +43,21 @@ pub struct Shard {
     js_sys = worker::js_sys
 )]
 impl Shard {
-    /// Runs a JSON [`ShardRequest`] and answers the JSON [`ShardResponse`](edgecount_core::shard::protocol::ShardResponse), or a promise of it
-    /// when the alarm has to be read or set first (a rejected one for a malformed request or a
+    /// Runs a JSON [`ShardRequest`] and answers the JSON
+    /// [`ShardResponse`](edgecount_core::shard::protocol::ShardResponse), or a promise of it when
+    /// the alarm has to be read or set first (a rejected one for a malformed request or a
     /// failure to schedule the reclaiming alarm). The output gate holds the answer until the
     /// writes it made are durable, as for `fetch`.
     #[wasm_bindgen(js_name = runOps)]
     pub fn run_ops_rpc(&self, body: &str) -> JsValue {
         let Ok(request) = serde_json::from_str::<ShardRequest>(body) else {
-            return js_sys::Promise::reject(&JsValue::from_str("malformed shard request")).into();
+            return rejected("malformed shard request");
         };
         let now = now_ms();
         let ran = self.engine.borrow_mut().run(&self.store, &request, now);
         let answer = match serde_json::to_string(&ran.response) {
             Ok(answer) => JsValue::from(answer),
-            Err(error) => return js_sys::Promise::reject(&JsValue::from_str(&error.to_string())).into(),
+            Err(error) => return rejected(&error.to_string()),
         };
         match ran.reclaim_by {
             Some(at) if !self.alarm.is_due_by(at) => {
@@ -79,6 +80,11 @@ impl Shard {
         let stats = self.stats().map_err(|detail| JsValue::from_str(&detail))?;
         serde_json::to_string(&stats).map_err(|e| JsValue::from_str(&e.to_string()))
     }
+}
+
+/// A call's answer when it fails: a rejected promise, as an `async` method's error would be.
+fn rejected(message: &str) -> JsValue {
+    js_sys::Promise::reject(&JsValue::from_str(message)).into()
 }
 
 /// What this object knows of its alarm, so most writes need no storage call to keep it; shared
