@@ -132,7 +132,11 @@ def where_time_goes(rows: list[dict]) -> list[str]:
     steps = [
         ("a request on workerd: JavaScript hello world", ("js-hello-workerd", "health"), None),
         ("edgecount, no shard: `GET /v1/health`", ("edgecount-workerd", "health"), ("js-hello-workerd", "health")),
+        ("JavaScript hello world answering with a hot read's headers", ("js-hello-workerd", "hot"),
+         ("js-hello-workerd", "health")),
         ("edgecount, hot read from the isolate cache", ("edgecount-workerd", "hot"), ("js-hello-workerd", "health")),
+        ("the same hot read, against the hello world with its headers", ("edgecount-workerd", "hot"),
+         ("js-hello-workerd", "hot")),
         ("floor read: JS worker, RPC to a JS Durable Object, one SELECT", (FLOOR_SYSTEM, "read"), None),
         ("edgecount read from its shard", ("edgecount-workerd", "read"), (FLOOR_SYSTEM, "read")),
         ("floor increment: SELECT and upsert", (FLOOR_SYSTEM, "write"), None),

@@ -403,12 +403,13 @@ const worker :Workerd.Worker = (
 
 
 class JsHelloWorkerd(System):
-    """A JavaScript hello-world worker on the same workerd: the floor for any request there."""
+    """A JavaScript hello-world worker on the same workerd: the floor for any request there; its
+    `hot` row answers with the headers of an edgecount hot read."""
 
     SCRIPT = LOADTEST / "baselines" / "js-hello" / "worker.js"
 
     def __init__(self) -> None:
-        super().__init__("js-hello-workerd", "http://127.0.0.1:8796", {"health"}, "n/a (fixed body)")
+        super().__init__("js-hello-workerd", "http://127.0.0.1:8796", {"health", "hot"}, "n/a (fixed body)")
 
     def start(self, run_dir: Path) -> None:
         config = write_js_worker_config(run_dir, "js-hello", self.SCRIPT, 8796)

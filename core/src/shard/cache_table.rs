@@ -7,7 +7,10 @@
 //! costs as much as it takes; the entry bound caps the index whatever the entries weigh.
 //! Recency is tracked in memory only (a read that wrote storage to record recency would cost a
 //! write per read); after a restart the index is rebuilt from the most recently written
-//! entries, as many as the bounds allow.
+//! entries, as many as the bounds allow. The rebuild waits for the first cache op (or the
+//! alarm, or the stats): a shard that restarts to serve counters reads none of its up to
+//! [`CacheBounds::entries`] entry rows, which the platform bills and which would delay the
+//! counter op that woke it.
 
 use lru::LruCache;
 
@@ -115,14 +118,18 @@ pub struct CacheTable {
     charged: u64,
     bounds: CacheBounds,
     evictions: u64,
+    /// Whether the index holds what storage holds: false until the first op that needs it
+    /// rebuilds it (see [`CacheTable::load`]).
+    loaded: bool,
 }
 
 impl CacheTable {
-    /// An empty table that holds at most `bounds` (and room for one entry at least).
+    /// A table that holds at most `bounds` (and room for one entry at least), over whatever
+    /// storage holds: its index is rebuilt when first needed.
     #[must_use]
     pub fn new(bounds: CacheBounds) -> Self {
         let bounds = CacheBounds { entries: bounds.entries.max(1), ..bounds };
-        Self { index: LruCache::unbounded(), charged: 0, bounds, evictions: 0 }
+        Self { index: LruCache::unbounded(), charged: 0, bounds, evictions: 0, loaded: false }
     }
 
     #[must_use]
@@ -130,13 +137,32 @@ impl CacheTable {
         self.bounds
     }
 
-    /// Rebuilds the index from the most recently written entries in `store`, as many as the
-    /// bounds hold, and deletes the older ones from storage: a shard never loads more than its
-    /// bounds at start-up, however many rows an earlier version or a lowered bound left behind.
+    /// Whether the index has been rebuilt from storage (the figures of [`Self::len`],
+    /// [`Self::bytes`] and [`Self::next_expiry`] are those of the index).
+    #[must_use]
+    pub fn is_loaded(&self) -> bool {
+        self.loaded
+    }
+
+    /// Rebuilds the index from storage unless it already was: every op calls this first. The
+    /// most recently written entries are taken, as many as the bounds hold, and the older ones
+    /// deleted from storage: a shard never loads more than its bounds, however many rows an
+    /// earlier version or a lowered bound left behind. A failure leaves it to the next op.
     ///
     /// # Errors
     /// [`CoreError::StorageUnavailable`] when storage fails.
-    pub fn restore(&mut self, store: &impl CacheStore) -> Result<(), CoreError> {
+    pub fn load(&mut self, store: &impl CacheStore) -> Result<(), CoreError> {
+        if self.loaded {
+            return Ok(());
+        }
+        self.index.clear();
+        self.charged = 0;
+        self.restore(store)?;
+        self.loaded = true;
+        Ok(())
+    }
+
+    fn restore(&mut self, store: &impl CacheStore) -> Result<(), CoreError> {
         let mut refused = None;
         // One entry past the entry bound is read so that it is refused when every one before
         // it was taken.
@@ -204,6 +230,7 @@ impl CacheTable {
         key: &Key,
         now_ms: u64,
     ) -> Result<OpResult, CoreError> {
+        self.load(store)?;
         let slot = (ns.clone(), key.clone());
         match self.index.get(&slot).copied() {
             None => Err(CoreError::NotFound),
@@ -248,6 +275,7 @@ impl CacheTable {
         if value_bytes > limit || charge > self.bounds.bytes {
             return Err(CoreError::EntryTooLarge { limit_bytes: limit });
         }
+        self.load(store)?;
         let expires_at_ms = ttl_seconds.map(|s| now_ms.saturating_add(u64::from(s) * 1000));
         store.save_entry(ns, key, value, content_type, expires_at_ms, now_ms).map_err(CoreError::storage)?;
         self.insert((ns.clone(), key.clone()), EntryMeta { charge, expires_at_ms });
@@ -266,6 +294,7 @@ impl CacheTable {
         key: &Key,
         now_ms: u64,
     ) -> Result<OpResult, CoreError> {
+        self.load(store)?;
         let slot = (ns.clone(), key.clone());
         let Some(meta) = self.index.peek(&slot).copied() else {
             return Ok(OpResult::Deleted { deleted: false });
@@ -275,17 +304,22 @@ impl CacheTable {
     }
 
     /// Removes every expired entry from storage and the index; returns how many.
-    pub fn reclaim_expired(&mut self, store: &impl CacheStore, now_ms: u64) -> u64 {
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`] when the index cannot be rebuilt.
+    pub fn reclaim_expired(&mut self, store: &impl CacheStore, now_ms: u64) -> Result<u64, CoreError> {
+        self.load(store)?;
         let expired: Vec<_> = self
             .index
             .iter()
             .filter(|(_, meta)| meta.is_expired(now_ms))
             .map(|(slot, _)| slot.clone())
             .collect();
-        expired.iter().filter(|slot| self.remove_slot(store, slot).is_ok()).count() as u64
+        Ok(expired.iter().filter(|slot| self.remove_slot(store, slot).is_ok()).count() as u64)
     }
 
-    /// When the next entry expires, if any has a TTL.
+    /// When the next entry of the index expires, if any has a TTL (none before [`Self::load`]:
+    /// the alarm set when each was written still stands).
     #[must_use]
     pub fn next_expiry(&self) -> Option<u64> {
         self.index.iter().filter_map(|(_, meta)| meta.expires_at_ms).min()
@@ -521,7 +555,7 @@ mod tests {
         put(&mut table, &store, "forever", 10, None).unwrap();
         assert_eq!(table.next_expiry(), Some(1_000));
         assert!(get(&mut table, &store, "short", 999).is_ok());
-        assert_eq!(table.reclaim_expired(&store, 1_000), 1);
+        assert_eq!(table.reclaim_expired(&store, 1_000), Ok(1));
         assert_eq!(get(&mut table, &store, "short", 1_000), Err(CoreError::NotFound));
         assert_eq!(table.next_expiry(), Some(60_000));
         assert_eq!(store.entries.borrow().len(), 2);

@@ -41,7 +41,9 @@ pub struct Ran {
 }
 
 impl ShardEngine {
-    /// A shard whose cache holds at most `cache_bounds`, with nothing loaded.
+    /// A shard whose cache holds at most `cache_bounds`, with nothing loaded: counters are read
+    /// from storage when first used, the cache index when a cache op, the alarm or the stats
+    /// first need it (see [`CacheTable::load`]), so a restart reads nothing up front.
     #[must_use]
     pub fn new(cache_bounds: CacheBounds) -> Self {
         Self {
@@ -51,17 +53,6 @@ impl ShardEngine {
             ops: 0,
             reclaimed: 0,
         }
-    }
-
-    /// A shard started over `store`: its cache index is rebuilt from storage (see
-    /// [`CacheTable::restore`]).
-    ///
-    /// # Errors
-    /// [`CoreError::StorageUnavailable`] when storage fails.
-    pub fn open(store: &impl ShardStore, cache_bounds: CacheBounds) -> Result<Self, CoreError> {
-        let mut engine = Self::new(cache_bounds);
-        engine.cache.restore(store)?;
-        Ok(engine)
     }
 
     /// Runs one request at `now_ms`: one result per op, in order, within the request's answer
@@ -113,12 +104,13 @@ impl ShardEngine {
     ) -> Result<Option<u64>, CoreError> {
         let counters = store.remove_expired_counters(now_ms).map_err(CoreError::storage)?;
         self.counters.forget_expired(now_ms);
-        let entries = self.cache.reclaim_expired(store, now_ms);
+        self.reclaimed += counters;
+        let entries = self.cache.reclaim_expired(store, now_ms)?;
         // Lapsed idempotency records are reclaimed too, but are not keys: not counted.
         if let Some(created_by) = now_ms.checked_sub(IDEMPOTENCY_WINDOW_MS) {
             store.remove_records_created_by(created_by).map_err(CoreError::storage)?;
         }
-        self.reclaimed += counters + entries;
+        self.reclaimed += entries;
         let next_counter = store.next_counter_expiry().map_err(CoreError::storage)?;
         let next_record =
             store.oldest_record().map_err(CoreError::storage)?.map(|at| at + IDEMPOTENCY_WINDOW_MS);
@@ -131,11 +123,14 @@ impl ShardEngine {
         self.counters.cached_len()
     }
 
-    /// What the shard reports about itself for `/v1/stats`.
+    /// What the shard reports about itself for `/v1/stats`; the cache's figures are live, so
+    /// this rebuilds its index if nothing has yet.
     ///
     /// # Errors
-    /// [`CoreError::StorageUnavailable`] when counting the stored counters fails.
-    pub fn stats(&self, store: &impl ShardStore, now_ms: u64) -> Result<ShardStats, CoreError> {
+    /// [`CoreError::StorageUnavailable`] when counting the stored counters or rebuilding the
+    /// cache index fails.
+    pub fn stats(&mut self, store: &impl ShardStore, now_ms: u64) -> Result<ShardStats, CoreError> {
+        self.cache.load(store)?;
         let (keys, stored_counters) = store.count_counters(now_ms).map_err(CoreError::storage)?;
         Ok(ShardStats {
             calls: self.calls,
@@ -322,30 +317,76 @@ mod tests {
         assert!(engine.stats(&store, 0).is_err());
     }
 
+    fn put(at: u64, name: &str, engine: &mut ShardEngine, store: &MapStore) {
+        let (ns, key) = names(name);
+        let content_type = crate::ContentType::new("text/plain").unwrap();
+        let put = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: None };
+        engine.run(store, &request(vec![put.into()]), at);
+    }
+
     #[test]
-    fn opening_rebuilds_the_cache_index_from_storage() {
+    fn a_restarted_shard_rebuilds_its_cache_index_only_when_first_needed() {
         let store = MapStore::default();
         let bounds = CacheBounds { bytes: 10_000, entries: 2 };
         let mut first = ShardEngine::new(bounds);
         for (at, name) in [(1, "a"), (2, "b"), (3, "c")] {
-            let (ns, key) = names(name);
-            let content_type = crate::ContentType::new("text/plain").unwrap();
-            let put = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: None };
-            first.run(&store, &request(vec![put.into()]), at);
+            put(at, name, &mut first, &store);
         }
         // Two entries fit, and the third evicted the oldest, "a".
-        let mut second = ShardEngine::open(&store, bounds).unwrap();
-        let stats = second.stats(&store, 4).unwrap();
-        assert_eq!((stats.cache_entries, stats.evictions), (2, 0));
-        let (ns, key) = names("c");
-        let read = ShardOp::CacheGet { ns, key };
+        assert_eq!(store.entry_names(), ["n/b", "n/c"]);
+
+        let scans = store.entry_scans.get();
+
+        // A restart that serves counters reads no entry.
+        let mut second = ShardEngine::new(bounds);
+        let (ns, key) = names("k");
+        let incr = ShardOp::Incr { ns, key, by: 1, ttl: None };
+        let ran = second.run(&store, &request(vec![incr.into()]), 4);
+        assert_eq!(ran.response.results[0], OpResult::Value { value: 1, exists: true, version: 1 });
+        assert_eq!(store.entry_scans.get(), scans);
+        // The first cache op needs the index: it fails while storage does, and the next one
+        // rebuilds it, once.
+        let read = || {
+            let (ns, key) = names("c");
+            ShardOp::CacheGet { ns, key }
+        };
+        store.broken.set(true);
+        let ran = second.run(&store, &request(vec![read().into()]), 5);
         assert!(matches!(
-            second.run(&store, &request(vec![read.into()]), 4).response.results[0],
-            OpResult::Entry { .. }
+            ran.response.results[0],
+            OpResult::Failed { error: CoreError::StorageUnavailable { .. } }
         ));
-        // A lowered bound keeps the newest and deletes the rest from storage.
-        let third = ShardEngine::open(&store, CacheBounds { bytes: 10_000, entries: 1 }).unwrap();
-        assert_eq!(third.stats(&store, 4).unwrap().evictions, 1);
-        assert_eq!(store.entry_names(), ["n/c"]);
+        store.broken.set(false);
+        for at in [6, 7] {
+            let ran = second.run(&store, &request(vec![read().into()]), at);
+            assert!(matches!(ran.response.results[0], OpResult::Entry { .. }));
+        }
+        assert_eq!(store.entry_scans.get(), scans + 1);
+        let stats = second.stats(&store, 7).unwrap();
+        assert_eq!((stats.cache_entries, stats.evictions), (2, 0));
+        // The rebuilt index keeps the bounds: one more entry evicts the least recently used.
+        put(8, "d", &mut second, &store);
+        assert_eq!(store.entry_names(), ["n/c", "n/d"]);
+
+        // A lowered bound keeps the newest and deletes the rest from storage, when the stats
+        // (or an op) first look.
+        let mut third = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 1 });
+        assert_eq!(third.stats(&store, 9).unwrap().evictions, 1);
+        assert_eq!(store.entry_names(), ["n/d"]);
+    }
+
+    #[test]
+    fn the_alarm_rebuilds_the_cache_index_to_reclaim_expired_entries() {
+        let store = MapStore::default();
+        let bounds = CacheBounds { bytes: 10_000, entries: 10 };
+        let mut first = ShardEngine::new(bounds);
+        let (ns, key) = names("short");
+        let content_type = crate::ContentType::new("text/plain").unwrap();
+        let put = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: Some(1) };
+        first.run(&store, &request(vec![put.into()]), 0);
+        let mut restarted = ShardEngine::new(bounds);
+        assert_eq!(restarted.reclaim_expired(&store, 1_000), Ok(None));
+        assert!(store.entry_names().is_empty());
+        assert_eq!(restarted.stats(&store, 1_000).unwrap().reclaimed, 1);
     }
 }

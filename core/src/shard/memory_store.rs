@@ -38,6 +38,8 @@ pub struct MemoryStore {
     pub writes_fail: Cell<bool>,
     /// Counter and record rows written (saved or removed) so far.
     pub rows_written: Cell<u64>,
+    /// Scans of the cache entries (index rebuilds) so far.
+    pub entry_scans: Cell<u64>,
 }
 
 fn row(ns: &Namespace, key: &Key) -> u64 {
@@ -67,10 +69,13 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// The names of the stored cache entries, in no order.
+    /// The names of the stored cache entries, sorted.
     #[must_use]
     pub fn entry_names(&self) -> Vec<String> {
-        self.entries.borrow().values().map(|((ns, key), _)| format!("{ns}/{key}")).collect()
+        let mut names: Vec<String> =
+            self.entries.borrow().values().map(|((ns, key), _)| format!("{ns}/{key}")).collect();
+        names.sort();
+        names
     }
 }
 
@@ -150,6 +155,7 @@ impl CacheStore for MemoryStore {
         each: &mut dyn FnMut(StoredEntry) -> bool,
     ) -> Result<(), String> {
         self.check()?;
+        self.entry_scans.set(self.entry_scans.get() + 1);
         let mut listed: Vec<StoredEntry> = self
             .entries
             .borrow()

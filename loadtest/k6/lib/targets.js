@@ -50,7 +50,8 @@ const nginx = (base) => ({
 
 const jsHello = (base) => ({
   health: () => http.get(`${base}/`),
-  get: null,
+  // Any other path answers like an edgecount hot read (see the worker).
+  get: (key) => http.get(`${base}/v1/counters/${NS}/k${key}`),
   incr: null,
   cacheGet: null,
   cachePut: null,

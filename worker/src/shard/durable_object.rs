@@ -135,7 +135,7 @@ impl AlarmKeeper {
 
 impl Shard {
     fn stats(&self) -> std::result::Result<ShardStats, String> {
-        let stats = self.store.uncounted(|| self.engine.borrow().stats(&self.store, now_ms()));
+        let stats = self.store.uncounted(|| self.engine.borrow_mut().stats(&self.store, now_ms()));
         let (rows_read, rows_written) = self.store.rows_counted();
         Ok(ShardStats { rows_read, rows_written, ..stats.map_err(|error| error.detail())? })
     }
@@ -151,16 +151,14 @@ impl DurableObject for Shard {
                 crate::isolate::config::DEFAULT_SHARD_CACHE_BOUNDS
             }
         };
-        let opened =
-            SqlShardStore::open(state.storage().sql()).map_err(|error| error.to_string()).and_then(|store| {
-                let engine = ShardEngine::open(&store, cache_bounds).map_err(|error| error.detail())?;
-                Ok((store, engine))
-            });
-        let (store, engine) = opened.unwrap_or_else(|error| {
+        // Nothing is read here: counters load when first used, the cache index when a cache
+        // op, the alarm or the stats first need it.
+        let store = SqlShardStore::open(state.storage().sql()).unwrap_or_else(|error| {
             // Later ops then fail with storage_unavailable (503) instead of the object crashing.
             console_error!("shard storage failed to open: {error}");
-            (SqlShardStore::unopened(state.storage().sql()), ShardEngine::new(cache_bounds))
+            SqlShardStore::unopened(state.storage().sql())
         });
+        let engine = ShardEngine::new(cache_bounds);
         Self { state, store, engine: RefCell::new(engine), alarm: AlarmKeeper::new() }
     }
 
