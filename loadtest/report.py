@@ -31,7 +31,7 @@ def floor_row(rows: list[dict], row: dict) -> dict | None:
         return None
     if row["scenario"] in SHARD_SCENARIOS:
         wanted = (FLOOR_SYSTEM, row["scenario"])
-    elif row["scenario"] in ("health", "hot"):
+    elif row["scenario"] in ("health", "hot", "write-async"):
         wanted = ("js-hello-workerd", "health")
     else:
         return None
@@ -137,6 +137,8 @@ def where_time_goes(rows: list[dict]) -> list[str]:
         ("edgecount, hot read from the isolate cache", ("edgecount-workerd", "hot"), ("js-hello-workerd", "health")),
         ("the same hot read, against the hello world with its headers", ("edgecount-workerd", "hot"),
          ("js-hello-workerd", "hot")),
+        ("edgecount one-way increment (202 at once, applied within a second)", ("edgecount-workerd", "write-async"),
+         ("js-hello-workerd", "health")),
         ("floor read: JS worker, RPC to a JS Durable Object, one SELECT", (FLOOR_SYSTEM, "read"), None),
         ("edgecount read from its shard", ("edgecount-workerd", "read"), (FLOOR_SYSTEM, "read")),
         ("floor increment: SELECT and upsert", (FLOOR_SYSTEM, "write"), None),

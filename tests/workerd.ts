@@ -10,16 +10,24 @@ export interface Runtime {
   process: ChildProcess;
 }
 
-/** Starts workerd on `port` over the state kept in `dir`, and waits until it answers. */
+/** Starts workerd on `port` over the state kept in `dir`, with `vars` over wrangler.toml's,
+ * and waits until it answers. */
 export async function startWorkerd(
   port: number,
   dir: string,
+  vars: Record<string, string> = {},
 ): Promise<Runtime> {
   const config = join(dir, "edgecount.capnp");
   mkdirSync(join(dir, "state"), { recursive: true });
   spawnSync(
     process.execPath,
-    ["scripts/workerd-config.mjs", String(port), join(dir, "state"), config],
+    [
+      "scripts/workerd-config.mjs",
+      String(port),
+      join(dir, "state"),
+      config,
+      ...Object.entries(vars).map(([name, value]) => `${name}=${value}`),
+    ],
     { stdio: "inherit" },
   );
   const child = spawn(resolve("node_modules/.bin/workerd"), ["serve", config], {

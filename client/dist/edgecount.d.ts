@@ -17,6 +17,13 @@
  * - **Idempotency.** Every write carries an idempotency key made once per call and sent with
  *   every retry of it (the `Idempotency-Key` header, or the op's `idempotency_key` in a batch),
  *   so a retried write is applied once.
+ * - **One-way counts.** `incr` and `decr` with `{ async: true }` are answered 202 by the
+ *   service and applied within its flush interval; they are sent at once with `keepalive` (or
+ *   as a beacon while the page is hidden), so a count made just before navigating away lands.
+ * - **Leaving the page.** When the page is hidden or unloads, calls waiting for the automatic
+ *   batch are sent at once, and small requests go out with `keepalive`.
+ * - **Timeouts.** A request that takes longer than `timeoutMs` (10 s) is abandoned and
+ *   handled as a network failure.
  * - **Errors.** Calls reject with {@link EdgecountError}, whose `code` is the API's.
  *
  * @example
@@ -69,6 +76,11 @@ export interface ClientOptions {
    * `false`: every call is its own request.
    */
   batchDelayMs?: number | false;
+  /**
+   * Milliseconds one request may take before it is abandoned (`AbortSignal.timeout`) and
+   * handled as a network failure; default 10000, 0 for no limit.
+   */
+  timeoutMs?: number;
 }
 
 /** Options of the counter writes `incr`, `decr` and `set`. */
@@ -81,6 +93,20 @@ export interface WriteOptions {
    * `like-post42-user7`.
    */
   idempotencyKey?: string;
+}
+
+/** Options of `incr` and `decr`. */
+export interface CountOptions extends WriteOptions {
+  /**
+   * A one-way write (`incr` and `decr` only, `?async=1`): sent at once with
+   * `fetch(..., { keepalive: true })`
+   * (or `navigator.sendBeacon` while the page is hidden and no token is set), so it is sent
+   * even when the page unloads right after; the call resolves `undefined` once the service
+   * accepted it (202), and the service applies it within its flush interval. It carries no
+   * idempotency key: it is retried only after a 429 or 503 that says nothing was accepted, never
+   * after a network failure, which it reports instead.
+   */
+  async?: boolean;
 }
 
 /** Options of `del` and `cacheDelete`. */
@@ -176,8 +202,38 @@ export interface Client {
   get(ns: string, key: string): Promise<Int>;
   /** Adds `by` (default 1, may be negative) and answers the new value. */
   incr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  /** Adds `by` one-way: resolves once the service accepted it (see {@link CountOptions.async}). */
+  incr(
+    ns: string,
+    key: string,
+    by: Int | undefined,
+    options: CountOptions & {
+      async: true;
+    },
+  ): Promise<undefined>;
+  incr(
+    ns: string,
+    key: string,
+    by?: Int,
+    options?: CountOptions,
+  ): Promise<Int | undefined>;
   /** Subtracts `by` (default 1) and answers the new value. */
   decr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  /** Subtracts `by` one-way (see {@link CountOptions.async}). */
+  decr(
+    ns: string,
+    key: string,
+    by: Int | undefined,
+    options: CountOptions & {
+      async: true;
+    },
+  ): Promise<undefined>;
+  decr(
+    ns: string,
+    key: string,
+    by?: Int,
+    options?: CountOptions,
+  ): Promise<Int | undefined>;
   /** Sets the counter and answers its value. */
   set(
     ns: string,

@@ -2,9 +2,17 @@
 // calls of one tick batched into one request, retries that never apply a write twice, and
 // counter values exact over the whole signed 64-bit range.
 import { createQueue, runBatches, type Call } from "./batcher";
+import { sendOneWay } from "./one-way";
 import { checkOp, type OpInput } from "./ops";
 import type { Transport } from "./transport";
-import type { BatchOp, BatchResults, Client, ClientOptions } from "./types";
+import type {
+  BatchOp,
+  BatchResults,
+  Client,
+  ClientOptions,
+  CountOptions,
+  Int,
+} from "./types";
 
 export { EdgecountError } from "./errors";
 export type {
@@ -16,6 +24,7 @@ export type {
   CachePutOptions,
   Client,
   ClientOptions,
+  CountOptions,
   DeleteOptions,
   FetchLike,
   Int,
@@ -40,6 +49,13 @@ export type {
  * - **Idempotency.** Every write carries an idempotency key made once per call and sent with
  *   every retry of it (the `Idempotency-Key` header, or the op's `idempotency_key` in a batch),
  *   so a retried write is applied once.
+ * - **One-way counts.** `incr` and `decr` with `{ async: true }` are answered 202 by the
+ *   service and applied within its flush interval; they are sent at once with `keepalive` (or
+ *   as a beacon while the page is hidden), so a count made just before navigating away lands.
+ * - **Leaving the page.** When the page is hidden or unloads, calls waiting for the automatic
+ *   batch are sent at once, and small requests go out with `keepalive`.
+ * - **Timeouts.** A request that takes longer than `timeoutMs` (10 s) is abandoned and
+ *   handled as a network failure.
  * - **Errors.** Calls reject with {@link EdgecountError}, whose `code` is the API's.
  *
  * @example
@@ -56,8 +72,19 @@ export function createClient(options: ClientOptions): Client {
     maxRetries: Math.max(0, options.maxRetries ?? 3),
     retryBaseMs: options.retryBaseMs ?? 100,
     maxRetryDelayMs: options.maxRetryDelayMs ?? 30_000,
+    timeoutMs: Math.max(0, options.timeoutMs ?? 10_000),
   };
   const queue = createQueue(t, options.batchDelayMs ?? 0);
+  if (
+    typeof document !== "undefined" &&
+    typeof addEventListener === "function"
+  ) {
+    // What waits for the automatic batch leaves before the page does.
+    addEventListener("pagehide", () => queue.flush());
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "hidden") queue.flush();
+    });
+  }
   const call = <T>(input: OpInput): Promise<T> =>
     new Promise<T>((resolve, reject) => {
       // checkOp throws for bad inputs, which rejects this promise.
@@ -67,10 +94,26 @@ export function createClient(options: ClientOptions): Client {
         reject,
       });
     });
+  const count = (
+    op: "incr" | "decr",
+    ns: string,
+    key: string,
+    by: Int | undefined,
+    opts: CountOptions = {},
+  ): Promise<Int | undefined> => {
+    const { async: oneWay, ...write } = opts;
+    if (!oneWay) return call({ ...write, op, ns, key, by });
+    return new Promise<undefined>((resolve, reject) => {
+      const checked = checkOp({ op, ns, key, by, ttl: write.ttl });
+      sendOneWay(t, checked).then(() => resolve(undefined), reject);
+    });
+  };
   return {
     get: (ns, key) => call({ op: "get", ns, key }),
-    incr: (ns, key, by, opts) => call({ ...opts, op: "incr", ns, key, by }),
-    decr: (ns, key, by, opts) => call({ ...opts, op: "decr", ns, key, by }),
+    incr: ((ns: string, key: string, by?: Int, opts?: CountOptions) =>
+      count("incr", ns, key, by, opts)) as Client["incr"],
+    decr: ((ns: string, key: string, by?: Int, opts?: CountOptions) =>
+      count("decr", ns, key, by, opts)) as Client["decr"],
     set: (ns, key, value, opts) => call({ ...opts, op: "set", ns, key, value }),
     del: (ns, key, opts) => call({ ...opts, op: "delete", ns, key }),
     cacheGet: (ns, key) => call({ op: "cache_get", ns, key }),

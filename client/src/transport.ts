@@ -12,11 +12,26 @@ export interface Transport {
   maxRetries: number;
   retryBaseMs: number;
   maxRetryDelayMs: number;
+  /** Per request; 0 for no limit. */
+  timeoutMs: number;
 }
 
-/** Whether an answer with this status is worth sending again after a wait. */
+/**
+ * Whether an answer with this status is worth sending again after a wait: 429 and 503 (the
+ * service's "nothing was applied, retry"), and a proxy's 502 and 504, after which a write may
+ * have been applied: every write this client sends on its own carries its idempotency key, so
+ * that is safe.
+ */
 export const retryableStatus = (status: number): boolean =>
-  status === 429 || status === 503;
+  status === 429 || status === 503 || status === 502 || status === 504;
+
+/** Whether the page is being hidden or unloaded, when requests should outlive it. */
+export const pageHidden = (): boolean =>
+  typeof document !== "undefined" && document.visibilityState === "hidden";
+
+/** Bodies up to this many bytes go out with `keepalive` while the page is hidden (browsers
+ * allow 64 KiB in flight for all of a page's keepalive requests). */
+const KEEPALIVE_BODY_BYTES = 16 * 1024;
 
 /**
  * Whether an op that failed with `error` may be sent again: a transient error may, except
@@ -43,9 +58,18 @@ export function send(
   path: string,
   body?: BodyInit,
   headers: Record<string, string> = {},
+  keepalive = false,
 ): Promise<Response> {
   if (t.token) headers.authorization = `Bearer ${t.token}`;
-  return t.fetch(t.baseUrl + path, { method, headers, body });
+  const init: RequestInit = { method, headers, body };
+  const small =
+    body === undefined ||
+    (typeof body === "string" && body.length <= KEEPALIVE_BODY_BYTES);
+  // A request sent as the page goes away still reaches the service.
+  if (keepalive || (small && pageHidden())) init.keepalive = true;
+  if (t.timeoutMs > 0 && typeof AbortSignal.timeout === "function")
+    init.signal = AbortSignal.timeout(t.timeoutMs);
+  return t.fetch(t.baseUrl + path, init);
 }
 
 /** Seconds from a `Retry-After` header (delay-seconds or an HTTP date), if there is one. */

@@ -45,6 +45,11 @@ export interface ClientOptions {
    * `false`: every call is its own request.
    */
   batchDelayMs?: number | false;
+  /**
+   * Milliseconds one request may take before it is abandoned (`AbortSignal.timeout`) and
+   * handled as a network failure; default 10000, 0 for no limit.
+   */
+  timeoutMs?: number;
 }
 
 /** Options of the counter writes `incr`, `decr` and `set`. */
@@ -57,6 +62,20 @@ export interface WriteOptions {
    * `like-post42-user7`.
    */
   idempotencyKey?: string;
+}
+
+/** Options of `incr` and `decr`. */
+export interface CountOptions extends WriteOptions {
+  /**
+   * A one-way write (`incr` and `decr` only, `?async=1`): sent at once with
+   * `fetch(..., { keepalive: true })`
+   * (or `navigator.sendBeacon` while the page is hidden and no token is set), so it is sent
+   * even when the page unloads right after; the call resolves `undefined` once the service
+   * accepted it (202), and the service applies it within its flush interval. It carries no
+   * idempotency key: it is retried only after a 429 or 503 that says nothing was accepted, never
+   * after a network failure, which it reports instead.
+   */
+  async?: boolean;
 }
 
 /** Options of `del` and `cacheDelete`. */
@@ -144,8 +163,34 @@ export interface Client {
   get(ns: string, key: string): Promise<Int>;
   /** Adds `by` (default 1, may be negative) and answers the new value. */
   incr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  /** Adds `by` one-way: resolves once the service accepted it (see {@link CountOptions.async}). */
+  incr(
+    ns: string,
+    key: string,
+    by: Int | undefined,
+    options: CountOptions & { async: true },
+  ): Promise<undefined>;
+  incr(
+    ns: string,
+    key: string,
+    by?: Int,
+    options?: CountOptions,
+  ): Promise<Int | undefined>;
   /** Subtracts `by` (default 1) and answers the new value. */
   decr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  /** Subtracts `by` one-way (see {@link CountOptions.async}). */
+  decr(
+    ns: string,
+    key: string,
+    by: Int | undefined,
+    options: CountOptions & { async: true },
+  ): Promise<undefined>;
+  decr(
+    ns: string,
+    key: string,
+    by?: Int,
+    options?: CountOptions,
+  ): Promise<Int | undefined>;
   /** Sets the counter and answers its value. */
   set(
     ns: string,

@@ -550,3 +550,86 @@ describe("exact values", () => {
     expect(sent).toHaveLength(0);
   });
 });
+
+describe("one-way counts", () => {
+  it("sends each at once to its route with ?async=1 and keepalive, no preflighted header and no idempotency key", async () => {
+    const { client, sent } = setup(() => json('{"status":"accepted"}', 202));
+    const [first, second] = await Promise.all([
+      client.incr("pages", "home", undefined, { async: true }),
+      client.decr("pages", "home", 2, { async: true, ttl: 60 }),
+    ]);
+    expect(first).toBeUndefined();
+    expect(second).toBeUndefined();
+    expect(sent.map((r) => [r.method, r.path])).toEqual([
+      ["POST", "/v1/counters/pages/home/incr?async=1"],
+      ["POST", "/v1/counters/pages/home/decr?by=2&ttl=60&async=1"],
+    ]);
+    for (const request of sent) {
+      expect(request.headers).toEqual({});
+      expect(request.keepalive).toBe(true);
+    }
+  });
+
+  it("retries when nothing was accepted (503 one_way_buffer_full), after Retry-After", async () => {
+    const { client, sent } = setup((_, i) =>
+      i === 0
+        ? apiError(503, "one_way_buffer_full", { "retry-after": "0" })
+        : json('{"status":"accepted"}', 202),
+    );
+    expect(await client.incr("n", "k", 1, { async: true })).toBeUndefined();
+    expect(sent).toHaveLength(2);
+  });
+
+  it("never sends one again after a network failure or a gateway error, which may hide an accepted write", async () => {
+    const down = setup(() => {
+      throw new TypeError("Failed to fetch");
+    });
+    const error = await failure(down.client.incr("n", "k", 1, { async: true }));
+    expect(error).toMatchObject({ code: "network_error" });
+    expect(down.sent).toHaveLength(1);
+    const gateway = setup(() => new Response("bad gateway", { status: 502 }));
+    const refused = await failure(
+      gateway.client.incr("n", "k", 1, { async: true }),
+    );
+    expect(refused).toMatchObject({ status: 502, code: "bad_response" });
+    expect(gateway.sent).toHaveLength(1);
+  });
+
+  it("refuses a non-integer amount without a request", async () => {
+    const { client, sent } = setup(() => json("{}", 202));
+    const error = await failure(client.incr("n", "k", 1.5, { async: true }));
+    expect(error).toMatchObject({ code: "invalid_number" });
+    expect(sent).toHaveLength(0);
+  });
+});
+
+describe("timeouts and gateways", () => {
+  it("retries a keyed write after a proxy's 502 or 504 with the same key", async () => {
+    const { client, sent } = setup((_, i) =>
+      i === 0
+        ? new Response("<html>bad gateway</html>", { status: 502 })
+        : i === 1
+          ? new Response("gateway timeout", { status: 504 })
+          : json('{"ns":"n","key":"k","value":1,"exists":true}'),
+    );
+    expect(await client.incr("n", "k")).toBe(1);
+    expect(sent).toHaveLength(3);
+    expect(new Set(sent.map((r) => r.headers["idempotency-key"])).size).toBe(1);
+  });
+
+  it("abandons a request past timeoutMs and reports it as a network failure", async () => {
+    const { client, sent } = setup(
+      (request) =>
+        new Promise<Response>((_, reject) => {
+          request.signal?.addEventListener("abort", () =>
+            reject(request.signal?.reason),
+          );
+        }),
+      { timeoutMs: 20, maxRetries: 1 },
+    );
+    const error = await failure(client.get("n", "k"));
+    expect(error).toMatchObject({ code: "network_error" });
+    expect(sent).toHaveLength(2);
+    expect(sent.every((r) => r.signal !== undefined)).toBe(true);
+  });
+});

@@ -9,6 +9,10 @@ export interface Sent {
   body: string | undefined;
   /** A batch request's ops, parsed (JSON.parse: fine for the small numbers most tests use). */
   ops: Record<string, unknown>[];
+  /** Sent with `keepalive`, to outlive the page. */
+  keepalive: boolean;
+  /** The request's abort signal (its timeout), if any. */
+  signal: AbortSignal | undefined;
 }
 
 export type Handler = (
@@ -28,6 +32,8 @@ export function fakeFetch(handler: Handler) {
       headers: { ...(init.headers as Record<string, string>) },
       body,
       ops: pathname === "/v1/batch" && body ? JSON.parse(body).ops : [],
+      keepalive: init.keepalive === true,
+      signal: init.signal ?? undefined,
     };
     sent.push(request);
     return handler(request, sent.length - 1);

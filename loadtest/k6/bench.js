@@ -4,7 +4,8 @@
 //   RATE, RAMP               open model: iterations/s, reached after RAMP seconds
 //
 //   BASE_URL, SYSTEM         the target and how it spells operations (lib/targets.js)
-//   SCENARIO                 health | read | write | mixed | hot | batch | cache | ncache | clients
+//   SCENARIO                 health | read | write | write-async | mixed | hot | batch | cache |
+//                            ncache | clients
 //   MODE                     open (RATE iterations/s) | closed (VUS virtual users)
 //   DURATION                 e.g. 10s
 //   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
@@ -23,7 +24,7 @@ const HOT_KEYS = 10;
 
 const api = target(__ENV.SYSTEM, __ENV.BASE_URL);
 const sequence = new SharedArray("keys", () => {
-  const file = ["mixed", "batch", "clients"].includes(SCENARIO)
+  const file = ["mixed", "batch", "clients", "write-async"].includes(SCENARIO)
     ? "zipf.json"
     : "uniform.json";
   return JSON.parse(open(`${__ENV.KEYS_DIR}/${file}`));
@@ -32,7 +33,7 @@ const value = "v".repeat(Number(__ENV.VALUE_BYTES || 100));
 
 // A cache get of a key never put is a 404, a normal outcome for a cache.
 http.setResponseCallback(
-  http.expectedStatuses(200, 204, ...(SCENARIO === "cache" ? [404] : [])),
+  http.expectedStatuses(200, 202, 204, ...(SCENARIO === "cache" ? [404] : [])),
 );
 
 // The open model ramps to RATE over RAMP seconds, then holds it for DURATION: VUs open their
@@ -83,6 +84,8 @@ const iterations = {
   health: () => api.health(),
   read: () => api.get(nextKey()),
   write: () => api.incr(nextKey()),
+  // One-way where the system has it (202 at once, applied within a second), else its incr.
+  "write-async": () => (api.incrOneWay || api.incr)(nextKey()),
   mixed: () =>
     exec.scenario.iterationInTest % 5 === 0
       ? api.incr(nextKey())

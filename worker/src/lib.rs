@@ -10,7 +10,8 @@
 //! - [`isolate`], what one isolate keeps between requests: [`isolate::config`] (the vars, read
 //!   once), [`isolate::hot_reads`] (kept reads of hot keys), [`isolate::meter`] (rate-limit
 //!   buckets), [`isolate::shard_calls`] (concurrent calls to one shard merged),
-//!   [`isolate::shard_client`] (the RPC to a shard), [`isolate::clock`].
+//!   [`isolate::shard_client`] (the RPC to a shard), [`isolate::one_way`] (one-way writes
+//!   waiting to be applied), [`isolate::clock`].
 //! - [`shard`], the Durable Object: [`shard::durable_object`] (a shell over the core's engine)
 //!   and [`shard::sql_store`] (its SQLite tables).
 

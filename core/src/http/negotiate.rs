@@ -1,4 +1,5 @@
-//! Content negotiation for counter values: JSON by default, bare digits for `text/plain`.
+//! Content negotiation for counter values (JSON by default, bare digits for `text/plain`), and
+//! the client's preferences (RFC 7240 `Prefer`).
 
 /// Whether the `Accept` header prefers `text/plain` over JSON.
 ///
@@ -24,9 +25,32 @@ pub fn prefers_text_plain(accept: Option<&str>) -> bool {
     text > 0.0 && text > json
 }
 
+/// Whether a `Prefer` header asks for `respond-async` (RFC 7240): preferences are separated by
+/// commas, their parameters by semicolons, and their names are case-insensitive.
+#[must_use]
+pub fn prefers_respond_async(prefer: Option<&str>) -> bool {
+    prefer.is_some_and(|prefer| {
+        prefer.split(',').any(|preference| {
+            let name = preference.split(';').next().unwrap_or("").split('=').next().unwrap_or("");
+            name.trim().eq_ignore_ascii_case("respond-async")
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn respond_async_is_found_among_other_preferences() {
+        assert!(prefers_respond_async(Some("respond-async")));
+        assert!(prefers_respond_async(Some("return=minimal, Respond-Async ; x=1, wait=5")));
+        assert!(!prefers_respond_async(None));
+        assert!(!prefers_respond_async(Some("")));
+        assert!(!prefers_respond_async(Some("wait=10")));
+        assert!(!prefers_respond_async(Some("respond-asynchronously")));
+        assert!(!prefers_respond_async(Some("handling=respond-async")));
+    }
 
     #[test]
     fn json_is_the_default() {

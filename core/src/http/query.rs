@@ -1,5 +1,5 @@
-//! The query parameters of the counter routes (`by`, `ttl` and `consistency`) and of the cache
-//! routes (`ttl`).
+//! The query parameters of the counter routes (`by`, `ttl`, `consistency` and `async`) and of
+//! the cache routes (`ttl`).
 //!
 //! Unknown parameters are ignored, so cache-busting suffixes such as `?_=123` that browsers and
 //! frameworks add keep working; a known parameter given twice is refused, since either reading
@@ -17,6 +17,9 @@ pub struct CounterQuery {
     pub ttl: Option<u32>,
     /// `?consistency=strong`: the reader wants the shard's value, never a cached one.
     pub strong: bool,
+    /// `?async=1` (or `true`): the writer asks for a one-way write, as `Prefer: respond-async`
+    /// does, for callers that cannot set headers (`navigator.sendBeacon`, an image ping).
+    pub one_way: bool,
 }
 
 impl CounterQuery {
@@ -26,10 +29,22 @@ impl CounterQuery {
     /// The first bad parameter's error.
     pub fn parse(query: &str) -> Result<Self, CoreError> {
         let mut parsed = Self::default();
-        read_known_parameters(query, &["by", "ttl", "consistency"], |slot, value| {
+        read_known_parameters(query, &["by", "ttl", "consistency", "async"], |slot, value| {
             match slot {
                 0 => parsed.by = Some(parse_i64("by", value)?),
                 1 => parsed.ttl = Some(parse_ttl(value)?),
+                3 => {
+                    parsed.one_way = match value {
+                        "1" | "true" => true,
+                        "0" | "false" => false,
+                        _ => {
+                            return Err(CoreError::InvalidParameter {
+                                name: "async".to_owned(),
+                                expected: "`1`, `true`, `0` or `false`".to_owned(),
+                            })
+                        }
+                    }
+                }
                 _ => {
                     parsed.strong = match value {
                         "strong" => true,
@@ -115,8 +130,10 @@ mod tests {
 
     #[test]
     fn reads_every_known_parameter_and_ignores_others() {
-        let q = CounterQuery::parse("by=-3&ttl=60&consistency=strong&_=123").unwrap();
-        assert_eq!(q, CounterQuery { by: Some(-3), ttl: Some(60), strong: true });
+        let q = CounterQuery::parse("by=-3&ttl=60&consistency=strong&async=1&_=123").unwrap();
+        assert_eq!(q, CounterQuery { by: Some(-3), ttl: Some(60), strong: true, one_way: true });
+        assert!(CounterQuery::parse("async=true").unwrap().one_way);
+        assert!(!CounterQuery::parse("async=0").unwrap().one_way);
     }
 
     #[test]
@@ -131,6 +148,8 @@ mod tests {
         assert_eq!(CounterQuery::parse("by=").unwrap_err().code(), "invalid_number");
         assert_eq!(CounterQuery::parse("ttl=0").unwrap_err().code(), "invalid_ttl");
         assert_eq!(CounterQuery::parse("consistency=maybe").unwrap_err().code(), "invalid_parameter");
+        assert_eq!(CounterQuery::parse("async=yes").unwrap_err().code(), "invalid_parameter");
+        assert_eq!(CounterQuery::parse("async=1&async=1").unwrap_err().code(), "duplicate_parameter");
         assert_eq!(CounterQuery::parse("by=99999999999999999999").unwrap_err().code(), "overflow");
     }
 }

@@ -9,6 +9,8 @@ const v1 = (base) => ({
   health: () => http.get(`${base}/v1/health`),
   get: (key) => http.get(`${base}/v1/counters/${NS}/k${key}`),
   incr: (key) => http.post(`${base}/v1/counters/${NS}/k${key}/incr`, null),
+  incrOneWay: (key) =>
+    http.post(`${base}/v1/counters/${NS}/k${key}/incr?async=1`, null),
   cacheGet: (key) => http.get(`${base}/v1/cache/${NS}/v${key}`),
   cachePut: (key, value) =>
     http.put(`${base}/v1/cache/${NS}/v${key}`, value, {

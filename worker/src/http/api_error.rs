@@ -28,6 +28,8 @@ pub enum ApiError {
     OutcomeUnknown,
     /// The shard has more work queued than it may take; shed rather than queue without bound.
     ShardOverloaded,
+    /// This isolate's one-way buffer is at its bound; nothing was accepted.
+    OneWayBufferFull,
     /// The client's token bucket is empty; the decision carries the `RateLimit-*` figures.
     RateLimited(Decision),
     Misconfigured {
@@ -66,7 +68,8 @@ impl ApiError {
             Self::Core(CoreError::StorageUnavailable { .. })
             | Self::ShardUnavailable
             | Self::OutcomeUnknown
-            | Self::ShardOverloaded => 503,
+            | Self::ShardOverloaded
+            | Self::OneWayBufferFull => 503,
             Self::RateLimited(_) => 429,
             Self::Core(CoreError::NotFound) | Self::RouteNotFound => 404,
             Self::Core(
@@ -98,6 +101,7 @@ impl ApiError {
             Self::ShardUnavailable => "shard_unavailable",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::ShardOverloaded => "shard_overloaded",
+            Self::OneWayBufferFull => "one_way_buffer_full",
             Self::RateLimited(_) => "rate_limited",
             Self::Misconfigured { .. } => "misconfigured",
             Self::Internal(_) => "internal",
@@ -127,6 +131,9 @@ impl ApiError {
             Self::ShardOverloaded => {
                 "The shard that owns this key is overloaded; nothing was applied, retry shortly.".into()
             }
+            Self::OneWayBufferFull => "Too many one-way writes wait to be applied here; nothing was \
+                                       accepted, retry shortly or send it without `Prefer: respond-async`."
+                .into(),
             Self::RateLimited(decision) => format!(
                 "Too many requests from this client; nothing was applied, retry in {} s.",
                 decision.retry_after_s

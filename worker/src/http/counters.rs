@@ -3,12 +3,14 @@
 //! Each handler validates everything it can before calling a shard, so bad input costs no shard
 //! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
 //! never older than the configured max age; every other op goes to the owning shard through the
-//! coalescer and is answered once it is durable.
+//! coalescer and is answered once it is durable, except one-way increments and decrements
+//! (`Prefer: respond-async` or `?async=1`), answered 202 at once and applied within the flush
+//! interval (see [`crate::isolate::one_way`]).
 
 use edgecount_core::edge::read_cache::{cache_control, may_serve_kept_read, Audience, CachedRead, Lookup};
 use edgecount_core::http::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
 use edgecount_core::http::etag::{etag, if_none_match};
-use edgecount_core::http::negotiate::prefers_text_plain;
+use edgecount_core::http::negotiate::{prefers_respond_async, prefers_text_plain};
 use edgecount_core::http::query::CounterQuery;
 use edgecount_core::names::IdempotencyKey;
 use edgecount_core::{CoreError, Namespace, OpKind, OpResult, ShardCall, ShardOp};
@@ -23,7 +25,7 @@ use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::shard_calls::Caller;
-use crate::isolate::{hot_reads, shard_calls};
+use crate::isolate::{hot_reads, one_way, shard_calls};
 
 /// A counter as the API shows it, fields in the documented order.
 #[derive(Serialize)]
@@ -181,6 +183,23 @@ async fn write(
     let query = CounterQuery::parse(req.query())?;
     let (ns, key) = (target.ns.clone(), target.key.clone());
     let (ttl, by) = (query.ttl, query.by.unwrap_or(1));
+    let idempotency_key = idempotency_key(req)?;
+    let prefer = req.header(Header::Prefer);
+    let asked_by_header = prefers_respond_async(prefer.as_deref());
+    // A keyed write must answer its own result to be retried safely: it is never one-way.
+    if matches!(kind, OpKind::Incr | OpKind::Decr)
+        && (query.one_way || asked_by_header)
+        && idempotency_key.is_none()
+    {
+        let delta = if kind == OpKind::Incr { i128::from(by) } else { -i128::from(by) };
+        one_way::accept(caller, env, config, target, ttl, delta)?;
+        let mut response = respond::json(202, &json!({ "status": "accepted" }))?;
+        if asked_by_header {
+            response.set_header("preference-applied", "respond-async");
+        }
+        response.set_header("cache-control", "no-store");
+        return Ok(response);
+    }
     let op = match kind {
         OpKind::Delete => ShardOp::Delete { ns, key },
         OpKind::Incr => ShardOp::Incr { ns, key, by, ttl },
@@ -191,7 +210,7 @@ async fn write(
         }
         _ => return Err(ApiError::Internal(format!("`{}` on a counter route", kind.spec().name))),
     };
-    let call = ShardCall { op, idempotency_key: idempotency_key(req)? };
+    let call = ShardCall { op, idempotency_key };
     let (result, replayed) = apply_write(env, caller, config, target, call).await?;
     let mut response = match result {
         OpResult::Failed { error } => return Err(error.into()),

@@ -74,10 +74,12 @@ pub enum Header {
     IdempotencyKey,
     IfNoneMatch,
     Origin,
+    /// RFC 7240 preferences (`respond-async` asks for a one-way write).
+    Prefer,
 }
 
 impl Header {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 10] = [
         Self::Accept,
         Self::Authorization,
         Self::CacheControl,
@@ -87,6 +89,7 @@ impl Header {
         Self::IdempotencyKey,
         Self::IfNoneMatch,
         Self::Origin,
+        Self::Prefer,
     ];
 
     fn name(self) -> &'static str {
@@ -100,6 +103,7 @@ impl Header {
             Self::IdempotencyKey => "idempotency-key",
             Self::IfNoneMatch => "if-none-match",
             Self::Origin => "origin",
+            Self::Prefer => "prefer",
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::http::message::Response;
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, request_task, shard_calls, shard_client};
+use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_client};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///
@@ -93,9 +93,27 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "ops_shed_overloaded": coalescing.refused,
         "ops_withdrawn": coalescing.withdrawn,
         "shard_calls_lost": coalescing.lost_calls,
+        "one_way": one_way_stats(config),
         "tasks_in_flight": request_task::in_flight(),
         "hot_threshold_per_s": config.hot_threshold_per_s,
         "hot_max_age_s": config.hot_max_age_ms / 1000,
+    })
+}
+
+/// This isolate's one-way writes, counted in ops, and what its buffer holds.
+fn one_way_stats(config: &Config) -> Value {
+    let (stats, (keys, bytes)) = one_way::snapshot(config);
+    json!({
+        "accepted": stats.accepted,
+        "refused": stats.refused,
+        "pending": stats.pending,
+        "flushed": stats.flushed,
+        "flush_calls": stats.flush_calls,
+        "retried": stats.retried,
+        "dropped": stats.dropped,
+        "pending_keys": keys,
+        "pending_bytes": bytes,
+        "interval_ms": config.one_way.interval_ms,
     })
 }
 
@@ -137,9 +155,29 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
             coalescing.refused,
         ),
     ];
-    for (name, help, value) in isolate {
+    let (one_way, _) = one_way::snapshot(config);
+    let one_way_counters = [
+        ("edgecount_one_way_accepted_total", "One-way writes accepted (202).", one_way.accepted),
+        (
+            "edgecount_one_way_refused_total",
+            "One-way writes refused because the buffer was full.",
+            one_way.refused,
+        ),
+        ("edgecount_one_way_flushed_total", "One-way writes applied by their shard.", one_way.flushed),
+        (
+            "edgecount_one_way_flush_calls_total",
+            "Shard calls made to apply one-way writes.",
+            one_way.flush_calls,
+        ),
+        ("edgecount_one_way_retried_total", "Flushes sent again.", one_way.retried),
+        ("edgecount_one_way_dropped_total", "One-way writes that could not be applied.", one_way.dropped),
+    ];
+    for (name, help, value) in isolate.into_iter().chain(one_way_counters) {
         let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
     }
+    let name = "edgecount_one_way_pending";
+    let help = "One-way writes accepted here and not yet applied.";
+    let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}", one_way.pending);
     let mut response = respond::text(200, text);
     response.set_header("content-type", "text/plain; version=0.0.4; charset=utf-8");
     Ok(response)

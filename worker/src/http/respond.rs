@@ -17,7 +17,8 @@ const EXPOSED_HEADERS: &str = "X-Edgecount-Shard, ETag, X-Cache, Age, Idempotent
 const SANDBOX_POLICY: &str = "sandbox; default-src 'none'";
 
 /// Request headers a browser may send cross-origin.
-const ALLOWED_HEADERS: &str = "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match";
+const ALLOWED_HEADERS: &str =
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match, Prefer";
 
 /// A response with a JSON body.
 ///

@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::num::NonZeroU32;
 use std::rc::Rc;
 
+use edgecount_core::edge::one_way::OneWayLimits;
 use edgecount_core::edge::rate_limit::RateLimit;
 use edgecount_core::partition::MAX_SHARDS;
 use edgecount_core::{AccessPolicy, CacheBounds};
@@ -37,6 +38,12 @@ pub const DEFAULT_HOT_MAX_AGE_S: u64 = 1;
 /// `EDGECOUNT_SHARD_QUEUE_LIMIT` is not set: as many as one batch may carry.
 pub const DEFAULT_SHARD_QUEUE_LIMIT: usize = 1000;
 
+/// How one-way writes are buffered when the `EDGECOUNT_ONE_WAY_*` vars are not set: a shard's
+/// sums are applied once the oldest is a second old or 1,000 ops wait for it, and an isolate
+/// holds at most 10,000 pending keys and 2 MiB charged for them (about 100 to 420 bytes a key).
+pub const DEFAULT_ONE_WAY: OneWayLimits =
+    OneWayLimits { interval_ms: 1_000, flush_ops: 1_000, max_keys: 10_000, max_bytes: 2 * 1024 * 1024 };
+
 /// Which origins may call the API from a browser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CorsOrigins {
@@ -61,6 +68,11 @@ pub struct Config {
     pub rate_limit: Option<RateLimit>,
     /// Most ops waiting for one shard in an isolate before it answers 503 `shard_overloaded`.
     pub shard_queue_limit: usize,
+    /// How one-way writes are buffered and flushed.
+    pub one_way: OneWayLimits,
+    /// For tests only: how many of an isolate's first one-way flush answers to discard as if
+    /// lost after the shard applied them (`EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS`, default 0).
+    pub drill_lost_flush_answers: u32,
 }
 
 thread_local! {
@@ -126,7 +138,33 @@ impl Config {
         let shard_queue_limit =
             parse_number(var("EDGECOUNT_SHARD_QUEUE_LIMIT"), DEFAULT_SHARD_QUEUE_LIMIT, 1..=1_000_000)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_QUEUE_LIMIT" })?;
+        let one_way = OneWayLimits {
+            interval_ms: parse_number(
+                var("EDGECOUNT_ONE_WAY_INTERVAL_MS"),
+                DEFAULT_ONE_WAY.interval_ms,
+                10..=60_000,
+            )
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_INTERVAL_MS" })?,
+            flush_ops: parse_number(
+                var("EDGECOUNT_ONE_WAY_FLUSH_OPS"),
+                DEFAULT_ONE_WAY.flush_ops,
+                1..=1_000_000,
+            )
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_FLUSH_OPS" })?,
+            max_keys: parse_number(var("EDGECOUNT_ONE_WAY_KEYS"), DEFAULT_ONE_WAY.max_keys, 0..=1_000_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_KEYS" })?,
+            max_bytes: parse_number(
+                var("EDGECOUNT_ONE_WAY_BYTES"),
+                DEFAULT_ONE_WAY.max_bytes,
+                0..=256 * 1024 * 1024,
+            )
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_BYTES" })?,
+        };
+        let drill_lost_flush_answers = parse_number(var("EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS"), 0, 0..=1_000)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS" })?;
         Ok(Self {
+            one_way,
+            drill_lost_flush_answers,
             access,
             rate_limit,
             shard_queue_limit,

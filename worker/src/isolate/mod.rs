@@ -1,5 +1,6 @@
 //! What one worker isolate keeps between requests: its configuration, its kept reads of hot
-//! keys, its rate-limit buckets, and its calls to shards (merged when concurrent). The policies
+//! keys, its rate-limit buckets, its calls to shards (merged when concurrent) and the one-way
+//! writes it has accepted and not yet applied. The policies
 //! live in `edgecount_core::edge`; these modules hold their state and reach the runtime, and
 //! [`request_task`] runs each request's code in its own request's context.
 
@@ -7,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod hot_reads;
 pub mod meter;
+pub mod one_way;
 pub mod request_task;
 pub mod shard_calls;
 pub mod shard_client;

@@ -32,7 +32,7 @@ use edgecount_core::edge::coalescer::{Arrival, CallId, CoalesceStats, Coalescer,
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use wasm_bindgen::prelude::JsValue;
-use worker::{Context, Env};
+use worker::{js_sys, Context, Env};
 
 use crate::http::api_error::ApiError;
 use crate::http::cancellation::Cancellation;
@@ -129,6 +129,12 @@ impl<'a> Caller<'a> {
     #[must_use]
     pub fn new(ctx: &'a Context, cancellation: Cancellation) -> Self {
         Self { ctx, cancellation }
+    }
+
+    /// Keeps `work` running after the request has answered (`waitUntil`). Only fails once the
+    /// request has ended, and then the work ends with it.
+    pub fn keep_alive(&self, work: &js_sys::Promise) {
+        let _ = self.ctx.as_ref().wait_until(work);
     }
 }
 

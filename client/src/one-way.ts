@@ -1,0 +1,61 @@
+// One-way counting: an increment or decrement the service answers 202 at once and applies
+// within its flush interval. Sent at once (never batched), so that a count made just before
+// the page goes away still leaves it.
+import { route, type Op } from "./ops";
+import {
+  httpError,
+  networkError,
+  pageHidden,
+  send,
+  withRetries,
+  type Transport,
+} from "./transport";
+
+/**
+ * The op's route, asking for a one-way write in the query: a POST without a body or headers
+ * is a simple request, which a browser sends without a CORS preflight (a keepalive request
+ * that needs one may be refused while the page unloads), and a beacon can send it too.
+ */
+function oneWayPath(op: Op): string {
+  const { path } = route(op);
+  return `${path}${path.includes("?") ? "&" : "?"}async=1`;
+}
+
+/**
+ * Sends a one-way `incr` or `decr`: with `navigator.sendBeacon` while the page is hidden and
+ * no token is needed (the browser then sends it whatever happens to the page), else with a
+ * `keepalive` fetch. Resolves once the service accepted it. Retried only after a 429 or 503
+ * (the service accepted nothing); a network failure may hide an accepted write, and the op
+ * carries no idempotency key, so it is reported, not sent again.
+ *
+ * @throws EdgecountError for a refusal or a network failure.
+ */
+export function sendOneWay(t: Transport, op: Op): Promise<void> {
+  const path = oneWayPath(op);
+  return withRetries(t, async (retry) => {
+    if (
+      !t.token &&
+      pageHidden() &&
+      typeof navigator !== "undefined" &&
+      typeof navigator.sendBeacon === "function" &&
+      navigator.sendBeacon(t.baseUrl + path)
+    )
+      return;
+    let response: Response;
+    try {
+      response = await send(t, "POST", path, undefined, {}, true);
+    } catch (cause) {
+      throw networkError(cause);
+    }
+    // 202 accepted, or a 200 from a service that applied it at once.
+    if (response.ok) return;
+    const error = await httpError(response);
+    const nothingAccepted =
+      (response.status === 429 || response.status === 503) &&
+      error.code !== "outcome_unknown";
+    const afterMs =
+      error.retryAfter === undefined ? undefined : error.retryAfter * 1000;
+    if (nothingAccepted && retry(afterMs)) return;
+    throw error;
+  });
+}

@@ -1,0 +1,703 @@
+//! One-way counting: increments and decrements accepted at once (`202`) and applied later.
+//!
+//! Increments commute, so an isolate may add up the deltas it accepts per key and apply each
+//! key's sum in one op: many page views of one page cost one shard call and one row write
+//! instead of one each. This module is the isolate's buffer of those sums, grouped by shard,
+//! and its bookkeeping; it is clock-free (times come in as arguments). The worker supplies the
+//! flushes: a task that waits until a shard's sums are due ([`OneWayBuffer::due_at`]), takes
+//! them ([`OneWayBuffer::take`]), sends them and reports back ([`OneWayBuffer::finish`]).
+//!
+//! What it guarantees:
+//! - **Bounded.** Every pending key is charged its names and a fixed overhead
+//!   ([`pending_charge`]); past [`OneWayLimits::max_keys`] or [`OneWayLimits::max_bytes`] a new
+//!   key is refused ([`Accept::Full`]), while a delta for a key already pending is still taken
+//!   (it costs no memory). Keys of a flush in flight stay charged until it finishes.
+//! - **Exact sums.** Sums are kept in `i128`, which the op bound cannot overflow, and a flush
+//!   splits a sum beyond `i64` into several ops ([`FlushOp`]); nothing wraps.
+//! - **Applied once.** A flush keeps its number until it finishes, and the worker derives the
+//!   flush's idempotency key from it: a flush sent again after an unknown outcome (by the same
+//!   flusher, or by another after the first one's lease ran out) is applied once.
+//! - **Never stranded.** One flusher per shard acts at a time, holding a lease it renews; an
+//!   arrival that finds the shard without a live flusher, or with one near the end of the
+//!   runtime's allowance for background work ([`FLUSHER_TERM_MS`]), starts a new one
+//!   (`Accept::Accepted::start_flusher`) and the old one stops when it next looks. A flush left
+//!   in flight by a flusher that died is sent again, under its number, by the next.
+
+use std::collections::HashMap;
+
+use crate::shard::protocol::{OpResult, ShardCall, ShardOp};
+use crate::{CoreError, IdempotencyKey, Key, Namespace, ShardId};
+
+/// What a pending key is charged besides its names: the map slot, the sum and the names'
+/// buffers, rounded up.
+pub const PENDING_OVERHEAD_BYTES: u64 = 96;
+
+/// Most keys one flush carries: a shard with more pending is flushed in several calls.
+pub const MAX_FLUSH_KEYS: usize = 1_000;
+
+/// The bytes a pending key is charged against [`OneWayLimits::max_bytes`].
+#[must_use]
+pub fn pending_charge(ns: &Namespace, key: &Key) -> u64 {
+    PENDING_OVERHEAD_BYTES + (ns.as_str().len() + key.as_str().len()) as u64
+}
+
+/// How much the buffer holds and how soon it flushes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OneWayLimits {
+    /// A shard's sums are flushed once the oldest is this old.
+    pub interval_ms: u64,
+    /// ... or once this many ops are pending for the shard, whichever comes first.
+    pub flush_ops: u64,
+    /// Most distinct pending keys in the isolate (in flight included).
+    pub max_keys: usize,
+    /// Most bytes charged for them (see [`pending_charge`]).
+    pub max_bytes: u64,
+}
+
+/// What became of an accepted delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accept {
+    /// Added to its key's sum. `start_flusher`: the shard has no live flusher (or one near the
+    /// end of its term), and the caller must start one under this name (see
+    /// [`OneWayBuffer::claim`]).
+    Accepted { start_flusher: Option<FlusherId> },
+    /// The buffer is at a bound: nothing was added.
+    Full,
+}
+
+/// Counts for `/v1/stats` and `/metrics`, in ops (each accepted increment or decrement is one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OneWayStats {
+    /// Ops accepted (answered 202).
+    pub accepted: u64,
+    /// Ops refused because the buffer was full (answered 503).
+    pub refused: u64,
+    /// Ops accepted and not yet applied or dropped (in flight included).
+    pub pending: u64,
+    /// Ops applied by their shard.
+    pub flushed: u64,
+    /// Shard calls made to flush (first sends and resends).
+    pub flush_calls: u64,
+    /// Resends of a flush whose outcome was unknown or that partly failed.
+    pub retried: u64,
+    /// Ops that could not be applied after every attempt.
+    pub dropped: u64,
+}
+
+/// One op of a flush: `by` added to a key (negative for decrements).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushOp {
+    pub ns: Namespace,
+    pub key: Key,
+    pub ttl: Option<u32>,
+    pub by: i64,
+    /// Accepted ops this flush op applies (the first op of a split sum carries them all, the
+    /// others none), so that results can be counted in ops.
+    pub ops: u64,
+}
+
+/// A flush: the sums taken from one shard, under one number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flush {
+    pub shard: ShardId,
+    /// Unique in the isolate; the same on every send of this flush.
+    pub number: u64,
+    pub ops: Vec<FlushOp>,
+    /// Sends so far (the first send included).
+    pub attempts: u32,
+}
+
+impl Flush {
+    /// The flush as shard calls, in order: each an increment with its own idempotency key,
+    /// made of `sender` (unique to the isolate), the flush's number and the op's place, so that
+    /// every send of the flush carries the same keys and the shard applies each op once.
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidIdempotencyKey`] when `sender` makes keys the rules refuse.
+    pub fn calls(&self, sender: &str) -> Result<Vec<ShardCall>, CoreError> {
+        self.ops
+            .iter()
+            .enumerate()
+            .map(|(place, op)| {
+                let key = IdempotencyKey::new(&format!("one-way-{sender}-{}-{place}", self.number))?;
+                let incr = ShardOp::Incr { ns: op.ns.clone(), key: op.key.clone(), by: op.by, ttl: op.ttl };
+                Ok(ShardCall { op: incr, idempotency_key: Some(key) })
+            })
+            .collect()
+    }
+
+    /// Accepted ops the flush carries.
+    #[must_use]
+    pub fn total_ops(&self) -> u64 {
+        self.ops.iter().map(|op| op.ops).sum()
+    }
+
+    /// What one send's `results` settled, as ops `(applied, dropped)`: a value (first or
+    /// replayed) is applied; a passing storage failure is left for a resend; any other
+    /// refusal (a counter that would overflow, say) is final.
+    #[must_use]
+    pub fn settled(&self, results: Vec<OpResult>) -> (u64, u64) {
+        let (mut applied, mut dropped) = (0, 0);
+        for (op, result) in self.ops.iter().zip(results) {
+            match result.unwrap_replay().0 {
+                OpResult::Value { .. } => applied += op.ops,
+                OpResult::Failed { error: CoreError::StorageUnavailable { .. } } => {}
+                _ => dropped += op.ops,
+            }
+        }
+        (applied, dropped)
+    }
+}
+
+/// The sum pending for one key (and TTL: increments with different TTLs are kept apart).
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    sum: i128,
+    ops: u64,
+}
+
+type Slot = (Namespace, Key, Option<u32>);
+
+/// A flush sent and not yet settled.
+#[derive(Debug)]
+struct InFlight {
+    flush: Flush,
+    /// Bytes charged for its keys, freed when it settles.
+    charged: u64,
+    sent_at_ms: u64,
+    /// Sent and not reported on: its flusher may still be waiting for the answer.
+    awaiting_report: bool,
+}
+
+/// Names a shard's flusher, so that one replaced by another knows to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlusherId(u64);
+
+#[derive(Debug, Clone, Copy)]
+struct Flusher {
+    id: FlusherId,
+    started_ms: u64,
+    /// Until when it is presumed alive; it renews this each time it looks at the buffer.
+    lease_until_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct ShardBuffer {
+    pending: HashMap<Slot, Pending>,
+    /// Ops in `pending`.
+    ops: u64,
+    /// When the oldest pending sum was started.
+    oldest_ms: Option<u64>,
+    in_flight: Option<InFlight>,
+    flusher: Option<Flusher>,
+}
+
+/// An isolate's one-way buffer.
+#[derive(Debug)]
+pub struct OneWayBuffer {
+    limits: OneWayLimits,
+    shards: HashMap<ShardId, ShardBuffer>,
+    keys: usize,
+    bytes: u64,
+    next_number: u64,
+    next_flusher: u64,
+    stats: OneWayStats,
+}
+
+/// How long a flusher is presumed alive after it last looked at the buffer: longer than a
+/// flush call and its resends take.
+pub const FLUSHER_LEASE_MS: u64 = 30_000;
+
+/// A flusher this old is replaced by the next arrival for its shard: the runtime lets a
+/// request's background work run for 30 s after its answer, so no flusher may count on more.
+pub const FLUSHER_TERM_MS: u64 = 10_000;
+
+/// How long a flush that its flusher has not reported on is left to it before another
+/// flusher sends it again.
+pub const IN_FLIGHT_GRACE_MS: u64 = 15_000;
+
+impl OneWayBuffer {
+    #[must_use]
+    pub fn new(limits: OneWayLimits) -> Self {
+        Self {
+            limits,
+            shards: HashMap::new(),
+            keys: 0,
+            bytes: 0,
+            next_number: 0,
+            next_flusher: 0,
+            stats: OneWayStats::default(),
+        }
+    }
+
+    #[must_use]
+    pub fn limits(&self) -> OneWayLimits {
+        self.limits
+    }
+
+    #[must_use]
+    pub fn stats(&self) -> OneWayStats {
+        self.stats
+    }
+
+    /// Pending keys (in flight included) and the bytes charged for them.
+    #[must_use]
+    pub fn held(&self) -> (usize, u64) {
+        (self.keys, self.bytes)
+    }
+
+    /// Adds `delta` to the sum pending for `ns`/`key` (with `ttl`) on `shard` at `now_ms`.
+    pub fn accept(
+        &mut self,
+        shard: ShardId,
+        ns: &Namespace,
+        key: &Key,
+        ttl: Option<u32>,
+        delta: i128,
+        now_ms: u64,
+    ) -> Accept {
+        let slot = (ns.clone(), key.clone(), ttl);
+        let buffer = self.shards.entry(shard).or_default();
+        if let Some(pending) = buffer.pending.get_mut(&slot) {
+            pending.sum += delta;
+            pending.ops += 1;
+        } else {
+            let charge = pending_charge(ns, key);
+            if self.keys >= self.limits.max_keys || self.bytes.saturating_add(charge) > self.limits.max_bytes
+            {
+                self.stats.refused += 1;
+                if buffer.pending.is_empty() && buffer.in_flight.is_none() {
+                    self.shards.remove(&shard);
+                }
+                return Accept::Full;
+            }
+            buffer.pending.insert(slot, Pending { sum: delta, ops: 1 });
+            self.keys += 1;
+            self.bytes += charge;
+        }
+        buffer.ops += 1;
+        buffer.oldest_ms.get_or_insert(now_ms);
+        self.stats.accepted += 1;
+        self.stats.pending += 1;
+        let replace = buffer.flusher.is_none_or(|flusher| {
+            now_ms > flusher.lease_until_ms || now_ms.saturating_sub(flusher.started_ms) >= FLUSHER_TERM_MS
+        });
+        if !replace {
+            return Accept::Accepted { start_flusher: None };
+        }
+        self.next_flusher += 1;
+        let id = FlusherId(self.next_flusher);
+        buffer.flusher = Some(Flusher { id, started_ms: now_ms, lease_until_ms: now_ms + FLUSHER_LEASE_MS });
+        Accept::Accepted { start_flusher: Some(id) }
+    }
+
+    /// Whether `flusher` is still `shard`'s flusher at `now_ms`; if so its lease is renewed,
+    /// if not it must stop (it was replaced, or the shard has nothing left).
+    pub fn claim(&mut self, shard: ShardId, flusher: FlusherId, now_ms: u64) -> bool {
+        let Some(current) = self.shards.get_mut(&shard).and_then(|buffer| buffer.flusher.as_mut()) else {
+            return false;
+        };
+        if current.id != flusher {
+            return false;
+        }
+        current.lease_until_ms = now_ms + FLUSHER_LEASE_MS;
+        true
+    }
+
+    /// When `shard` has something to flush: a flush in flight that its flusher reported
+    /// unsettled at once (a resend), one not reported on after [`IN_FLIGHT_GRACE_MS`]; pending
+    /// sums once [`OneWayLimits::flush_ops`] ops wait, else once the oldest is
+    /// [`OneWayLimits::interval_ms`] old. `None` when nothing is pending or in flight.
+    #[must_use]
+    pub fn due_at(&self, shard: ShardId) -> Option<u64> {
+        let buffer = self.shards.get(&shard)?;
+        if let Some(in_flight) = &buffer.in_flight {
+            return Some(if in_flight.awaiting_report {
+                in_flight.sent_at_ms + IN_FLIGHT_GRACE_MS
+            } else {
+                0
+            });
+        }
+        let oldest = buffer.oldest_ms?;
+        if buffer.ops >= self.limits.flush_ops || buffer.pending.len() >= MAX_FLUSH_KEYS {
+            return Some(oldest);
+        }
+        Some(oldest + self.limits.interval_ms)
+    }
+
+    /// The flush for `flusher` to send for `shard` at `now_ms`: the one in flight if any (to be
+    /// sent again under its number), else up to [`MAX_FLUSH_KEYS`] pending sums under a new
+    /// number. `None` when nothing is left, and then the flusher is done: the shard has none
+    /// until the next arrival starts one.
+    pub fn take(&mut self, shard: ShardId, flusher: FlusherId, now_ms: u64) -> Option<Flush> {
+        let buffer = self.shards.get_mut(&shard)?;
+        if let Some(in_flight) = &mut buffer.in_flight {
+            in_flight.flush.attempts += 1;
+            in_flight.sent_at_ms = now_ms;
+            in_flight.awaiting_report = true;
+            self.stats.retried += 1;
+            self.stats.flush_calls += 1;
+            return Some(in_flight.flush.clone());
+        }
+        if buffer.pending.is_empty() {
+            if buffer.flusher.is_some_and(|current| current.id == flusher) {
+                self.shards.remove(&shard);
+            }
+            return None;
+        }
+        let slots: Vec<Slot> = buffer.pending.keys().take(MAX_FLUSH_KEYS).cloned().collect();
+        let mut ops = Vec::with_capacity(slots.len());
+        let (mut taken_ops, mut charged) = (0, 0);
+        for slot in slots {
+            let Some(pending) = buffer.pending.remove(&slot) else { continue };
+            taken_ops += pending.ops;
+            let (ns, key, ttl) = slot;
+            charged += pending_charge(&ns, &key);
+            ops.extend(split(pending.sum).enumerate().map(|(i, by)| FlushOp {
+                ns: ns.clone(),
+                key: key.clone(),
+                ttl,
+                by,
+                ops: if i == 0 { pending.ops } else { 0 },
+            }));
+        }
+        buffer.ops -= taken_ops;
+        // What stays pending keeps the oldest time (an over-estimate of its age, so it is
+        // flushed no later than promised).
+        if buffer.pending.is_empty() {
+            buffer.oldest_ms = None;
+        }
+        self.next_number += 1;
+        let flush = Flush { shard, number: self.next_number, ops, attempts: 1 };
+        buffer.in_flight =
+            Some(InFlight { flush: flush.clone(), charged, sent_at_ms: now_ms, awaiting_report: true });
+        self.stats.flush_calls += 1;
+        Some(flush)
+    }
+
+    /// Reports how a send of flush `number` of `shard` went: `applied` and `dropped` ops (see
+    /// [`FlushOp::ops`]) are settled. If some are not, the flush stays in flight to be sent
+    /// again whole (a resend replays what was applied), unless `give_up`: then they are
+    /// dropped too. A report about a flush no longer in flight changes nothing.
+    pub fn finish(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64, give_up: bool) {
+        let Some(buffer) = self.shards.get_mut(&shard) else { return };
+        let Some(in_flight) = buffer.in_flight.as_mut().filter(|in_flight| in_flight.flush.number == number)
+        else {
+            return;
+        };
+        let total = in_flight.flush.total_ops();
+        let unsettled = total.saturating_sub(applied + dropped);
+        if unsettled > 0 && !give_up {
+            in_flight.awaiting_report = false;
+            return;
+        }
+        let Some(in_flight) = buffer.in_flight.take() else { return };
+        let dropped = dropped + unsettled;
+        self.stats.flushed += applied;
+        self.stats.dropped += dropped;
+        self.stats.pending -= applied + dropped;
+        self.keys -= in_flight.flush.ops.iter().filter(|op| op.ops > 0).count();
+        self.bytes -= in_flight.charged;
+    }
+}
+
+/// `sum` as ops of at most `i64` each, in order; one op of 0 for a sum of 0 (its ops still
+/// create the key and set its TTL, as they would have one by one).
+fn split(sum: i128) -> impl Iterator<Item = i64> {
+    let mut rest = sum;
+    let mut first = true;
+    std::iter::from_fn(move || {
+        if rest == 0 && !first {
+            return None;
+        }
+        first = false;
+        let step = rest.clamp(i128::from(i64::MIN), i128::from(i64::MAX));
+        rest -= step;
+        i64::try_from(step).ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn limits() -> OneWayLimits {
+        OneWayLimits { interval_ms: 1_000, flush_ops: 100, max_keys: 3, max_bytes: 10_000 }
+    }
+
+    fn names(key: &str) -> (Namespace, Key) {
+        (Namespace::new("n").unwrap(), Key::new(key).unwrap())
+    }
+
+    fn accept(buffer: &mut OneWayBuffer, key: &str, delta: i128, now: u64) -> Accept {
+        let (ns, key) = names(key);
+        buffer.accept(ShardId(0), &ns, &key, None, delta, now)
+    }
+
+    impl OneWayBuffer {
+        fn flusher(&self) -> FlusherId {
+            self.shards[&ShardId(0)].flusher.unwrap().id
+        }
+    }
+
+    /// What the shard's current flusher takes at `now`.
+    fn take(buffer: &mut OneWayBuffer, now: u64) -> Option<Flush> {
+        let flusher = buffer.shards.get(&ShardId(0))?.flusher?.id;
+        buffer.take(ShardId(0), flusher, now)
+    }
+
+    fn sums(flush: &Flush) -> HashMap<String, i128> {
+        let mut sums = HashMap::new();
+        for op in &flush.ops {
+            *sums.entry(op.key.to_string()).or_default() += i128::from(op.by);
+        }
+        sums
+    }
+
+    #[test]
+    fn sums_deltas_per_key_and_flushes_them_when_due() {
+        let mut buffer = OneWayBuffer::new(limits());
+        assert!(matches!(accept(&mut buffer, "a", 1, 100), Accept::Accepted { start_flusher: Some(_) }));
+        let flusher = buffer.flusher();
+        assert_eq!(accept(&mut buffer, "a", 2, 200), Accept::Accepted { start_flusher: None });
+        assert_eq!(accept(&mut buffer, "b", -5, 300), Accept::Accepted { start_flusher: None });
+        assert_eq!(buffer.due_at(ShardId(0)), Some(1_100));
+        assert!(buffer.claim(ShardId(0), flusher, 1_100));
+        let flush = buffer.take(ShardId(0), flusher, 1_100).unwrap();
+        assert_eq!(sums(&flush), HashMap::from([("a".into(), 3), ("b".into(), -5)]));
+        assert_eq!(buffer.stats().pending, 3);
+        buffer.finish(ShardId(0), flush.number, 3, 0, false);
+        let stats = buffer.stats();
+        assert_eq!((stats.accepted, stats.pending, stats.flushed, stats.flush_calls), (3, 0, 3, 1));
+        assert_eq!(buffer.held(), (0, 0));
+        assert_eq!(buffer.take(ShardId(0), flusher, 1_200), None, "nothing left: the flusher ends");
+        assert!(!buffer.claim(ShardId(0), flusher, 1_200));
+        assert!(matches!(accept(&mut buffer, "a", 1, 1_300), Accept::Accepted { start_flusher: Some(_) }));
+    }
+
+    #[test]
+    fn a_shard_with_many_ops_pending_is_due_at_once() {
+        let mut buffer = OneWayBuffer::new(OneWayLimits { flush_ops: 2, ..limits() });
+        accept(&mut buffer, "a", 1, 100);
+        assert_eq!(buffer.due_at(ShardId(0)), Some(1_100));
+        accept(&mut buffer, "a", 1, 150);
+        assert_eq!(buffer.due_at(ShardId(0)), Some(100));
+    }
+
+    #[test]
+    fn new_keys_past_either_bound_are_refused_and_pending_keys_still_count() {
+        let mut buffer = OneWayBuffer::new(limits());
+        for key in ["a", "b", "c"] {
+            assert!(matches!(accept(&mut buffer, key, 1, 0), Accept::Accepted { .. }));
+        }
+        assert_eq!(accept(&mut buffer, "d", 1, 0), Accept::Full, "the key bound, exactly");
+        assert!(matches!(accept(&mut buffer, "a", 1, 0), Accept::Accepted { .. }));
+        assert_eq!(buffer.stats().refused, 1);
+        assert_eq!(buffer.stats().accepted, 4);
+
+        let (ns, key) = names("a");
+        let charge = pending_charge(&ns, &key);
+        let mut buffer = OneWayBuffer::new(OneWayLimits { max_bytes: 2 * charge, max_keys: 100, ..limits() });
+        assert!(matches!(accept(&mut buffer, "a", 1, 0), Accept::Accepted { .. }));
+        assert!(matches!(accept(&mut buffer, "b", 1, 0), Accept::Accepted { .. }), "the byte bound, exactly");
+        for _ in 0..1_000 {
+            assert_eq!(accept(&mut buffer, "c", 1, 0), Accept::Full, "one key past it");
+        }
+        assert_eq!(buffer.held(), (2, 2 * charge), "refusals hold nothing");
+    }
+
+    #[test]
+    fn keys_in_flight_stay_charged_until_their_flush_settles() {
+        let mut buffer = OneWayBuffer::new(limits());
+        for key in ["a", "b", "c"] {
+            accept(&mut buffer, key, 1, 0);
+        }
+        let flush = take(&mut buffer, 1_000).unwrap();
+        assert_eq!(accept(&mut buffer, "d", 1, 1_000), Accept::Full);
+        buffer.finish(ShardId(0), flush.number, 3, 0, false);
+        assert!(matches!(accept(&mut buffer, "d", 1, 1_000), Accept::Accepted { .. }));
+    }
+
+    #[test]
+    fn an_unsettled_flush_is_sent_again_under_its_number_then_dropped_if_given_up() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        accept(&mut buffer, "b", 1, 0);
+        let first = take(&mut buffer, 1_000).unwrap();
+        assert_eq!(buffer.due_at(ShardId(0)), Some(1_000 + IN_FLIGHT_GRACE_MS), "left to its flusher");
+        // Arrivals meanwhile wait for the next flush.
+        accept(&mut buffer, "a", 1, 1_010);
+        buffer.finish(ShardId(0), first.number, 0, 0, false);
+        assert_eq!(buffer.due_at(ShardId(0)), Some(0), "reported unsettled: sent again at once");
+        let again = take(&mut buffer, 1_020).unwrap();
+        assert_eq!((again.number, again.ops.clone(), again.attempts), (first.number, first.ops, 2));
+        buffer.finish(ShardId(0), again.number, 1, 0, true);
+        let stats = buffer.stats();
+        assert_eq!((stats.flushed, stats.dropped, stats.retried, stats.pending), (1, 1, 1, 1));
+        let next = take(&mut buffer, 2_010).unwrap();
+        assert_ne!(next.number, first.number);
+        assert_eq!(sums(&next), HashMap::from([("a".into(), 1)]));
+        // A late report about a settled flush changes nothing.
+        buffer.finish(ShardId(0), first.number, 5, 5, true);
+        assert_eq!(buffer.stats().flushed, 1);
+    }
+
+    #[test]
+    fn a_dead_or_old_flusher_is_replaced_by_the_next_arrival() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let first = buffer.flusher();
+        assert!(buffer.claim(ShardId(0), first, 500));
+        let lease_end = 500 + FLUSHER_LEASE_MS;
+        // Alive, but at the end of its term: replaced.
+        assert!(matches!(
+            accept(&mut buffer, "a", 1, FLUSHER_TERM_MS),
+            Accept::Accepted { start_flusher: Some(_) }
+        ));
+        assert!(!buffer.claim(ShardId(0), first, FLUSHER_TERM_MS + 1), "the old one stops");
+        let second = buffer.flusher();
+        assert!(buffer.claim(ShardId(0), second, FLUSHER_TERM_MS + 1));
+        // Silent past its lease: replaced.
+        assert_eq!(
+            accept(&mut buffer, "a", 1, FLUSHER_TERM_MS + 2),
+            Accept::Accepted { start_flusher: None }
+        );
+        let silent_until = FLUSHER_TERM_MS + 1 + FLUSHER_LEASE_MS;
+        assert!(silent_until > lease_end);
+        assert!(matches!(
+            accept(&mut buffer, "a", 1, silent_until + 1),
+            Accept::Accepted { start_flusher: Some(_) }
+        ));
+    }
+
+    #[test]
+    fn a_flush_left_in_flight_by_a_dead_flusher_is_sent_again_by_the_next() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let lost = take(&mut buffer, 1_000).unwrap();
+        // Its flusher dies without a report; an arrival past the lease starts another.
+        accept(&mut buffer, "b", 1, 1_000 + FLUSHER_LEASE_MS + 1);
+        assert_eq!(buffer.due_at(ShardId(0)), Some(1_000 + IN_FLIGHT_GRACE_MS));
+        let again = take(&mut buffer, 1_000 + FLUSHER_LEASE_MS + 1).unwrap();
+        assert_eq!((again.number, again.attempts), (lost.number, 2));
+    }
+
+    #[test]
+    fn sums_beyond_i64_are_split_never_wrapped() {
+        let mut buffer = OneWayBuffer::new(limits());
+        let max = i128::from(i64::MAX);
+        for _ in 0..3 {
+            accept(&mut buffer, "a", max, 0);
+        }
+        accept(&mut buffer, "b", 0, 0);
+        accept(&mut buffer, "c", i128::from(i64::MIN), 0);
+        accept(&mut buffer, "c", i128::from(i64::MIN), 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        assert_eq!(
+            sums(&flush),
+            HashMap::from([("a".into(), 3 * max), ("b".into(), 0), ("c".into(), 2 * i128::from(i64::MIN))])
+        );
+        let a: Vec<_> =
+            flush.ops.iter().filter(|op| op.key.as_str() == "a").map(|op| (op.by, op.ops)).collect();
+        assert_eq!(a, [(i64::MAX, 3), (i64::MAX, 0), (i64::MAX, 0)]);
+        assert_eq!(flush.total_ops(), 6);
+    }
+
+    #[test]
+    fn a_flush_sent_again_after_a_lost_answer_is_applied_once() {
+        use crate::shard::cache_table::CacheBounds;
+        use crate::shard::memory_store::MemoryStore;
+        use crate::shard::protocol::ShardRequest;
+        use crate::ShardEngine;
+
+        let store = MemoryStore::default();
+        let mut shard = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 1 });
+        let mut buffer = OneWayBuffer::new(limits());
+        for delta in [5, 7, -2] {
+            accept(&mut buffer, "a", delta, 0);
+        }
+        accept(&mut buffer, "b", 1, 0);
+        let first = take(&mut buffer, 1_000).unwrap();
+        let send = |shard: &mut ShardEngine, flush: &Flush| {
+            let request = ShardRequest { ops: flush.calls("isolate1").unwrap(), answer_budget: None };
+            shard.run(&store, &request, 1_000).response.results
+        };
+        // Applied, but the answer is lost: nothing is settled.
+        send(&mut shard, &first);
+        buffer.finish(ShardId(0), first.number, 0, 0, false);
+        let again = take(&mut buffer, 1_250).unwrap();
+        let results = send(&mut shard, &again);
+        assert!(results.iter().all(|r| matches!(r, OpResult::Replayed { .. })), "{results:?}");
+        let (applied, dropped) = again.settled(results);
+        assert_eq!((applied, dropped), (4, 0));
+        buffer.finish(ShardId(0), again.number, applied, dropped, false);
+        let mut read = |key: &str| {
+            let (ns, key) = names(key);
+            let request = ShardRequest { ops: vec![ShardOp::Get { ns, key }.into()], answer_budget: None };
+            shard.run(&store, &request, 2_000).response.results[0].clone()
+        };
+        assert!(matches!(read("a"), OpResult::Value { value: 10, .. }));
+        assert!(matches!(read("b"), OpResult::Value { value: 1, .. }));
+        assert_eq!((buffer.stats().flushed, buffer.stats().pending), (4, 0));
+    }
+
+    #[test]
+    fn an_op_the_shard_refuses_for_good_is_dropped_and_counted() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        accept(&mut buffer, "b", 1, 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        let results = flush
+            .ops
+            .iter()
+            .map(|op| {
+                if op.key.as_str() == "a" {
+                    OpResult::Failed { error: CoreError::Overflow }
+                } else {
+                    OpResult::Value { value: 1, exists: true, version: 1 }
+                }
+            })
+            .collect();
+        let (applied, dropped) = flush.settled(results);
+        assert_eq!((applied, dropped), (1, 1));
+        buffer.finish(ShardId(0), flush.number, applied, dropped, false);
+        let stats = buffer.stats();
+        assert_eq!((stats.flushed, stats.dropped, stats.pending), (1, 1, 0));
+    }
+
+    proptest! {
+        #[test]
+        fn every_accepted_delta_is_flushed_exactly_once(
+            deltas in prop::collection::vec((0..5_usize, -1_000_i64..1_000, 0..3_u64), 1..200),
+        ) {
+            let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 100, ..limits() });
+            let mut expected: HashMap<String, i128> = HashMap::new();
+            let mut applied: HashMap<String, i128> = HashMap::new();
+            let mut flush_all = |buffer: &mut OneWayBuffer, now: u64, until_empty: bool| {
+                while buffer.due_at(ShardId(0)).is_some_and(|due| until_empty || due <= now) {
+                    let Some(flush) = take(buffer, now) else { break };
+                    for (key, sum) in sums(&flush) {
+                        *applied.entry(key).or_default() += sum;
+                    }
+                    buffer.finish(ShardId(0), flush.number, flush.total_ops(), 0, false);
+                }
+            };
+            let mut now = 0;
+            for (key, delta, step) in deltas {
+                now += step * 400;
+                let key = format!("k{key}");
+                let accepted = matches!(accept(&mut buffer, &key, i128::from(delta), now), Accept::Accepted { .. });
+                prop_assert!(accepted);
+                *expected.entry(key).or_default() += i128::from(delta);
+                flush_all(&mut buffer, now, false);
+            }
+            flush_all(&mut buffer, now, true);
+            expected.retain(|_, sum| *sum != 0);
+            applied.retain(|_, sum| *sum != 0);
+            prop_assert_eq!(applied, expected);
+            prop_assert_eq!(buffer.stats().pending, 0);
+            prop_assert_eq!(buffer.held(), (0, 0));
+        }
+    }
+}

@@ -1,0 +1,293 @@
+// One-way writes: an increment or decrement sent with `Prefer: respond-async` or `?async=1`
+// is answered 202 at once and applied within the flush interval, exactly once, whatever the
+// concurrency; refusals happen before the 202; a full buffer answers 503 and grows no further;
+// a flush whose answer is lost is sent again and applied once.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshNamespace, startService, type Service } from "./service";
+
+const ASYNC = { prefer: "respond-async" };
+
+interface OneWayStats {
+  accepted: number;
+  refused: number;
+  pending: number;
+  flushed: number;
+  flush_calls: number;
+  retried: number;
+  dropped: number;
+  pending_keys: number;
+  pending_bytes: number;
+  interval_ms: number;
+}
+
+async function oneWayStats(service: Service): Promise<OneWayStats> {
+  const response = await service.fetch("/v1/stats");
+  expect(response.status).toBe(200);
+  return (await response.json()).edge.one_way;
+}
+
+/** Waits until the isolate holds no accepted write unapplied (at most `ms`). */
+async function drained(service: Service, ms = 10_000): Promise<OneWayStats> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const stats = await oneWayStats(service);
+    if (stats.pending === 0 || Date.now() > deadline) return stats;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function strongValue(
+  service: Service,
+  ns: string,
+  key: string,
+): Promise<bigint> {
+  const response = await service.fetch(
+    `/v1/counters/${ns}/${key}?consistency=strong`,
+    { headers: { accept: "text/plain" } },
+  );
+  expect(response.status).toBe(200);
+  return BigInt(await response.text());
+}
+
+describe("one-way writes", () => {
+  let service: Service;
+  beforeAll(async () => {
+    service = await startService({
+      vars: { EDGECOUNT_ONE_WAY_INTERVAL_MS: "200" },
+    });
+  });
+  afterAll(() => service.stop());
+
+  it("answers 202 with no value and applies the sum within the interval", async () => {
+    const ns = freshNamespace("oneway");
+    const header = await service.fetch(`/v1/counters/${ns}/views/incr?by=5`, {
+      method: "POST",
+      headers: ASYNC,
+    });
+    expect(header.status).toBe(202);
+    expect(header.headers.get("preference-applied")).toBe("respond-async");
+    expect(header.headers.get("cache-control")).toBe("no-store");
+    expect(await header.json()).toEqual({ status: "accepted" });
+    const query = await service.fetch(
+      `/v1/counters/${ns}/views/decr?by=2&async=1`,
+      { method: "POST" },
+    );
+    expect(query.status).toBe(202);
+    expect(query.headers.get("preference-applied")).toBeNull();
+    const stats = await drained(service);
+    expect(stats.pending).toBe(0);
+    expect(stats.interval_ms).toBe(200);
+    expect(await strongValue(service, ns, "views")).toBe(3n);
+  });
+
+  it("ends exact after 10,000 one-way increments over 100 keys from 50 callers", async () => {
+    const ns = freshNamespace("oneway-load");
+    const before = await oneWayStats(service);
+    const keys = Array.from({ length: 100 }, (_, i) => `page-${i}`);
+    let next = 0;
+    const caller = async () => {
+      for (let i = next++; i < 10_000; i = next++) {
+        // Half ask by header, half by query, as a beacon would.
+        const key = keys[i % keys.length];
+        const response =
+          i % 2 === 0
+            ? await service.fetch(`/v1/counters/${ns}/${key}/incr`, {
+                method: "POST",
+                headers: ASYNC,
+              })
+            : await service.fetch(`/v1/counters/${ns}/${key}/incr?async=1`, {
+                method: "POST",
+              });
+        expect(response.status).toBe(202);
+      }
+    };
+    await Promise.all(Array.from({ length: 50 }, caller));
+    const after = await drained(service, 20_000);
+    expect(after.pending).toBe(0);
+    expect(after.accepted - before.accepted).toBe(10_000);
+    expect(after.flushed - before.flushed).toBe(10_000);
+    expect(after.dropped).toBe(before.dropped);
+    // Sums travel per key and shard: fewer flush calls than half the writes.
+    expect(after.flush_calls - before.flush_calls).toBeLessThan(5_000);
+    for (const key of keys) {
+      expect(await strongValue(service, ns, key)).toBe(100n);
+    }
+  });
+
+  it("ignores the preference where it does not apply, and answers as usual", async () => {
+    const ns = freshNamespace("oneway-ignored");
+    const set = await service.fetch(`/v1/counters/${ns}/k?async=1`, {
+      method: "PUT",
+      headers: { ...ASYNC, "content-type": "application/json" },
+      body: '{"value":7}',
+    });
+    expect(set.status).toBe(200);
+    expect((await set.json()).value).toBe(7);
+    const keyed = await service.fetch(`/v1/counters/${ns}/k/incr?async=1`, {
+      method: "POST",
+      headers: { ...ASYNC, "idempotency-key": "once" },
+    });
+    expect(keyed.status).toBe(200);
+    expect((await keyed.json()).value).toBe(8);
+    const read = await service.fetch(`/v1/counters/${ns}/k?async=1`, {
+      headers: ASYNC,
+    });
+    expect(read.status).toBe(200);
+    expect((await read.json()).value).toBe(8);
+    const put = await service.fetch(`/v1/cache/${ns}/entry`, {
+      method: "PUT",
+      headers: { ...ASYNC, "content-type": "text/plain" },
+      body: "x",
+    });
+    expect(put.status).toBe(204);
+    const deleted = await service.fetch(`/v1/counters/${ns}/k?async=1`, {
+      method: "DELETE",
+      headers: ASYNC,
+    });
+    expect(deleted.status).toBe(200);
+    expect(await deleted.json()).toEqual({ deleted: true });
+  });
+
+  it("refuses bad one-way writes before accepting them, and changes nothing", async () => {
+    const ns = freshNamespace("oneway-bad");
+    const before = await oneWayStats(service);
+    const refusals: [string, number, string][] = [
+      [`/v1/counters/${ns}/k/incr?by=x&async=1`, 400, "invalid_number"],
+      [`/v1/counters/${ns}/k/incr?async=maybe`, 400, "invalid_parameter"],
+      [`/v1/counters/${ns}/k/incr?ttl=0&async=1`, 400, "invalid_ttl"],
+      [
+        `/v1/counters/${ns}/k/incr?by=1&by=2&async=1`,
+        400,
+        "duplicate_parameter",
+      ],
+      [
+        `/v1/counters/${ns}/${"x".repeat(300)}/incr?async=1`,
+        400,
+        "invalid_key",
+      ],
+    ];
+    for (const [path, status, code] of refusals) {
+      const response = await service.fetch(path, {
+        method: "POST",
+        headers: ASYNC,
+      });
+      expect(response.status, path).toBe(status);
+      expect((await response.json()).error.code, path).toBe(code);
+    }
+    const badKey = await service.fetch(`/v1/counters/${ns}/k/incr?async=1`, {
+      method: "POST",
+      headers: { "idempotency-key": "bad key with spaces" },
+    });
+    expect(badKey.status).toBe(400);
+    const after = await oneWayStats(service);
+    expect(after.accepted).toBe(before.accepted);
+    expect(await strongValue(service, ns, "k")).toBe(0n);
+  });
+});
+
+describe("one-way writes under tokens", () => {
+  it("needs the write token before a 202", async () => {
+    const service = await startService({
+      vars: { EDGECOUNT_WRITE_TOKENS: "writer-token-0123456789abcdef" },
+    });
+    try {
+      const ns = freshNamespace("oneway-auth");
+      const refused = await service.fetch(`/v1/counters/${ns}/k/incr?async=1`, {
+        method: "POST",
+      });
+      expect(refused.status).toBe(401);
+      const accepted = await service.fetch(
+        `/v1/counters/${ns}/k/incr?async=1`,
+        {
+          method: "POST",
+          headers: { authorization: "Bearer writer-token-0123456789abcdef" },
+        },
+      );
+      expect(accepted.status).toBe(202);
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+describe("a full one-way buffer", () => {
+  it("answers 503 with Retry-After for a new key, holds no more, and still takes pending keys", async () => {
+    // Nothing flushes within the test: the buffer only fills.
+    const service = await startService({
+      vars: {
+        EDGECOUNT_ONE_WAY_KEYS: "5",
+        EDGECOUNT_ONE_WAY_INTERVAL_MS: "60000",
+      },
+    });
+    try {
+      const ns = freshNamespace("oneway-full");
+      for (let i = 0; i < 5; i++) {
+        const response = await service.fetch(
+          `/v1/counters/${ns}/k${i}/incr?async=1`,
+          { method: "POST" },
+        );
+        expect(response.status).toBe(202);
+      }
+      const full = await oneWayStats(service);
+      expect(full.pending_keys).toBe(5);
+      for (let i = 0; i < 200; i++) {
+        const refused = await service.fetch(
+          `/v1/counters/${ns}/other${i}/incr?async=1`,
+          { method: "POST" },
+        );
+        expect(refused.status).toBe(503);
+        expect(refused.headers.get("retry-after")).toBe("1");
+        expect((await refused.json()).error.code).toBe("one_way_buffer_full");
+      }
+      const pendingKey = await service.fetch(
+        `/v1/counters/${ns}/k0/incr?async=1`,
+        { method: "POST" },
+      );
+      expect(pendingKey.status).toBe(202);
+      // An acknowledged write does not need the buffer.
+      const acknowledged = await service.fetch(
+        `/v1/counters/${ns}/other0/incr`,
+        { method: "POST" },
+      );
+      expect(acknowledged.status).toBe(200);
+      const after = await oneWayStats(service);
+      expect(after.refused).toBe(200);
+      expect(after.pending_keys).toBe(5);
+      expect(after.pending_bytes).toBe(full.pending_bytes);
+      expect(after.pending).toBe(6);
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+describe("a flush whose answer is lost", () => {
+  it("is sent again under the same idempotency keys and applied once", async () => {
+    const service = await startService({
+      vars: {
+        EDGECOUNT_ONE_WAY_INTERVAL_MS: "100",
+        EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS: "2",
+      },
+    });
+    try {
+      const ns = freshNamespace("oneway-lost");
+      for (let i = 0; i < 30; i++) {
+        const response = await service.fetch(
+          `/v1/counters/${ns}/k${i % 3}/incr?async=1`,
+          { method: "POST" },
+        );
+        expect(response.status).toBe(202);
+      }
+      const stats = await drained(service, 15_000);
+      expect(stats.pending).toBe(0);
+      expect(stats.retried).toBe(2);
+      expect(stats.flushed).toBe(30);
+      expect(stats.dropped).toBe(0);
+      for (let i = 0; i < 3; i++) {
+        expect(await strongValue(service, ns, `k${i}`)).toBe(10n);
+      }
+    } finally {
+      await service.stop();
+    }
+  });
+});

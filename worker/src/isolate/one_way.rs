@@ -1,0 +1,168 @@
+//! One-way writes in this isolate: accepted deltas wait in the buffer of
+//! `edgecount_core::edge::one_way`, and a flusher per shard applies their sums.
+//!
+//! A flusher is a task of the request whose arrival found its shard without one, kept running
+//! with `waitUntil` after that request has answered its 202. It waits until the shard's sums are
+//! due, sends them in one call, each op with an idempotency key made of this isolate's random
+//! name, the flush's number and the op's place, so a flush sent again is applied once; it sends
+//! a flush whose outcome is unknown (or that a shard partly refused for a passing reason) again,
+//! after 0.25, 1 and 4 s, and then counts what is still not applied as dropped. It ends when
+//! nothing is pending. The runtime ends a request's `waitUntil` work 30 s after the answer at
+//! the latest; a flusher that dies so keeps its lease until it runs out, and then the next
+//! arrival for the shard starts another, which sends the flush in flight again under its number.
+
+use std::cell::RefCell;
+
+use edgecount_core::edge::one_way::{Accept, Flush, FlusherId, OneWayBuffer, OneWayStats};
+use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
+use edgecount_core::ShardId;
+use wasm_bindgen::prelude::JsValue;
+use worker::{console_error, js_sys, Env};
+
+use crate::http::api_error::ApiError;
+use crate::http::target::Target;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+use crate::isolate::shard_calls::Caller;
+use crate::isolate::{request_task, shard_client};
+
+/// A drill for tests (`EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS`): this isolate's first N flush
+/// answers are discarded as if lost on the way back, after the shard applied them.
+fn drill_loses_answer(config: &Config) -> bool {
+    thread_local! {
+        static LOST: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    LOST.with(|lost| {
+        let losing = lost.get() < config.drill_lost_flush_answers;
+        if losing {
+            lost.set(lost.get() + 1);
+        }
+        losing
+    })
+}
+
+/// Sends of one flush at most: the first and three resends.
+const MAX_ATTEMPTS: u32 = 4;
+/// The wait before the first resend; each later one waits four times as long.
+const FIRST_RESEND_MS: u64 = 250;
+/// A waiting flusher looks again at least this often: sums may fall due sooner than it was told
+/// (a shard reaching its op bound).
+const MAX_NAP_MS: u64 = 250;
+
+struct Isolate {
+    buffer: OneWayBuffer,
+    /// Names this isolate's flushes: random, so that no two isolates share idempotency keys.
+    name: String,
+}
+
+thread_local! {
+    static ISOLATE: RefCell<Option<Isolate>> = const { RefCell::new(None) };
+}
+
+fn with_buffer<T>(config: &Config, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T {
+    ISOLATE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let isolate = slot.get_or_insert_with(|| Isolate {
+            buffer: OneWayBuffer::new(config.one_way),
+            name: random_name(),
+        });
+        f(&mut isolate.buffer)
+    })
+}
+
+/// 96 random bits as hex (`Math.random` gives about 52 per call: enough to tell isolates apart,
+/// which is all this is for).
+fn random_name() -> String {
+    (0..3).map(|_| format!("{:08x}", (js_sys::Math::random() * f64::from(u32::MAX)) as u32)).collect()
+}
+
+/// This isolate's one-way counts, and the keys and bytes its buffer holds.
+#[must_use]
+pub fn snapshot(config: &Config) -> (OneWayStats, (usize, u64)) {
+    with_buffer(config, |buffer| (buffer.stats(), buffer.held()))
+}
+
+/// Accepts `delta` for `target` (with `ttl`), to be applied within the flush interval; starts
+/// the shard's flusher as a task of `caller`'s request if it has none.
+///
+/// # Errors
+/// [`ApiError::OneWayBufferFull`] when the buffer is at its bound: nothing was accepted.
+pub fn accept(
+    caller: &Caller<'_>,
+    env: &Env,
+    config: &Config,
+    target: &Target,
+    ttl: Option<u32>,
+    delta: i128,
+) -> Result<(), ApiError> {
+    let accepted = with_buffer(config, |buffer| {
+        buffer.accept(target.shard, &target.ns, &target.key, ttl, delta, now_ms())
+    });
+    match accepted {
+        Accept::Full => Err(ApiError::OneWayBufferFull),
+        Accept::Accepted { start_flusher } => {
+            if let Some(flusher) = start_flusher {
+                let (env, config, shard) = (env.clone(), config.clone(), target.shard);
+                let (_, promise) = request_task::spawn_with_id(async move {
+                    run_flusher(&env, &config, shard, flusher).await;
+                    Ok(JsValue::UNDEFINED)
+                });
+                caller.keep_alive(&promise);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Flushes `shard`'s sums as they fall due, until none are pending or another flusher takes
+/// over.
+async fn run_flusher(env: &Env, config: &Config, shard: ShardId, flusher: FlusherId) {
+    loop {
+        let now = now_ms();
+        let due =
+            with_buffer(config, |buffer| buffer.claim(shard, flusher, now).then(|| buffer.due_at(shard)));
+        let Some(due) = due else { return };
+        if let Some(due) = due.filter(|due| *due > now) {
+            request_task::sleep((due - now).min(MAX_NAP_MS)).await;
+            continue;
+        }
+        let Some(flush) = with_buffer(config, |buffer| buffer.take(shard, flusher, now)) else {
+            return;
+        };
+        if flush.attempts > 1 {
+            request_task::sleep(FIRST_RESEND_MS << (2 * (flush.attempts - 2).min(4))).await;
+        }
+        send(env, config, &flush).await;
+    }
+}
+
+/// Sends `flush` once and reports to the buffer what it settled.
+async fn send(env: &Env, config: &Config, flush: &Flush) {
+    let give_up = flush.attempts >= MAX_ATTEMPTS;
+    // The buffer that made the flush made the name too.
+    let sender =
+        ISOLATE.with(|cell| cell.borrow().as_ref().map(|isolate| isolate.name.clone())).unwrap_or_default();
+    let total = flush.total_ops();
+    let (applied, dropped) = match flush.calls(&sender) {
+        Ok(calls) => match shard_client::execute(env, flush.shard, &calls, MAX_SHARD_ANSWER_BYTES).await {
+            Ok(_) if drill_loses_answer(config) => (0, 0),
+            Ok(results) => flush.settled(results),
+            // The outcome is unknown: nothing is settled, and a resend replays what was applied.
+            Err(_) => (0, 0),
+        },
+        Err(error) => {
+            console_error!("one-way flush could not be built: {error}");
+            (0, total)
+        }
+    };
+    if give_up && applied + dropped < total {
+        console_error!(
+            "one-way flush {} to shard {} gave up after {} sends: {} ops not applied",
+            flush.number,
+            flush.shard.0,
+            flush.attempts,
+            total - applied
+        );
+    }
+    with_buffer(config, |buffer| buffer.finish(flush.shard, flush.number, applied, dropped, give_up));
+}
