@@ -43,7 +43,7 @@ SERVER_BOUND_BUSY = 0.9
 DEFAULT_CPU_QUOTA = float(os.environ.get("BENCH_CPU_QUOTA", "0.15"))
 # Offered rate of the latency runs, in requests/s, the same for every system of a scenario: one
 # that the slowest system serves uncapped with room to spare.
-LATENCY_RATES = {"batch": 20.0, "ncache": 20.0}
+LATENCY_RATES = {"batch": 20.0, "batch-async": 20.0, "ncache": 20.0}
 DEFAULT_LATENCY_RATE = 300.0
 
 
@@ -69,11 +69,11 @@ PROFILES = {
     # ncache: the NCache comparison's 80/20 get/put mix over a million 100-byte items, 50 ops
     # per batch; its items are the cache entries preloaded (cache_keys).
     "full": Profile(3, 10, 1_000_000, 1_000_000, 400_000, ALL_SYSTEMS,
-                    ("health", "read", "write", "write-async", "mixed", "hot", "batch", "cache-100b", "cache-1k",
-                     "ncache"),
+                    ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "cache-100b",
+                     "cache-1k", "ncache"),
                     (50, 100, 150, 200, 250, 300), True),
     "quick": Profile(3, 6, 100_000, 0, 200_000, QUICK_SYSTEMS,
-                     ("health", "read", "write", "write-async", "mixed", "hot", "batch"), (), True),
+                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async"), (), True),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
     "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
                      ("read", "write-async", "mixed", "batch"), (), False),
@@ -166,7 +166,7 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
     """A closed-model run as a row: ops/s, the server's CPU per op and how busy it was (its share
     of the cap, or of its one pinned core when uncapped)."""
     requests = metric(summary, "http_reqs", "count")
-    ops_per_request = BATCH_SIZE if scenario in ("batch", "ncache") else 1
+    ops_per_request = BATCH_SIZE if scenario in ("batch", "batch-async", "ncache") else 1
     duration_s = summary["state"]["testRunDurationMs"] / 1000
     ops = requests * ops_per_request
     dropped = metric(summary, "dropped_iterations", "count")

@@ -31,7 +31,7 @@ def floor_row(rows: list[dict], row: dict) -> dict | None:
         return None
     if row["scenario"] in SHARD_SCENARIOS:
         wanted = (FLOOR_SYSTEM, row["scenario"])
-    elif row["scenario"] in ("health", "hot", "write-async"):
+    elif row["scenario"] in ("health", "hot", "write-async", "batch-async"):
         wanted = ("js-hello-workerd", "health")
     else:
         return None

@@ -193,8 +193,8 @@ class EdgecountWorkerd(V1System):
 
     def __init__(self) -> None:
         System.__init__(self, "edgecount-workerd", "http://127.0.0.1:8790",
-                         {"health", "read", "write", "write-async", "mixed", "hot", "batch", "cache", "ncache",
-                          "clients"},
+                         {"health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "cache",
+                          "ncache", "clients"},
                          "durable (SQLite, written before each answer)")
 
     def start(self, run_dir: Path) -> None:

@@ -185,6 +185,58 @@ describe("one-way writes", () => {
   });
 });
 
+describe("one-way batches", () => {
+  it("accepts the incr and decr ops, refuses the others in their place, and applies the sums", async () => {
+    const service = await startService({
+      vars: { EDGECOUNT_ONE_WAY_INTERVAL_MS: "100" },
+    });
+    try {
+      const ns = freshNamespace("oneway-batch");
+      const ops = [
+        { op: "incr", ns, key: "a", by: 5 },
+        { op: "decr", ns, key: "a" },
+        { op: "get", ns, key: "a" },
+        { op: "incr", ns, key: "b", idempotency_key: "needs-an-answer" },
+        { op: "set", ns, key: "c", value: 9 },
+        { op: "incr", ns: "bad ns", key: "a" },
+        ...Array.from({ length: 44 }, () => ({ op: "incr", ns, key: "b" })),
+      ];
+      const response = await service.fetch("/v1/batch?async=1", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ops }),
+      });
+      expect(response.status).toBe(202);
+      const { results } = await response.json();
+      expect(results).toHaveLength(50);
+      expect(results.slice(0, 2)).toEqual([
+        { accepted: true },
+        { accepted: true },
+      ]);
+      for (const refused of results.slice(2, 5)) {
+        expect(refused.error.code).toBe("invalid_op");
+      }
+      expect(results[5].error.code).toBe("invalid_namespace");
+      expect(results.slice(6).every((r: object) => "accepted" in r)).toBe(true);
+      const stats = await drained(service);
+      expect(stats.flushed).toBe(46);
+      expect(await strongValue(service, ns, "a")).toBe(4n);
+      expect(await strongValue(service, ns, "b")).toBe(44n);
+      expect(await strongValue(service, ns, "c")).toBe(0n);
+      // Asked by header, the same.
+      const byHeader = await service.fetch("/v1/batch", {
+        method: "POST",
+        headers: { "content-type": "application/json", ...ASYNC },
+        body: JSON.stringify({ ops: [{ op: "incr", ns, key: "a" }] }),
+      });
+      expect(byHeader.status).toBe(202);
+      expect((await byHeader.json()).results).toEqual([{ accepted: true }]);
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
 describe("one-way writes under tokens", () => {
   it("needs the write token before a 202", async () => {
     const service = await startService({

@@ -4,8 +4,8 @@
 //   RATE, RAMP               open model: iterations/s, reached after RAMP seconds
 //
 //   BASE_URL, SYSTEM         the target and how it spells operations (lib/targets.js)
-//   SCENARIO                 health | read | write | write-async | mixed | hot | batch | cache |
-//                            ncache | clients
+//   SCENARIO                 health | read | write | write-async | mixed | hot | batch |
+//                            batch-async | cache | ncache | clients
 //   MODE                     open (RATE iterations/s) | closed (VUS virtual users)
 //   DURATION                 e.g. 10s
 //   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
@@ -24,7 +24,13 @@ const HOT_KEYS = 10;
 
 const api = target(__ENV.SYSTEM, __ENV.BASE_URL);
 const sequence = new SharedArray("keys", () => {
-  const file = ["mixed", "batch", "clients", "write-async"].includes(SCENARIO)
+  const file = [
+    "mixed",
+    "batch",
+    "clients",
+    "write-async",
+    "batch-async",
+  ].includes(SCENARIO)
     ? "zipf.json"
     : "uniform.json";
   return JSON.parse(open(`${__ENV.KEYS_DIR}/${file}`));
@@ -106,6 +112,15 @@ const iterations = {
       );
     }
     return api.batch(ops);
+  },
+  // 50 one-way increments of Zipf keys in one request (202 at once, applied within a second).
+  "batch-async": () => {
+    const base = exec.scenario.iterationInTest * BATCH_SIZE;
+    const ops = [];
+    for (let i = 0; i < BATCH_SIZE; i++) {
+      ops.push(["incr", sequence[(base + i) % sequence.length]]);
+    }
+    return api.batch(ops, "?async=1");
   },
   batch: () => {
     const base = exec.scenario.iterationInTest * BATCH_SIZE;

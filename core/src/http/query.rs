@@ -33,18 +33,7 @@ impl CounterQuery {
             match slot {
                 0 => parsed.by = Some(parse_i64("by", value)?),
                 1 => parsed.ttl = Some(parse_ttl(value)?),
-                3 => {
-                    parsed.one_way = match value {
-                        "1" | "true" => true,
-                        "0" | "false" => false,
-                        _ => {
-                            return Err(CoreError::InvalidParameter {
-                                name: "async".to_owned(),
-                                expected: "`1`, `true`, `0` or `false`".to_owned(),
-                            })
-                        }
-                    }
-                }
+                3 => parsed.one_way = parse_async(value)?,
                 _ => {
                     parsed.strong = match value {
                         "strong" => true,
@@ -62,6 +51,32 @@ impl CounterQuery {
         })?;
         Ok(parsed)
     }
+}
+
+/// `?async=` of a write or a batch: whether it asks to be one-way.
+fn parse_async(value: &str) -> Result<bool, CoreError> {
+    match value {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(CoreError::InvalidParameter {
+            name: "async".to_owned(),
+            expected: "`1`, `true`, `0` or `false`".to_owned(),
+        }),
+    }
+}
+
+/// Whether a batch's query asks for one-way writes (`?async=1`); its other parameters are
+/// ignored, as before.
+///
+/// # Errors
+/// A bad or repeated `async`.
+pub fn batch_asks_one_way(query: &str) -> Result<bool, CoreError> {
+    let mut one_way = false;
+    read_known_parameters(query, &["async"], |_, value| {
+        one_way = parse_async(value)?;
+        Ok(())
+    })?;
+    Ok(one_way)
 }
 
 /// The parsed query of a cache-entry request: only `ttl` means anything there, so a counter's
@@ -121,6 +136,13 @@ mod tests {
         assert_eq!(CacheQuery::parse("").unwrap(), CacheQuery::default());
         assert!(CacheQuery::parse("ttl=0").is_err());
         assert!(CacheQuery::parse("ttl=1&ttl=2").is_err());
+    }
+
+    #[test]
+    fn a_batch_reads_only_async_from_its_query() {
+        assert_eq!(batch_asks_one_way("async=1&by=x&ttl=0"), Ok(true));
+        assert_eq!(batch_asks_one_way(""), Ok(false));
+        assert!(batch_asks_one_way("async=2").is_err());
     }
 
     #[test]

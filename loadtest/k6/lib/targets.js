@@ -16,9 +16,9 @@ const v1 = (base) => ({
     http.put(`${base}/v1/cache/${NS}/v${key}`, value, {
       headers: { "content-type": "application/octet-stream" },
     }),
-  batch: (ops) =>
+  batch: (ops, query = "") =>
     http.post(
-      `${base}/v1/batch`,
+      `${base}/v1/batch${query}`,
       JSON.stringify({
         // Counter ops name keys k<n>, cache ops v<n>, as the single-key routes do.
         ops: ops.map(([op, key, value]) =>

@@ -4,12 +4,19 @@
 //! apply in the order sent. A shard that cannot be reached fails only its own ops. The answer
 //! keeps to a byte budget (`edgecount_core::shard::answer_budget`): cache reads past it are answered
 //! `payload_too_large` in their place.
+//!
+//! A batch that asks for one-way writes (`Prefer: respond-async` or `?async=1`) is answered 202
+//! at once: its incr and decr ops without an idempotency key are accepted into the isolate's
+//! one-way buffer (`{"accepted": true}` in their place), and every other op gets the per-op
+//! error `invalid_op`, since nothing in such a batch waits for a shard.
 
 use std::collections::BTreeMap;
 
 use edgecount_core::edge::access::Right;
 use edgecount_core::http::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
 use edgecount_core::http::body::is_json_content_type;
+use edgecount_core::http::negotiate::prefers_respond_async;
+use edgecount_core::http::query::batch_asks_one_way;
 use edgecount_core::shard::answer_budget::{shard_share, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
 use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
 use futures_util::future::join_all;
@@ -19,10 +26,12 @@ use worker::Env;
 use crate::http::api_error::ApiError;
 use crate::http::message::{Header, Request, Response};
 use crate::http::respond;
+use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
-use crate::isolate::{hot_reads, shard_client};
+use crate::isolate::shard_calls::Caller;
+use crate::isolate::{hot_reads, one_way, shard_client};
 
 /// Serves `POST /v1/batch`.
 ///
@@ -31,14 +40,20 @@ use crate::isolate::{hot_reads, shard_client};
 pub async fn serve(
     req: Request,
     env: &Env,
+    caller: &Caller<'_>,
     config: &Config,
     token: Option<&str>,
     meter: &mut Meter,
 ) -> Result<Response, ApiError> {
+    let one_way =
+        batch_asks_one_way(req.query())? || prefers_respond_async(req.header(Header::Prefer).as_deref());
     let text = read_body(&req).await?;
     let parsed = parse_batch(&text)?;
     // Tops the arrival charge up to the batch's cost before any op is sent.
     meter.charge(config, parsed.len())?;
+    if one_way {
+        return serve_one_way(parsed, env, caller, config, token);
+    }
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
     let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
     for (index, call) in parsed.into_iter().enumerate() {
@@ -92,6 +107,53 @@ pub async fn serve(
         };
     }
     let mut response = respond::json(200, &json!({ "results": results }))?;
+    response.set_header("cache-control", "no-store");
+    Ok(response)
+}
+
+/// A one-way batch: each incr or decr without an idempotency key accepted into the buffer, in
+/// order, every other op refused in its place.
+fn serve_one_way(
+    parsed: Vec<Result<ShardCall, CoreError>>,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    token: Option<&str>,
+) -> Result<Response, ApiError> {
+    let results: Vec<Value> = parsed
+        .into_iter()
+        .map(|call| {
+            let accepted = call
+                .map_err(ApiError::from)
+                .and_then(|call| permitted(config, token, call))
+                .and_then(|call| {
+                    let (delta, ttl) = match call.op {
+                        ShardOp::Incr { by, ttl, .. } if call.idempotency_key.is_none() => {
+                            (i128::from(by), ttl)
+                        }
+                        ShardOp::Decr { by, ttl, .. } if call.idempotency_key.is_none() => {
+                            (-i128::from(by), ttl)
+                        }
+                        _ => {
+                            return Err(ApiError::from(CoreError::InvalidOp {
+                                reason: "cannot be one-way: a one-way batch takes only incr and \
+                                         decr ops without an idempotency_key"
+                                    .to_owned(),
+                            }))
+                        }
+                    };
+                    let (ns, key) = call.op.target();
+                    let target =
+                        Target { shard: shard_for(ns, key, config.shards), ns: ns.clone(), key: key.clone() };
+                    one_way::accept(caller, env, config, &target, ttl, delta)
+                });
+            match accepted {
+                Ok(()) => json!({ "accepted": true }),
+                Err(error) => error_json(error.code(), &error.message()),
+            }
+        })
+        .collect();
+    let mut response = respond::json(202, &json!({ "results": results }))?;
     response.set_header("cache-control", "no-store");
     Ok(response)
 }

@@ -226,7 +226,7 @@ async fn serve(
     match action {
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
-        Action::Batch => batch::serve(req, env, config, token, meter).await,
+        Action::Batch => batch::serve(req, env, caller, config, token, meter).await,
         Action::Badge => badge::serve(&req, env, caller, config, token, keyed()?).await,
         Action::Op(kind) => match kind.spec().subject {
             Subject::CacheEntry => cache::serve(kind, &req, env, config, keyed()?).await,
