@@ -114,6 +114,36 @@ describe("one-way writes", () => {
     }
   });
 
+  it("writes each flushed key once, and one idempotency record per flush, not per key", async () => {
+    const ns = freshNamespace("oneway-rows");
+    const rowsWritten = async () =>
+      (await (await service.fetch("/v1/stats")).json()).totals.rows_written;
+    const before = await oneWayStats(service);
+    const rowsBefore = await rowsWritten();
+    const keys = Array.from({ length: 30 }, (_, i) => `item-${i}`);
+    await Promise.all(
+      keys.map(async (key) => {
+        const response = await service.fetch(
+          `/v1/counters/${ns}/${key}/incr?by=2&async=1`,
+          { method: "POST" },
+        );
+        expect(response.status).toBe(202);
+      }),
+    );
+    const after = await drained(service);
+    expect(after.flushed - before.flushed).toBe(30);
+    expect(after.retried).toBe(before.retried);
+    const flushes = after.flush_calls - before.flush_calls;
+    // 30 keys over the shards: fewer flushes than keys, so a record per key (60 rows) and a
+    // record per flush (30 + flushes) cannot be mistaken for each other.
+    expect(flushes).toBeGreaterThan(0);
+    expect(flushes).toBeLessThan(30);
+    expect((await rowsWritten()) - rowsBefore).toBe(30 + flushes);
+    for (const key of keys) {
+      expect(await strongValue(service, ns, key)).toBe(2n);
+    }
+  });
+
   it("ignores the preference where it does not apply, and answers as usual", async () => {
     const ns = freshNamespace("oneway-ignored");
     const set = await service.fetch(`/v1/counters/${ns}/k?async=1`, {
@@ -314,7 +344,7 @@ describe("a full one-way buffer", () => {
 });
 
 describe("a flush whose answer is lost", () => {
-  it("is sent again under the same idempotency keys and applied once", async () => {
+  it("is sent again under the same receipt and applied once", async () => {
     const service = await startService({
       vars: {
         EDGECOUNT_ONE_WAY_INTERVAL_MS: "100",

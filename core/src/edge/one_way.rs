@@ -14,9 +14,10 @@
 //!   (it costs no memory). Keys of a flush in flight stay charged until it finishes.
 //! - **Exact sums.** Sums are kept in `i128`, which the op bound cannot overflow, and a flush
 //!   splits a sum beyond `i64` into several ops ([`FlushOp`]); nothing wraps.
-//! - **Applied once.** A flush keeps its number until it finishes, and the worker derives the
-//!   flush's idempotency key from it: a flush sent again after an unknown outcome (by the same
-//!   flusher, or by another after the first one's lease ran out) is applied once.
+//! - **Applied once.** A flush keeps its number until it finishes, and its receipt (one
+//!   idempotency key for the whole request, [`Flush::request`]) is made from it: a flush sent
+//!   again after an unknown outcome (by the same flusher, or by another after the first one's
+//!   lease ran out) is applied once, at the cost of one record row per flush.
 //! - **Never stranded.** One flusher per shard acts at a time, holding a lease it renews; an
 //!   arrival that finds the shard without a live flusher, or with one near the end of the
 //!   runtime's allowance for background work ([`FLUSHER_TERM_MS`]), starts a new one
@@ -25,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use crate::shard::protocol::{OpResult, ShardCall, ShardOp};
+use crate::shard::protocol::{OpResult, ShardOp, ShardRequest};
 use crate::{CoreError, IdempotencyKey, Key, Namespace, ShardId};
 
 /// What a pending key is charged besides its names: the map slot, the sum and the names'
@@ -108,22 +109,21 @@ pub struct Flush {
 }
 
 impl Flush {
-    /// The flush as shard calls, in order: each an increment with its own idempotency key,
-    /// made of `sender` (unique to the isolate), the flush's number and the op's place, so that
-    /// every send of the flush carries the same keys and the shard applies each op once.
+    /// The flush as one shard request under a receipt (see [`crate::shard::receipt`]) made of
+    /// `sender` (unique to the isolate) and the flush's number: every send of the flush carries
+    /// the same receipt, so the shard applies each op once, and stores one record for the whole
+    /// flush instead of one per key.
     ///
     /// # Errors
-    /// [`CoreError::InvalidIdempotencyKey`] when `sender` makes keys the rules refuse.
-    pub fn calls(&self, sender: &str) -> Result<Vec<ShardCall>, CoreError> {
-        self.ops
+    /// [`CoreError::InvalidIdempotencyKey`] when `sender` makes a receipt the rules refuse.
+    pub fn request(&self, sender: &str) -> Result<ShardRequest, CoreError> {
+        let receipt = IdempotencyKey::new(&format!("one-way-{sender}-{}", self.number))?;
+        let ops = self
+            .ops
             .iter()
-            .enumerate()
-            .map(|(place, op)| {
-                let key = IdempotencyKey::new(&format!("one-way-{sender}-{}-{place}", self.number))?;
-                let incr = ShardOp::Incr { ns: op.ns.clone(), key: op.key.clone(), by: op.by, ttl: op.ttl };
-                Ok(ShardCall { op: incr, idempotency_key: Some(key) })
-            })
-            .collect()
+            .map(|op| ShardOp::Incr { ns: op.ns.clone(), key: op.key.clone(), by: op.by, ttl: op.ttl }.into())
+            .collect();
+        Ok(ShardRequest { ops, answer_budget: None, receipt: Some(receipt) })
     }
 
     /// Accepted ops the flush carries.
@@ -349,6 +349,10 @@ impl OneWayBuffer {
         let mut ops = Vec::with_capacity(slots.len());
         let (mut taken_ops, mut charged) = (0, 0);
         for slot in slots {
+            // Split sums may make more ops than keys: a flush stays within a receipt's bound.
+            if ops.len() >= MAX_FLUSH_KEYS {
+                break;
+            }
             let Some(pending) = buffer.pending.remove(&slot) else { continue };
             taken_ops += pending.ops;
             let (ns, key, ttl) = slot;
@@ -620,7 +624,7 @@ mod tests {
         accept(&mut buffer, "b", 1, 0);
         let first = take(&mut buffer, 1_000).unwrap();
         let send = |shard: &mut ShardEngine, flush: &Flush| {
-            let request = ShardRequest { ops: flush.calls("isolate1").unwrap(), answer_budget: None };
+            let request = flush.request("isolate1").unwrap();
             shard.run(&store, &request, 1_000).response.results
         };
         // Applied, but the answer is lost: nothing is settled.
@@ -634,7 +638,11 @@ mod tests {
         buffer.finish(ShardId(0), again.number, applied, dropped, false);
         let mut read = |key: &str| {
             let (ns, key) = names(key);
-            let request = ShardRequest { ops: vec![ShardOp::Get { ns, key }.into()], answer_budget: None };
+            let request = ShardRequest {
+                ops: vec![ShardOp::Get { ns, key }.into()],
+                answer_budget: None,
+                receipt: None,
+            };
             shard.run(&store, &request, 2_000).response.results[0].clone()
         };
         assert!(matches!(read("a"), OpResult::Value { value: 10, .. }));

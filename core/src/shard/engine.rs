@@ -12,7 +12,8 @@ use crate::shard::counter_table::CounterTable;
 use crate::shard::group_commit::{CommitFailures, PendingWrites};
 use crate::shard::idempotency::{self, IdempotencyStore, Recall, RecordScope, IDEMPOTENCY_WINDOW_MS};
 use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats};
-use crate::{CoreError, CounterStore, CounterWrite};
+use crate::shard::receipt;
+use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey};
 
 /// Everything a shard stores.
 pub trait ShardStore: CounterStore + CacheStore + IdempotencyStore {}
@@ -59,6 +60,9 @@ impl ShardEngine {
     /// budget. Its counter writes and records are stored together at the end (see
     /// [`crate::shard::group_commit`]): each key written once, whatever number of ops wrote it.
     pub fn run(&mut self, store: &impl ShardStore, request: &ShardRequest, now_ms: u64) -> Ran {
+        if let Some(receipt) = &request.receipt {
+            return self.run_receipted(store, receipt, &request.ops, now_ms);
+        }
         self.calls += 1;
         let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
         let pending = PendingWrites::over(store);
@@ -67,6 +71,69 @@ impl ShardEngine {
         let failures = pending.commit();
         self.settle(&request.ops, &mut results, &failures);
         let reclaim_by = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
+        Ran { response: ShardResponse { results }, reclaim_by }
+    }
+
+    /// Runs a request under `receipt` (see [`crate::shard::receipt`]): the ops an earlier send
+    /// applied are answered as replayed, the rest run, and one record says what is still left.
+    fn run_receipted(
+        &mut self,
+        store: &impl ShardStore,
+        receipt: &IdempotencyKey,
+        calls: &[ShardCall],
+        now_ms: u64,
+    ) -> Ran {
+        self.calls += 1;
+        let refuse_all = |error: CoreError| Ran {
+            response: ShardResponse { results: vec![OpResult::Failed { error }; calls.len()] },
+            reclaim_by: None,
+        };
+        let Some(first) = calls.first() else { return refuse_all(CoreError::TooManyOps { max: 0 }) };
+        if let Some(error) = receipt::refusal(calls) {
+            return refuse_all(error);
+        }
+        let scope = receipt::scope(receipt, &first.op);
+        let digest = receipt::digest(calls);
+        let earlier = match store.load_record(&scope).map_err(CoreError::storage) {
+            Ok(record) => receipt::Earlier::from_record(record, digest, now_ms),
+            Err(error) => Err(error),
+        };
+        let earlier = match earlier {
+            Ok(earlier) => earlier,
+            Err(error) => return refuse_all(error),
+        };
+        let pending = PendingWrites::over(store);
+        let mut results: Vec<OpResult> = calls
+            .iter()
+            .enumerate()
+            .map(|(place, call)| {
+                if earlier.runs(place) {
+                    return self.execute(&pending, &call.op, now_ms);
+                }
+                self.ops += 1;
+                let (ns, key) = call.op.target();
+                let now = self.counters.get(&pending, ns, key, now_ms);
+                OpResult::Replayed { first: Box::new(now.unwrap_or_else(|error| OpResult::Failed { error })) }
+            })
+            .collect();
+        let failures = pending.commit();
+        self.settle(calls, &mut results, &failures);
+        let unapplied: Vec<usize> = results
+            .iter()
+            .enumerate()
+            // An op applied by an earlier send stays applied, even if this send's answer for
+            // it failed (its key failed to store another op's write).
+            .filter(|(place, result)| earlier.runs(*place) && matches!(result, OpResult::Failed { .. }))
+            .map(|(place, _)| place)
+            .collect();
+        let mut reclaim_by = calls.iter().filter_map(|call| lapses_at(call, now_ms)).min();
+        if let Some(record) = earlier.record_after(&unapplied, digest, now_ms) {
+            let record_lapses = record.created_at_ms + IDEMPOTENCY_WINDOW_MS;
+            // A record that cannot be stored changes no answer: each op still says whether it
+            // was applied, which is all its sender acts on (see the receipt module's docs).
+            let _ = store.save_record(&scope, &record);
+            reclaim_by = Some(reclaim_by.map_or(record_lapses, |at| at.min(record_lapses)));
+        }
         Ran { response: ShardResponse { results }, reclaim_by }
     }
 
@@ -256,7 +323,7 @@ mod tests {
     }
 
     fn request(ops: Vec<ShardCall>) -> ShardRequest {
-        ShardRequest { ops, answer_budget: None }
+        ShardRequest { ops, answer_budget: None, receipt: None }
     }
 
     #[test]
@@ -388,5 +455,149 @@ mod tests {
         assert_eq!(restarted.reclaim_expired(&store, 1_000), Ok(None));
         assert!(store.entry_names().is_empty());
         assert_eq!(restarted.stats(&store, 1_000).unwrap().reclaimed, 1);
+    }
+}
+
+#[cfg(test)]
+mod receipt_tests {
+    use super::*;
+    use crate::shard::memory_store::MemoryStore as MapStore;
+    use crate::{Key, Namespace};
+
+    fn engine() -> ShardEngine {
+        ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 })
+    }
+
+    fn incr(key: &str, by: i64) -> ShardCall {
+        ShardOp::Incr { ns: Namespace::new("n").unwrap(), key: Key::new(key).unwrap(), by, ttl: None }.into()
+    }
+
+    fn receipted(ops: Vec<ShardCall>, receipt: &str) -> ShardRequest {
+        ShardRequest { ops, answer_budget: None, receipt: Some(IdempotencyKey::new(receipt).unwrap()) }
+    }
+
+    fn value(engine: &mut ShardEngine, store: &MapStore, key: &str) -> i64 {
+        let read = ShardOp::Get { ns: Namespace::new("n").unwrap(), key: Key::new(key).unwrap() };
+        let request = ShardRequest { ops: vec![read.into()], answer_budget: None, receipt: None };
+        match &engine.run(store, &request, 0).response.results[0] {
+            OpResult::Value { value, .. } => *value,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn applied(result: &OpResult) -> bool {
+        matches!(result.clone().unwrap_replay().0, OpResult::Value { .. })
+    }
+
+    #[test]
+    fn a_receipted_request_writes_one_record_and_applies_once_however_often_it_is_sent() {
+        let store = MapStore::default();
+        let mut shard = engine();
+        let request = receipted(vec![incr("a", 5), incr("b", 2), incr("c", -1)], "flush-1");
+        let first = shard.run(&store, &request, 1_000);
+        assert!(first.response.results.iter().all(|r| matches!(r, OpResult::Value { .. })), "{first:?}");
+        assert_eq!(store.rows_written.get(), 4, "three counters and one record");
+        assert_eq!(store.records.borrow().len(), 1);
+        assert_eq!(first.reclaim_by, Some(1_000 + IDEMPOTENCY_WINDOW_MS));
+        for at in [2_000, 3_000] {
+            let again = shard.run(&store, &request, at);
+            let replayed = again.response.results.iter().all(|r| matches!(r, OpResult::Replayed { .. }));
+            assert!(replayed, "{again:?}");
+            assert!(again.response.results.iter().all(applied));
+        }
+        assert_eq!(store.rows_written.get(), 4, "a resend that applies nothing writes nothing");
+        assert_eq!([value(&mut shard, &store, "a"), value(&mut shard, &store, "b")], [5, 2]);
+        assert_eq!(value(&mut shard, &store, "c"), -1);
+        // A restarted shard remembers it too: the record is in storage, not in memory.
+        let mut restarted = engine();
+        let again = restarted.run(&store, &request, 4_000);
+        assert!(again.response.results.iter().all(|r| matches!(r, OpResult::Replayed { .. })));
+        assert_eq!(value(&mut restarted, &store, "a"), 5);
+        // Past the window the receipt is forgotten, as per-op keys are.
+        let late = restarted.run(&store, &request, 1_000 + IDEMPOTENCY_WINDOW_MS);
+        assert!(late.response.results.iter().all(|r| matches!(r, OpResult::Value { .. })));
+    }
+
+    #[test]
+    fn an_op_left_unapplied_runs_again_on_the_resend_and_only_it() {
+        let store = MapStore::default();
+        let mut shard = engine();
+        let set = ShardOp::Set {
+            ns: Namespace::new("n").unwrap(),
+            key: Key::new("x").unwrap(),
+            value: i64::MAX,
+            ttl: None,
+        };
+        shard.run(&store, &ShardRequest { ops: vec![set.into()], answer_budget: None, receipt: None }, 0);
+        let request = receipted(vec![incr("a", 1), incr("x", 1)], "flush-2");
+        let first = shard.run(&store, &request, 1_000).response.results;
+        assert!(matches!(first[0], OpResult::Value { value: 1, .. }));
+        assert_eq!(first[1], OpResult::Failed { error: CoreError::Overflow });
+        let decr = ShardOp::Decr {
+            ns: Namespace::new("n").unwrap(),
+            key: Key::new("x").unwrap(),
+            by: 10,
+            ttl: None,
+        };
+        shard.run(
+            &store,
+            &ShardRequest { ops: vec![decr.into()], answer_budget: None, receipt: None },
+            1_500,
+        );
+        let second = shard.run(&store, &request, 2_000).response.results;
+        assert!(
+            matches!(&second[0], OpResult::Replayed { first } if matches!(**first, OpResult::Value { value: 1, .. }))
+        );
+        assert!(matches!(second[1], OpResult::Value { value, .. } if value == i64::MAX - 9));
+        let third = shard.run(&store, &request, 3_000).response.results;
+        assert!(third.iter().all(|r| matches!(r, OpResult::Replayed { .. })), "{third:?}");
+        assert_eq!([value(&mut shard, &store, "a"), value(&mut shard, &store, "x")], [1, i64::MAX - 9]);
+    }
+
+    #[test]
+    fn a_send_whose_writes_fail_applies_nothing_and_the_resend_applies_it_once() {
+        let store = MapStore::default();
+        let mut shard = engine();
+        let request = receipted(vec![incr("a", 3), incr("b", 4)], "flush-3");
+        store.writes_fail.set(true);
+        let failed = shard.run(&store, &request, 1_000).response.results;
+        let unavailable = failed
+            .iter()
+            .all(|r| matches!(r, OpResult::Failed { error: CoreError::StorageUnavailable { .. } }));
+        assert!(unavailable, "{failed:?}");
+        store.writes_fail.set(false);
+        assert!(shard
+            .run(&store, &request, 2_000)
+            .response
+            .results
+            .iter()
+            .all(|r| matches!(r, OpResult::Value { .. })));
+        assert!(shard
+            .run(&store, &request, 3_000)
+            .response
+            .results
+            .iter()
+            .all(|r| matches!(r, OpResult::Replayed { .. })));
+        assert_eq!([value(&mut shard, &store, "a"), value(&mut shard, &store, "b")], [3, 4]);
+    }
+
+    #[test]
+    fn a_receipt_reused_for_other_ops_or_on_ops_it_cannot_carry_changes_nothing() {
+        let store = MapStore::default();
+        let mut shard = engine();
+        shard.run(&store, &receipted(vec![incr("a", 1)], "flush-4"), 1_000);
+        let other = shard.run(&store, &receipted(vec![incr("a", 2)], "flush-4"), 2_000).response.results;
+        assert_eq!(other, [OpResult::Failed { error: CoreError::IdempotencyMismatch }]);
+        let read = ShardOp::Get { ns: Namespace::new("n").unwrap(), key: Key::new("a").unwrap() };
+        let mixed =
+            shard.run(&store, &receipted(vec![incr("a", 1), read.into()], "flush-5"), 2_000).response.results;
+        assert!(mixed.iter().all(|r| matches!(r, OpResult::Failed { error: CoreError::InvalidOp { .. } })));
+        let past = vec![incr("a", 1); receipt::MAX_RECEIPT_OPS + 1];
+        let refused = shard.run(&store, &receipted(past, "flush-6"), 2_000).response.results;
+        assert!(refused.iter().all(
+            |r| *r == OpResult::Failed { error: CoreError::TooManyOps { max: receipt::MAX_RECEIPT_OPS } }
+        ));
+        assert_eq!(value(&mut shard, &store, "a"), 1);
+        assert_eq!(store.records.borrow().len(), 1, "only the first request left a record");
     }
 }

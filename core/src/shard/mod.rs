@@ -13,3 +13,4 @@ pub mod group_commit;
 pub mod idempotency;
 pub mod memory_store;
 pub mod protocol;
+pub mod receipt;

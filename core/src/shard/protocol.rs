@@ -251,13 +251,18 @@ impl OpResult {
 }
 
 /// What the worker sends a shard.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardRequest {
     pub ops: Vec<ShardCall>,
     /// Bytes of cache values the answer may carry (see [`crate::shard::answer_budget`]); absent means
     /// the most any answer may.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_budget: Option<u64>,
+    /// Applies the request's ops at most once as a whole, under one idempotency record (see
+    /// [`crate::shard::receipt`]): what the one-way flusher sends, so that a flush of many keys
+    /// costs one record row, not one per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<IdempotencyKey>,
 }
 
 /// What a shard answers: one result per op, in request order.

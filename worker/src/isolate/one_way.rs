@@ -3,8 +3,8 @@
 //!
 //! A flusher is a task of the request whose arrival found its shard without one, kept running
 //! with `waitUntil` after that request has answered its 202. It waits until the shard's sums are
-//! due, sends them in one call, each op with an idempotency key made of this isolate's random
-//! name, the flush's number and the op's place, so a flush sent again is applied once; it sends
+//! due, sends them in one call under one receipt made of this isolate's random name and the
+//! flush's number (one idempotency record per flush), so a flush sent again is applied once; it sends
 //! a flush whose outcome is unknown (or that a shard partly refused for a passing reason) again,
 //! after 0.25, 1 and 4 s, and then counts what is still not applied as dropped. It ends when
 //! nothing is pending. The runtime ends a request's `waitUntil` work 30 s after the answer at
@@ -14,7 +14,6 @@
 use std::cell::RefCell;
 
 use edgecount_core::edge::one_way::{Accept, Flush, FlusherId, OneWayBuffer, OneWayStats};
-use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::ShardId;
 use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env};
@@ -143,8 +142,8 @@ async fn send(env: &Env, config: &Config, flush: &Flush) {
     let sender =
         ISOLATE.with(|cell| cell.borrow().as_ref().map(|isolate| isolate.name.clone())).unwrap_or_default();
     let total = flush.total_ops();
-    let (applied, dropped) = match flush.calls(&sender) {
-        Ok(calls) => match shard_client::execute(env, flush.shard, &calls, MAX_SHARD_ANSWER_BYTES).await {
+    let (applied, dropped) = match flush.request(&sender) {
+        Ok(request) => match shard_client::execute_request(env, flush.shard, &request).await {
             Ok(_) if drill_loses_answer(config) => (0, 0),
             Ok(results) => flush.settled(results),
             // The outcome is unknown: nothing is settled, and a resend replays what was applied.

@@ -4,7 +4,7 @@
 //! call, as a stub belongs to the request that makes it.
 
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
-use edgecount_core::shard::protocol::{ShardResponse, ShardStats};
+use edgecount_core::shard::protocol::{ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -78,11 +78,28 @@ pub async fn execute(
     ops: &[ShardCall],
     answer_budget: u64,
 ) -> Result<Vec<OpResult>, ApiError> {
-    let expected = ops.len();
     let body = serde_json::to_string(&ShardRequestRef { ops, answer_budget })
         .map_err(|e| ApiError::Internal(e.to_string()))?;
+    run(env, shard, &body, ops.len()).await
+}
+
+/// Runs `request` on `shard` (a receipted one, say) and returns one result per op.
+///
+/// # Errors
+/// As [`execute`].
+pub async fn execute_request(
+    env: &Env,
+    shard: ShardId,
+    request: &ShardRequest,
+) -> Result<Vec<OpResult>, ApiError> {
+    let body = serde_json::to_string(request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    run(env, shard, &body, request.ops.len()).await
+}
+
+/// Sends the JSON request `body` of `expected` ops to `shard`.
+async fn run(env: &Env, shard: ShardId, body: &str, expected: usize) -> Result<Vec<OpResult>, ApiError> {
     let rpc = stub(env, shard)?;
-    let answer = JsFuture::from(rpc.run_ops(&body)).await.map_err(|e| unreachable(&e))?;
+    let answer = JsFuture::from(rpc.run_ops(body)).await.map_err(|e| unreachable(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
     if answer.results.len() != expected {

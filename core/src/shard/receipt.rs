@@ -1,0 +1,182 @@
+//! Receipts: a request applied at most once as a whole, under one idempotency record.
+//!
+//! The one-way flusher sends a shard the sums of many keys in one request and, when the answer
+//! is lost, sends the same request again. Per-op idempotency keys make that safe at the price
+//! of one record row per key: as many billed rows again as the counters themselves. A receipt
+//! is one idempotency key for the whole request. The shard stores one record for it, in the
+//! same turn as the counters, naming the places of the ops it did *not* apply (refused, or
+//! whose counter could not be stored; usually none). The same request sent again under the
+//! same receipt runs only those ops, answers every op applied before as replayed, and rewrites
+//! the record if what is left unapplied changed.
+//!
+//! A replayed op answers the counter's value now, not the value its first send saw: the record
+//! keeps no per-op answers (that would cost bytes per key again), and the flusher needs only
+//! to know that the op was applied.
+//!
+//! Bounds: only counter increments and decrements travel under a receipt, at most
+//! [`MAX_RECEIPT_OPS`] of them; a request outside that is refused whole and changes nothing.
+//! The record then holds at most [`MAX_RECEIPT_RECORD_BYTES`] of places.
+//!
+//! The one case a receipt does not cover is the record itself failing to be stored after its
+//! counters were: the answer still says what was applied (so a sender that receives it settles
+//! those ops), and only if that answer is lost too could a resend apply them again. Per-op
+//! records share the same limit.
+
+use std::io;
+
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::shard::idempotency::{IdempotencyRecord, RecordScope};
+use crate::shard::protocol::{ShardCall, ShardOp};
+use crate::{CoreError, IdempotencyKey};
+
+/// Most ops one receipted request may carry.
+pub const MAX_RECEIPT_OPS: usize = 10_000;
+
+/// Most bytes a receipt's record of unapplied places takes: every op unapplied, each place
+/// written with up to five digits and a comma, plus the brackets.
+pub const MAX_RECEIPT_RECORD_BYTES: usize = MAX_RECEIPT_OPS * 6 + 2;
+
+/// What a receipt's record is kept under: the receipt on the request's first key, as a kind
+/// of its own, so it can share neither a per-op record's nor another request's scope.
+#[must_use]
+pub fn scope(receipt: &IdempotencyKey, first: &ShardOp) -> RecordScope {
+    let (ns, key) = first.target();
+    RecordScope { idempotency_key: receipt.clone(), kind: "request", ns: ns.clone(), key: key.clone() }
+}
+
+/// Why `calls` cannot travel under a receipt, if they cannot.
+#[must_use]
+pub fn refusal(calls: &[ShardCall]) -> Option<CoreError> {
+    if calls.len() > MAX_RECEIPT_OPS {
+        return Some(CoreError::TooManyOps { max: MAX_RECEIPT_OPS });
+    }
+    let receiptable = |call: &ShardCall| {
+        matches!(call.op, ShardOp::Incr { .. } | ShardOp::Decr { .. }) && call.idempotency_key.is_none()
+    };
+    (!calls.iter().all(receiptable)).then(|| CoreError::InvalidOp {
+        reason: "a receipted request carries only incr and decr ops, without their own idempotency keys"
+            .into(),
+    })
+}
+
+/// The digest a resend is compared by: xxh3-128 of the ops' canonical encodings, in order.
+#[must_use]
+pub fn digest(calls: &[ShardCall]) -> u128 {
+    struct Digest(Xxh3);
+    impl io::Write for Digest {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut digest = Digest(Xxh3::new());
+    // Serializing an op cannot fail: every field is a string or a number.
+    let _ = serde_json::to_writer(&mut digest, calls);
+    digest.0.digest128()
+}
+
+/// What an earlier send of a request under its receipt left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Earlier {
+    /// Never sent, or sent longer ago than the window: run every op.
+    None,
+    /// Sent before: only the ops at these places were not applied.
+    Sent { unapplied: Vec<usize>, created_at_ms: u64 },
+}
+
+impl Earlier {
+    /// What `record` says of the request with `digest`.
+    ///
+    /// # Errors
+    /// [`CoreError::IdempotencyMismatch`] when the receipt was used for another request,
+    /// [`CoreError::StorageUnavailable`] when the stored places cannot be read.
+    pub fn from_record(
+        record: Option<IdempotencyRecord>,
+        digest: u128,
+        now_ms: u64,
+    ) -> Result<Self, CoreError> {
+        let Some(record) = record else { return Ok(Self::None) };
+        if now_ms.saturating_sub(record.created_at_ms) >= crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS {
+            return Ok(Self::None);
+        }
+        if record.request_digest != digest {
+            return Err(CoreError::IdempotencyMismatch);
+        }
+        let unapplied = serde_json::from_str(&record.result)
+            .map_err(|e| CoreError::StorageUnavailable { detail: format!("stored receipt: {e}") })?;
+        Ok(Self::Sent { unapplied, created_at_ms: record.created_at_ms })
+    }
+
+    /// Whether the op at `place` must run this time.
+    #[must_use]
+    pub fn runs(&self, place: usize) -> bool {
+        match self {
+            Self::None => true,
+            Self::Sent { unapplied, .. } => unapplied.binary_search(&place).is_ok(),
+        }
+    }
+
+    /// The record to store after this send left `unapplied` (sorted), if it differs from the
+    /// one stored: the first send's time is kept, so the window runs from the first send.
+    #[must_use]
+    pub fn record_after(&self, unapplied: &[usize], digest: u128, now_ms: u64) -> Option<IdempotencyRecord> {
+        let created_at_ms = match self {
+            Self::Sent { unapplied: before, .. } if before == unapplied => return None,
+            Self::Sent { created_at_ms, .. } => *created_at_ms,
+            Self::None => now_ms,
+        };
+        let result = serde_json::to_string(unapplied).unwrap_or_default();
+        Some(IdempotencyRecord { request_digest: digest, result, created_at_ms })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Key, Namespace};
+
+    fn incr(key: &str, by: i64) -> ShardCall {
+        ShardOp::Incr { ns: Namespace::new("n").unwrap(), key: Key::new(key).unwrap(), by, ttl: None }.into()
+    }
+
+    #[test]
+    fn only_unkeyed_increments_and_decrements_within_the_bound_take_a_receipt() {
+        assert_eq!(refusal(&[incr("a", 1), incr("b", -1)]), None);
+        let read = ShardOp::Get { ns: Namespace::new("n").unwrap(), key: Key::new("a").unwrap() };
+        assert!(matches!(refusal(&[incr("a", 1), read.into()]), Some(CoreError::InvalidOp { .. })));
+        let mut keyed = incr("a", 1);
+        keyed.idempotency_key = Some(IdempotencyKey::new("k").unwrap());
+        assert!(matches!(refusal(&[keyed]), Some(CoreError::InvalidOp { .. })));
+        let at_bound = vec![incr("a", 1); MAX_RECEIPT_OPS];
+        assert_eq!(refusal(&at_bound), None);
+        let past = vec![incr("a", 1); MAX_RECEIPT_OPS + 1];
+        assert_eq!(refusal(&past), Some(CoreError::TooManyOps { max: MAX_RECEIPT_OPS }));
+    }
+
+    #[test]
+    fn a_record_of_every_place_unapplied_stays_within_its_byte_bound() {
+        let every: Vec<usize> = (0..MAX_RECEIPT_OPS).collect();
+        let record = Earlier::None.record_after(&every, 1, 0).unwrap();
+        assert!(record.result.len() <= MAX_RECEIPT_RECORD_BYTES, "{}", record.result.len());
+    }
+
+    #[test]
+    fn a_resend_runs_only_what_was_left_and_keeps_the_first_time() {
+        let calls = [incr("a", 1), incr("b", 2)];
+        let first = Earlier::None.record_after(&[1], digest(&calls), 5).unwrap();
+        let earlier = Earlier::from_record(Some(first), digest(&calls), 10).unwrap();
+        assert!(!earlier.runs(0) && earlier.runs(1));
+        assert_eq!(earlier.record_after(&[1], digest(&calls), 10), None, "nothing changed, nothing written");
+        let second = earlier.record_after(&[], digest(&calls), 10).unwrap();
+        assert_eq!((second.result.as_str(), second.created_at_ms), ("[]", 5));
+        let other = [incr("a", 1), incr("b", 3)];
+        assert_eq!(
+            Earlier::from_record(Some(second), digest(&other), 10),
+            Err(CoreError::IdempotencyMismatch)
+        );
+    }
+}
