@@ -187,7 +187,7 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
         "requests": int(requests),
         "dropped_iterations": int(dropped),
         "meets_goals": dropped == 0 and errors < 0.001,
-        "persistence": system.persistence,
+        "persistence": system.persistence_of(scenario),
     }
     if before and after:
         row.update(billed_units(before, after, requests, ops))

@@ -182,7 +182,17 @@ def prices_note() -> list[str]:
 
 def write_report(run_dir: Path, summary: dict) -> None:
     rows, machine = summary["rows"], summary["machine"]
-    persistence = {r["system"]: r["persistence"] for r in rows if r.get("persistence")}
+    # A system's scenarios may promise different things (edgecount's one-way writes): its most
+    # common promise is listed plainly, any other with the scenarios it covers.
+    promises: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        if r.get("persistence"):
+            promises.setdefault(r["system"], {}).setdefault(r["persistence"], []).append(r["scenario"])
+    persistence = {}
+    for system, by_promise in promises.items():
+        ranked = sorted(by_promise.items(), key=lambda item: -len(item[1]))
+        persistence[system] = "; ".join(
+            [ranked[0][0]] + [f"in {', '.join(sorted(set(scenarios)))}: {p}" for p, scenarios in ranked[1:]])
     lines = [
         f"# edgecount benchmark, {machine['date']}",
         "",

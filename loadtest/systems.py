@@ -103,6 +103,10 @@ class System:
     def start(self, run_dir: Path) -> None:
         raise NotImplementedError
 
+    def persistence_of(self, scenario: str) -> str:
+        """What an answer promises about the writes of `scenario`."""
+        return self.persistence
+
     def spawn(self, run_dir: Path, label: str, command: list[str], **kwargs) -> None:
         log = open(run_dir / f"{self.name}-{label}.log", "w")
         if self.quota is None:
@@ -196,6 +200,11 @@ class EdgecountWorkerd(V1System):
                          {"health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "cache",
                           "ncache", "clients"},
                          "durable (SQLite, written before each answer)")
+
+    def persistence_of(self, scenario: str) -> str:
+        if scenario.endswith("-async"):
+            return "one-way (answered 202, applied to SQLite within 1 s)"
+        return self.persistence
 
     def start(self, run_dir: Path) -> None:
         state = run_dir / f"{self.name}-state"
