@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pairs
 from systems import LOADTEST, ROOT, SYSTEMS, System, available
 
 K6 = ROOT / ".tools" / "bin" / "k6"
@@ -58,6 +59,8 @@ class Profile:
     scenarios: tuple[str, ...]
     client_sweep: tuple[int, ...]
     ceilings: bool
+    # Rounds of paired holds of edgecount against its floors (see pairs.py); 0 for none.
+    pair_rounds: int = 0
 
 
 ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-workerd-cdn-5s", "edgecount-wrangler-dev",
@@ -71,12 +74,13 @@ PROFILES = {
     "full": Profile(3, 10, 1_000_000, 1_000_000, 400_000, ALL_SYSTEMS,
                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "cache-100b",
                      "cache-1k", "ncache"),
-                    (50, 100, 150, 200, 250, 300), True),
+                    (50, 100, 150, 200, 250, 300), True, pair_rounds=3),
     "quick": Profile(3, 6, 100_000, 0, 200_000, QUICK_SYSTEMS,
-                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async"), (), True),
+                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async"), (), True,
+                     pair_rounds=2),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
     "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
-                     ("read", "write-async", "mixed", "batch"), (), False),
+                     ("read", "write-async", "mixed", "batch"), (), False, pair_rounds=1),
 }
 
 
@@ -130,19 +134,7 @@ def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys
     value_bytes = 1024 if scenario == "cache-1k" else 100
     k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32, value_bytes=value_bytes,
            phase="warmup")
-    # The capacity hold. Stats are read outside the window and uncapped (counting a million
-    # stored keys under a 0.15-core cap can outlast the request's timeout), and the CPU figure
-    # spans the k6 run only; the server is idle before and after it, so k6's own start-up adds
-    # nothing.
-    before_stats = system.stats()
-    cap = system.cap(cpu_quota)
-    before_cpu = system.cpu_seconds()
-    hold = k6_run(system, scenario, "closed", run_dir, keys_dir, profile.measure_s, vus=32,
-                  value_bytes=value_bytes, phase="hold")
-    cpu = system.cpu_seconds() - before_cpu
-    system.cap(None)
-    after_stats = system.stats()
-    row = summarize(system, scenario, hold, cpu, before_stats, after_stats, cap)
+    row = capacity_hold(system, scenario, profile, run_dir, keys_dir, cpu_quota, value_bytes)
     # The latency run, uncapped, at the scenario's common offered rate.
     rate = latency_rate(scenario)
     latency = k6_run(system, scenario, "open", run_dir, keys_dir, profile.measure_s, rate=rate, vus=200,
@@ -159,6 +151,65 @@ def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys
         "meets_goals": dropped == 0 and errors < 0.001,
     })
     return row
+
+
+def capacity_hold(system: System, scenario: str, profile: Profile, run_dir: Path, keys_dir: Path,
+                  cpu_quota: float | None, value_bytes: int = 100, phase: str = "hold",
+                  with_stats: bool = True) -> dict:
+    """A closed-model hold with the server capped at `cpu_quota` of a core, as a row.
+
+    Stats are read outside the window and uncapped (counting a million stored keys under a
+    0.15-core cap can outlast the request's timeout), and the CPU figure spans the k6 run only;
+    the server is idle before and after it, so k6's own start-up adds nothing."""
+    before_stats = system.stats() if with_stats else None
+    cap = system.cap(cpu_quota)
+    before_cpu = system.cpu_seconds()
+    hold = k6_run(system, scenario, "closed", run_dir, keys_dir, profile.measure_s, vus=32,
+                  value_bytes=value_bytes, phase=phase)
+    cpu = system.cpu_seconds() - before_cpu
+    system.cap(None)
+    after_stats = system.stats() if with_stats else None
+    return summarize(system, scenario, hold, cpu, before_stats, after_stats, cap)
+
+
+def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_dir: Path, keys_dir: Path,
+              cpu_quota: float) -> list[dict]:
+    """The paired holds (pairs.py), on fresh state of their own in `run_dir/pairs`."""
+    wanted = [s for s in scenarios if s in pairs.FLOOR_OF and {pairs.EDGECOUNT, pairs.FLOOR_OF[s]} <= set(systems)]
+    names = [pairs.EDGECOUNT, *sorted({pairs.FLOOR_OF[s] for s in wanted})]
+    if not profile.pair_rounds or not wanted or any(available(name) for name in names):
+        return []
+    pairs_dir = run_dir / "pairs"
+    pairs_dir.mkdir(exist_ok=True)
+    started = []
+    try:
+        for name in names:
+            busy = port_in_use(SYSTEMS[name].base_url)
+            if busy:
+                say(f"pairs skipped: {busy} is already in use by another process")
+                return []
+            say(f"pairs: starting {name}")
+            SYSTEMS[name].start(pairs_dir)
+            started.append(SYSTEMS[name])
+            if type(SYSTEMS[name]).preload is not System.preload:
+                say(f"  preloading {profile.keyspace:,} counters into {name}")
+                SYSTEMS[name].preload(profile.keyspace, 0, 100)
+
+        def warm(system: System, scenario: str) -> None:
+            k6_run(system, scenario, "closed", pairs_dir, keys_dir, profile.probe_s, vus=32, phase="pair-warmup")
+
+        def hold(system: System, scenario: str, turn: int) -> dict:
+            return capacity_hold(system, scenario, profile, pairs_dir, keys_dir, cpu_quota, phase=f"pair{turn}",
+                                 with_stats=False)
+
+        floors = {name: SYSTEMS[name] for name in names[1:]}
+        return pairs.paired_rows(SYSTEMS[pairs.EDGECOUNT], floors, wanted, profile.pair_rounds, warm, hold, say)
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
+        say(f"pairs failed: {error}")
+        return []
+    finally:
+        for system in started:
+            system.stop()
 
 
 def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before: dict | None,
@@ -343,9 +394,10 @@ def machine(cpu_quota: float) -> dict:
 
 
 def write_summary(run_dir: Path, rows: list[dict], profile: str, skipped: dict[str, str],
-                  cpu_quota: float) -> None:
+                  cpu_quota: float, paired: list[dict] | None = None) -> None:
     """Written after every row, so an interrupted run keeps what it measured."""
-    summary = {"rows": rows, "machine": machine(cpu_quota), "profile": profile, "skipped": skipped}
+    summary = {"rows": rows, "machine": machine(cpu_quota), "profile": profile, "skipped": skipped,
+               "pairs": paired or []}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
@@ -430,8 +482,9 @@ def main() -> int:
         finally:
             system.stop()
 
-    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)
-    say(f"wrote {run_dir / 'summary.json'} ({len(rows)} rows)")
+    paired = run_pairs(profile, systems, scenarios, run_dir, keys_dir, args.cpu_quota)
+    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota, paired)
+    say(f"wrote {run_dir / 'summary.json'} ({len(rows)} rows, {len(paired)} paired)")
     report = subprocess.run([sys.executable, str(LOADTEST / "report.py"), str(run_dir)])
     return report.returncode
 

@@ -21,6 +21,7 @@ BILLED_SYSTEMS = {"edgecount-workerd", "js-floor-workerd"}
 def main() -> int:
     summary = json.load(open(sys.argv[1]))
     problems = []
+    report = Path(sys.argv[1]).with_name("report.md")
     for row in summary["rows"]:
         missing = FIELDS - row.keys()
         if missing:
@@ -42,9 +43,18 @@ def main() -> int:
     for system in sys.argv[2:]:
         if not any(r["system"] == system for r in summary["rows"]):
             problems.append(f"no rows for {system} (skipped: {summary.get('skipped', {}).get(system)})")
+    # The paired holds run whenever edgecount and a floor both ran (see pairs.py).
+    if {"edgecount-workerd", "js-floor-workerd"} <= set(sys.argv[2:]):
+        if not summary.get("pairs"):
+            problems.append("no paired holds of edgecount against its floor")
+        for pair in summary.get("pairs", []):
+            for turn in pair["rounds"]:
+                if not (turn["edgecount_us"] and turn["floor_us"]):
+                    problems.append(f"pair {pair['scenario']} has a round without CPU figures: {turn}")
+        if "in alternating holds" not in (report.read_text() if report.exists() else ""):
+            problems.append(f"{report} lacks the paired holds")
     if "machine" not in summary:
         problems.append("no machine description")
-    report = Path(sys.argv[1]).with_name("report.md")
     if not report.exists() or "where a request's time goes" not in report.read_text():
         problems.append(f"{report} lacks the table of where a request's time goes")
     for problem in problems:

@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+import pairs
+
 BASELINES = ("redis-webdis", "ehcache")
 ORDER = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-workerd-cdn-5s", "edgecount-wrangler-dev",
          "js-floor-workerd", "js-hello-workerd", "redis-webdis", "redis-webdis-aof-always", "redis-webdis-aof-everysec",
@@ -216,6 +218,7 @@ def write_report(run_dir: Path, summary: dict) -> None:
         lines += ["Not run: " + "; ".join(f"{s} ({why})" for s, why in summary["skipped"].items()) + ".", ""]
     lines += prices_note()
     lines += where_time_goes(rows)
+    lines += pairs.report_lines(summary.get("pairs", []))
     lines += tables(rows)
     lines += ["![ops/s and p99 per system and scenario](chart.png)", ""]
     (run_dir / "report.md").write_text("\n".join(lines))

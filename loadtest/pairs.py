@@ -1,0 +1,97 @@
+"""Paired holds: edgecount and the floor of each path, measured in alternation.
+
+One capacity hold per system and scenario compares two figures taken minutes apart, and on a
+shared 2-core machine the same server's CPU per op drifts by tens of percent between runs (the
+floors moved by up to 42% between two runs of the same code). A ratio near a target cannot be
+settled that way. Here both systems run side by side, and for each scenario they take turns:
+edgecount, floor, floor, edgecount, ... (who goes first alternates, so a drift over the round
+falls on both), each turn a capped hold like the main run's. Each round gives one ratio of CPU
+per op; the row quotes the median ratio and the spread of the rounds, so a reader sees whether
+a target is met in every round or only in some.
+
+The floors: a JavaScript hello world for the request-only paths (health, hot reads), a
+JavaScript worker calling a JavaScript Durable Object with the same SQL for the shard paths.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Callable
+
+from systems import System
+
+EDGECOUNT = "edgecount-workerd"
+# Each path and the floor it is judged against.
+FLOOR_OF = {
+    "health": "js-hello-workerd",
+    "hot": "js-hello-workerd",
+    "read": "js-floor-workerd",
+    "write": "js-floor-workerd",
+    "mixed": "js-floor-workerd",
+    "batch": "js-floor-workerd",
+}
+
+# A hold: (system, scenario, round) -> the row of a capped hold (see bench.capacity_hold).
+Hold = Callable[[System, str, int], dict]
+
+
+def paired_rows(edgecount: System, floors: dict[str, System], scenarios: list[str], rounds: int,
+                warm: Callable[[System, str], None], hold: Hold,
+                say: Callable[[str], None]) -> list[dict]:
+    """One row per scenario: each round's CPU per op of both systems, their ratios, the median
+    ratio and its spread. Rounds in which either server was not the bottleneck are kept but
+    left out of the median, as capacity rows are."""
+    rows = []
+    for scenario in scenarios:
+        floor = floors[FLOOR_OF[scenario]]
+        for system in (edgecount, floor):
+            warm(system, scenario)
+        rounds_seen = []
+        for turn in range(rounds):
+            order = (edgecount, floor) if turn % 2 == 0 else (floor, edgecount)
+            held = {system.name: hold(system, scenario, turn) for system in order}
+            ours, theirs = held[edgecount.name], held[floor.name]
+            both_bound = ours["bound"] == "server" and theirs["bound"] == "server"
+            ratio = (ours["server_cpu_us_per_op"] / theirs["server_cpu_us_per_op"]
+                     if ours["server_cpu_us_per_op"] and theirs["server_cpu_us_per_op"] else None)
+            rounds_seen.append({
+                "edgecount_us": ours["server_cpu_us_per_op"], "floor_us": theirs["server_cpu_us_per_op"],
+                "edgecount_busy": ours["server_busy"], "floor_busy": theirs["server_busy"],
+                "ratio": round(ratio, 3) if ratio else None, "counted": both_bound and ratio is not None,
+            })
+            say(f"  pair {scenario} round {turn + 1}: edgecount {ours['server_cpu_us_per_op']} us/op, "
+                f"{floor.name} {theirs['server_cpu_us_per_op']} us/op"
+                + (f", ratio {ratio:.2f}" if ratio else "") + ("" if both_bound else " (not server-bound)"))
+        counted = [r["ratio"] for r in rounds_seen if r["counted"]]
+        rows.append({
+            "scenario": scenario, "floor": floor.name, "rounds": rounds_seen,
+            "median_ratio": round(median(counted), 3) if counted else None,
+            "min_ratio": min(counted) if counted else None,
+            "max_ratio": max(counted) if counted else None,
+            "counted_rounds": len(counted),
+        })
+    return rows
+
+
+def report_lines(pairs: list[dict]) -> list[str]:
+    """The report's section on the paired holds."""
+    if not pairs:
+        return []
+    lines = [
+        "## edgecount against its floors, in alternating holds",
+        "",
+        "Each round holds edgecount and the path's floor one after the other under the same CPU cap "
+        "(who goes first alternates); a ratio is edgecount's CPU per op over the floor's in the same "
+        "round. Only rounds in which both servers were the bottleneck count.",
+        "",
+        "| path | floor | rounds counted | median ratio | spread | CPU µs/op per round (edgecount / floor) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for pair in pairs:
+        spread = (f"{pair['min_ratio']:.2f}-{pair['max_ratio']:.2f}" if pair["median_ratio"] is not None else "-")
+        median_ratio = f"{pair['median_ratio']:.2f}x" if pair["median_ratio"] is not None else "-"
+        per_round = ", ".join(f"{r['edgecount_us']} / {r['floor_us']}" + ("" if r["counted"] else " (not counted)")
+                              for r in pair["rounds"])
+        lines.append(f"| {pair['scenario']} | {pair['floor']} | {pair['counted_rounds']} of {len(pair['rounds'])} "
+                     f"| {median_ratio} | {spread} | {per_round} |")
+    return lines + [""]
