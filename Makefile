@@ -19,7 +19,7 @@ BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
 help:
 	@echo "make dev    build and serve the API on http://127.0.0.1:8787 (state kept in .dev-state/)"
 	@echo "make test   lint, native Rust tests, Wasm build, vitest integration tests in workerd"
-	@echo "make bench  capacity beside Redis, memcached, Ehcache and the JS floor (about 35 minutes; BENCH_QUICK=1: about 12)"
+	@echo "make bench  capacity beside Redis, memcached, Ehcache and the JS floor (about 45 minutes; BENCH_QUICK=1: fewer systems, 100,000 keys)"
 	@echo "make fmt    format Rust and TypeScript"
 	@echo "make fuzz   fuzz the core's parsers for 10 minutes (cargo-fuzz, nightly)"
 	@echo "make soak   10 minutes of mixed load, client resets, hostile requests and SIGKILLs through workerd"
