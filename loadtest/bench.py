@@ -84,6 +84,25 @@ PROFILES = {
 }
 
 
+# After a preload, a server may go on working (SQLite checkpoints after a million writes, say);
+# the first scenario would carry that work. Wait until it is this idle, for at most SETTLE_MAX_S.
+SETTLE_IDLE_SHARE = 0.05
+SETTLE_MAX_S = 60
+
+
+def settle(system: System) -> None:
+    """Waits until `system` uses under SETTLE_IDLE_SHARE of a core over a second, and says how
+    long that took, or that it never did within SETTLE_MAX_S."""
+    started = time.monotonic()
+    while time.monotonic() - started < SETTLE_MAX_S:
+        before = system.cpu_seconds()
+        time.sleep(1)
+        if system.cpu_seconds() - before < SETTLE_IDLE_SHARE:
+            say(f"  {system.name} settled after {time.monotonic() - started:.0f} s")
+            return
+    say(f"  {system.name} still busy {SETTLE_MAX_S} s after its preload; measuring anyway")
+
+
 def port_in_use(base_url: str) -> str | None:
     """The `host:port` of `base_url` when something already listens there, else None."""
     address = urllib.parse.urlsplit(base_url)
@@ -194,6 +213,7 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
             if type(SYSTEMS[name]).preload is not System.preload:
                 say(f"  preloading {profile.keyspace:,} counters into {name}")
                 SYSTEMS[name].preload(profile.keyspace, 0, 100)
+                settle(SYSTEMS[name])
 
         def warm(system: System, scenario: str) -> None:
             k6_run(system, scenario, "closed", pairs_dir, keys_dir, profile.probe_s, vus=32, phase="pair-warmup")
@@ -446,6 +466,7 @@ def main() -> int:
                 cache_keys = profile.cache_keys if any(s.startswith(("cache", "ncache")) for s in wanted) else 0
                 say(f"  preloading {profile.keyspace:,} counters and {cache_keys:,} cache entries into {name}")
                 system.preload(profile.keyspace, cache_keys, 100)
+                settle(system)
             if name == "memcached":
                 rows.extend(memcached_rows(system, profile, args.cpu_quota))
                 write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)
