@@ -132,15 +132,16 @@ impl Flush {
         self.ops.iter().map(|op| op.ops).sum()
     }
 
-    /// What one send's `results` settled, as ops `(applied, dropped)`: a value (first or
-    /// replayed) is applied; a passing storage failure is left for a resend; any other
-    /// refusal (a counter that would overflow, say) is final.
+    /// What one send's `results` settled, as ops `(applied, dropped)`: a value is applied,
+    /// and so is any replay (under a receipt, a replayed op is one an earlier send applied,
+    /// whatever reading its value now gave); a passing storage failure is left for a resend;
+    /// any other refusal (a counter that would overflow, say) is final.
     #[must_use]
     pub fn settled(&self, results: Vec<OpResult>) -> (u64, u64) {
         let (mut applied, mut dropped) = (0, 0);
         for (op, result) in self.ops.iter().zip(results) {
-            match result.unwrap_replay().0 {
-                OpResult::Value { .. } => applied += op.ops,
+            match result {
+                OpResult::Value { .. } | OpResult::Replayed { .. } => applied += op.ops,
                 OpResult::Failed { error: CoreError::StorageUnavailable { .. } } => {}
                 _ => dropped += op.ops,
             }
@@ -672,6 +673,16 @@ mod tests {
         buffer.finish(ShardId(0), flush.number, applied, dropped, false);
         let stats = buffer.stats();
         assert_eq!((stats.flushed, stats.dropped, stats.pending), (1, 1, 0));
+    }
+
+    #[test]
+    fn a_replayed_op_counts_as_applied_even_when_its_value_could_not_be_read() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        let unreadable = OpResult::Failed { error: CoreError::StorageUnavailable { detail: "read".into() } };
+        let results = vec![OpResult::Replayed { first: Box::new(unreadable) }];
+        assert_eq!(flush.settled(results), (1, 0));
     }
 
     proptest! {

@@ -117,12 +117,22 @@ impl ShardEngine {
             })
             .collect();
         let failures = pending.commit();
+        let replays: Vec<(usize, OpResult)> = results
+            .iter()
+            .enumerate()
+            .filter(|(place, _)| !earlier.runs(*place))
+            .map(|(place, result)| (place, result.clone()))
+            .collect();
         self.settle(calls, &mut results, &failures);
+        // An op an earlier send applied stays answered as replayed even when this send failed
+        // to store another op's write to its key: it was applied, and its sender must not count
+        // it otherwise.
+        for (place, replay) in replays {
+            results[place] = replay;
+        }
         let unapplied: Vec<usize> = results
             .iter()
             .enumerate()
-            // An op applied by an earlier send stays applied, even if this send's answer for
-            // it failed (its key failed to store another op's write).
             .filter(|(place, result)| earlier.runs(*place) && matches!(result, OpResult::Failed { .. }))
             .map(|(place, _)| place)
             .collect();
@@ -599,5 +609,57 @@ mod receipt_tests {
         ));
         assert_eq!(value(&mut shard, &store, "a"), 1);
         assert_eq!(store.records.borrow().len(), 1, "only the first request left a record");
+    }
+}
+
+#[cfg(test)]
+mod receipt_failure_tests {
+    use super::*;
+    use crate::shard::memory_store::MemoryStore as MapStore;
+    use crate::{Key, Namespace};
+
+    fn names() -> (Namespace, Key) {
+        (Namespace::new("n").unwrap(), Key::new("a").unwrap())
+    }
+
+    #[test]
+    fn an_op_applied_before_stays_replayed_when_this_send_fails_to_store_its_key() {
+        let store = MapStore::default();
+        let mut shard = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
+        let (ns, key) = names();
+        let plain = |ops: Vec<ShardOp>| ShardRequest {
+            ops: ops.into_iter().map(Into::into).collect(),
+            answer_budget: None,
+            receipt: None,
+        };
+        let set = ShardOp::Set { ns: ns.clone(), key: key.clone(), value: i64::MAX - 1, ttl: None };
+        shard.run(&store, &plain(vec![set]), 0);
+        // The same key twice (two TTLs): the first applies, the second would overflow.
+        let request = ShardRequest {
+            ops: vec![
+                ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: None }.into(),
+                ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: Some(60) }.into(),
+            ],
+            answer_budget: None,
+            receipt: Some(IdempotencyKey::new("flush-7").unwrap()),
+        };
+        let first = shard.run(&store, &request, 1_000).response.results;
+        assert!(matches!(first[0], OpResult::Value { .. }));
+        assert_eq!(first[1], OpResult::Failed { error: CoreError::Overflow });
+        let decr = ShardOp::Decr { ns: ns.clone(), key: key.clone(), by: 10, ttl: None };
+        shard.run(&store, &plain(vec![decr]), 1_500);
+        // This send runs only the second op, and storing the key fails: the first op is still
+        // answered as applied by the earlier send, the second as not applied.
+        store.writes_fail.set(true);
+        let second = shard.run(&store, &request, 2_000).response.results;
+        assert!(matches!(second[0], OpResult::Replayed { .. }), "{second:?}");
+        assert!(matches!(second[1], OpResult::Failed { error: CoreError::StorageUnavailable { .. } }));
+        store.writes_fail.set(false);
+        let third = shard.run(&store, &request, 3_000).response.results;
+        assert!(matches!(third[0], OpResult::Replayed { .. }), "{third:?}");
+        assert!(matches!(third[1], OpResult::Value { value, .. } if value == i64::MAX - 9));
+        let read = ShardOp::Get { ns, key };
+        let now = shard.run(&store, &plain(vec![read]), 4_000).response.results;
+        assert!(matches!(now[0], OpResult::Value { value, .. } if value == i64::MAX - 9), "{now:?}");
     }
 }

@@ -17,10 +17,13 @@
 //! [`MAX_RECEIPT_OPS`] of them; a request outside that is refused whole and changes nothing.
 //! The record then holds at most [`MAX_RECEIPT_RECORD_BYTES`] of places.
 //!
-//! The one case a receipt does not cover is the record itself failing to be stored after its
-//! counters were: the answer still says what was applied (so a sender that receives it settles
-//! those ops), and only if that answer is lost too could a resend apply them again. Per-op
-//! records share the same limit.
+//! What a receipt does not cover, and per-op records do not either: storage failing *part*
+//! way through one call's writes. If the record cannot be stored after its counters were, or a
+//! multi-statement counter save fails after its first statements were stored, the answer
+//! still tells the sender which ops failed, but the sender resends the whole flush while any
+//! op is unsettled, and the ops stored without a record (or reported failed though stored) are
+//! then applied again. Closing that needs the call's writes in one transaction, or a sender
+//! that resends only the unsettled ops under a new receipt.
 
 use std::io;
 
@@ -34,7 +37,7 @@ use crate::{CoreError, IdempotencyKey};
 pub const MAX_RECEIPT_OPS: usize = 10_000;
 
 /// Most bytes a receipt's record of unapplied places takes: every op unapplied, each place
-/// written with up to five digits and a comma, plus the brackets.
+/// (below 10,000: at most four digits) and its comma within six bytes, plus the brackets.
 pub const MAX_RECEIPT_RECORD_BYTES: usize = MAX_RECEIPT_OPS * 6 + 2;
 
 /// What a receipt's record is kept under: the receipt on the request's first key, as a kind
