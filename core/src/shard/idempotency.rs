@@ -11,6 +11,7 @@
 
 use std::io;
 
+use serde::Serialize;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::shard::protocol::{OpResult, ShardOp};
@@ -103,6 +104,13 @@ pub enum Recall {
 /// anyone else's write.
 #[must_use]
 pub fn request_digest(op: &ShardOp) -> u128 {
+    json_digest(op)
+}
+
+/// xxh3-128 of `value`'s JSON encoding, streamed into the hash rather than built as a string:
+/// the digest of requests (here, and of a whole receipted call in
+/// [`crate::shard::receipt::digest`]).
+pub(crate) fn json_digest(value: &impl Serialize) -> u128 {
     struct Digest(Xxh3);
     impl io::Write for Digest {
         fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
@@ -114,8 +122,8 @@ pub fn request_digest(op: &ShardOp) -> u128 {
         }
     }
     let mut digest = Digest(Xxh3::new());
-    // Serializing an op cannot fail: every field is a string, a number or bytes.
-    let _ = serde_json::to_writer(&mut digest, op);
+    // Serializing a shard op cannot fail: every field is a string, a number or bytes.
+    let _ = serde_json::to_writer(&mut digest, value);
     digest.0.digest128()
 }
 

@@ -25,11 +25,7 @@
 //! then applied again. Closing that needs the call's writes in one transaction, or a sender
 //! that resends only the unsettled ops under a new receipt.
 
-use std::io;
-
-use xxhash_rust::xxh3::Xxh3;
-
-use crate::shard::idempotency::{IdempotencyRecord, RecordScope};
+use crate::shard::idempotency::{self, IdempotencyRecord, RecordScope};
 use crate::shard::protocol::{ShardCall, ShardOp};
 use crate::{CoreError, IdempotencyKey};
 
@@ -66,20 +62,7 @@ pub fn refusal(calls: &[ShardCall]) -> Option<CoreError> {
 /// The digest a resend is compared by: xxh3-128 of the ops' canonical encodings, in order.
 #[must_use]
 pub fn digest(calls: &[ShardCall]) -> u128 {
-    struct Digest(Xxh3);
-    impl io::Write for Digest {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0.update(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut digest = Digest(Xxh3::new());
-    // Serializing an op cannot fail: every field is a string or a number.
-    let _ = serde_json::to_writer(&mut digest, calls);
-    digest.0.digest128()
+    idempotency::json_digest(&calls)
 }
 
 /// What an earlier send of a request under its receipt left.
@@ -103,7 +86,7 @@ impl Earlier {
         now_ms: u64,
     ) -> Result<Self, CoreError> {
         let Some(record) = record else { return Ok(Self::None) };
-        if now_ms.saturating_sub(record.created_at_ms) >= crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS {
+        if now_ms.saturating_sub(record.created_at_ms) >= idempotency::IDEMPOTENCY_WINDOW_MS {
             return Ok(Self::None);
         }
         if record.request_digest != digest {
