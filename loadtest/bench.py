@@ -103,6 +103,15 @@ def settle(system: System) -> None:
     say(f"  {system.name} still busy {SETTLE_MAX_S} s after its preload; measuring anyway")
 
 
+def preload_and_settle(system: System, keyspace: int, cache_keys: int) -> None:
+    """Preloads `system` if it takes a preload, then lets it settle."""
+    if type(system).preload is System.preload:
+        return
+    say(f"  preloading {keyspace:,} counters and {cache_keys:,} cache entries into {system.name}")
+    system.preload(keyspace, cache_keys, 100)
+    settle(system)
+
+
 def port_in_use(base_url: str) -> str | None:
     """The `host:port` of `base_url` when something already listens there, else None."""
     address = urllib.parse.urlsplit(base_url)
@@ -210,10 +219,7 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
             say(f"pairs: starting {name}")
             SYSTEMS[name].start(pairs_dir)
             started.append(SYSTEMS[name])
-            if type(SYSTEMS[name]).preload is not System.preload:
-                say(f"  preloading {profile.keyspace:,} counters into {name}")
-                SYSTEMS[name].preload(profile.keyspace, 0, 100)
-                settle(SYSTEMS[name])
+            preload_and_settle(SYSTEMS[name], profile.keyspace, 0)
 
         def warm(system: System, scenario: str) -> None:
             k6_run(system, scenario, "closed", pairs_dir, keys_dir, profile.probe_s, vus=32, phase="pair-warmup")
@@ -462,11 +468,8 @@ def main() -> int:
             # cache-100b and cache-1k are the cache scenario with two value sizes.
             wanted = [s for s in scenarios
                       if s in system.scenarios or (s.startswith("cache-") and "cache" in system.scenarios)]
-            if type(system).preload is not System.preload:
-                cache_keys = profile.cache_keys if any(s.startswith(("cache", "ncache")) for s in wanted) else 0
-                say(f"  preloading {profile.keyspace:,} counters and {cache_keys:,} cache entries into {name}")
-                system.preload(profile.keyspace, cache_keys, 100)
-                settle(system)
+            cache_keys = profile.cache_keys if any(s.startswith(("cache", "ncache")) for s in wanted) else 0
+            preload_and_settle(system, profile.keyspace, cache_keys)
             if name == "memcached":
                 rows.extend(memcached_rows(system, profile, args.cpu_quota))
                 write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)

