@@ -42,6 +42,16 @@ pub enum CoreError {
     InvalidIdempotencyKey { max: usize },
     #[error("This Idempotency-Key was already used for a different request.")]
     IdempotencyMismatch,
+    #[error("A counter with this name already exists.")]
+    AlreadyExists,
+    #[error("This counter was created without `enable_reset`, so its value cannot be set.")]
+    ResetDisabled,
+    #[error("The amount must lie from {lower} to {upper}, the update bounds this counter was created with.")]
+    OutOfBounds { lower: i64, upper: i64 },
+    #[error("This counter was created without an admin key, so it cannot be changed with one.")]
+    NoAdminKey,
+    #[error("The admin key is not this counter's.")]
+    WrongAdminKey,
     /// Storage failed; `detail` is for the operator's logs, never shown to clients.
     #[error("The shard could not reach its storage, so nothing was changed; retry shortly.")]
     StorageUnavailable { detail: String },
@@ -82,6 +92,11 @@ impl CoreError {
             Self::InvalidContentType { .. } => "invalid_content_type",
             Self::InvalidIdempotencyKey { .. } => "invalid_idempotency_key",
             Self::IdempotencyMismatch => "idempotency_mismatch",
+            Self::AlreadyExists => "already_exists",
+            Self::ResetDisabled => "reset_disabled",
+            Self::OutOfBounds { .. } => "out_of_bounds",
+            Self::NoAdminKey => "no_admin_key",
+            Self::WrongAdminKey => "wrong_admin_key",
             Self::StorageUnavailable { .. } => "storage_unavailable",
         }
     }

@@ -24,8 +24,12 @@
 //!   policy), [`edge::coalescer`] (merging concurrent calls to one shard),
 //!   [`edge::access`] (tokens and rights), [`edge::rate_limit`] (a token bucket per client).
 //!
+//! - [`compat`], the CountAPI- and Abacus-compatible routes' names, parameters and answers
+//!   (a counter's own rules for them are [`shard::settings`]).
+//!
 //! Time is always passed in as milliseconds since the Unix epoch: `std::time` panics on wasm32.
 
+pub mod compat;
 pub mod edge;
 pub mod error;
 pub mod http;

@@ -71,7 +71,7 @@ fn parse_switch(value: &str) -> Result<bool, CoreError> {
     }
 }
 
-fn parse_label(value: &str) -> Result<String, CoreError> {
+pub(crate) fn parse_label(value: &str) -> Result<String, CoreError> {
     let chars = value.chars().count();
     if chars == 0 || chars > MAX_LABEL_CHARS {
         return Err(invalid("label", "1 to 64 characters"));
@@ -83,7 +83,7 @@ fn parse_label(value: &str) -> Result<String, CoreError> {
 }
 
 /// A hex colour (`4c1`, `#44cc11`) or one of [`NAMED_COLORS`], as `#` and hex digits.
-fn parse_color(value: &str) -> Result<String, CoreError> {
+pub(crate) fn parse_color(value: &str) -> Result<String, CoreError> {
     let lower = value.trim().to_ascii_lowercase();
     if let Some((_, hex)) = NAMED_COLORS.iter().find(|(name, _)| *name == lower) {
         return Ok((*hex).to_owned());
@@ -130,10 +130,16 @@ fn escape(text: &str) -> String {
 /// The badge: `label` on grey, `value` on `color`, with a title for screen readers.
 #[must_use]
 pub fn render(label: &str, value: i64, color: &str) -> String {
+    render_with_text_color(label, value, color, "#fff")
+}
+
+/// [`render`] with its text in `text_color` (a colour [`parse_color`] answered).
+#[must_use]
+pub fn render_with_text_color(label: &str, value: i64, color: &str, text_color: &str) -> String {
     let value = value.to_string();
     let (label_w, value_w) = (text_width(label) + 10, text_width(&value) + 10);
     let width = label_w + value_w;
-    let (label, color) = (escape(label), escape(color));
+    let (label, color, text_color) = (escape(label), escape(color), escape(text_color));
     let (label_x, value_x) = (label_w * 5, label_w * 10 + value_w * 5);
     format!(
         concat!(
@@ -142,7 +148,7 @@ pub fn render(label: &str, value: i64, color: &str) -> String {
             r##"<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/><stop offset="1" stop-opacity=".1"/></linearGradient>"##,
             r##"<clipPath id="r"><rect width="{width}" height="20" rx="3" fill="#fff"/></clipPath>"##,
             r##"<g clip-path="url(#r)"><rect width="{label_w}" height="20" fill="#555"/><rect x="{label_w}" width="{value_w}" height="20" fill="{color}"/><rect width="{width}" height="20" fill="url(#s)"/></g>"##,
-            r##"<g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" font-size="110">"##,
+            r##"<g fill="{text_color}" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" font-size="110">"##,
             r##"<text x="{label_x}" y="150" fill="#010101" fill-opacity=".3" transform="scale(.1)">{label}</text><text x="{label_x}" y="140" transform="scale(.1)">{label}</text>"##,
             r##"<text x="{value_x}" y="150" fill="#010101" fill-opacity=".3" transform="scale(.1)">{value}</text><text x="{value_x}" y="140" transform="scale(.1)">{value}</text>"##,
             r##"</g></svg>"##
@@ -151,6 +157,7 @@ pub fn render(label: &str, value: i64, color: &str) -> String {
         label = label,
         value = value,
         color = color,
+        text_color = text_color,
         label_w = label_w,
         value_w = value_w,
         label_x = label_x,

@@ -79,7 +79,7 @@ fn parse_op(text: &str) -> Result<ShardCall, CoreError> {
 fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {
     let ns = Namespace::new(&raw.ns)?;
     let key = Key::new(&raw.key)?;
-    let Some(kind) = OpKind::from_name(&raw.op) else {
+    let Some(kind) = OpKind::batched_from_name(&raw.op) else {
         return Err(CoreError::InvalidOp {
             reason: format!("`{}` is not one of {}", raw.op, OpKind::names()),
         });
@@ -122,6 +122,12 @@ fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {
             };
             ShardOp::CachePut { ns, key, value: text.into_bytes(), content_type, ttl }
         }
+        // Not batchable: `batched_from_name` never names them.
+        OpKind::Create | OpKind::Guarded | OpKind::Info => {
+            return Err(CoreError::InvalidOp {
+                reason: format!("`{}` is not one of {}", raw.op, OpKind::names()),
+            })
+        }
     })
 }
 
@@ -156,6 +162,11 @@ pub fn result_json(result: &OpResult) -> Value {
             }),
         },
         OpResult::Failed { error } => error_json(error.code(), &error.to_string()),
+        // Batches carry no guarded or info op (see `OpSpec::batched`); shown plainly all the same.
+        OpResult::Changed { old_value, value, .. } => {
+            json!({"old_value": old_value, "value": value, "exists": true})
+        }
+        OpResult::Info(info) => json!(info),
         OpResult::Replayed { first } => {
             let mut answer = result_json(first);
             if let Value::Object(fields) = &mut answer {

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::shard::settings::CounterSettings;
 use crate::CoreError;
 
 /// The stored state of one live counter.
@@ -19,6 +20,11 @@ pub struct Counter {
     pub ttl_seconds: Option<u32>,
     /// When the counter stops existing, in ms since the epoch.
     pub expires_at_ms: Option<u64>,
+    /// When the counter was first written, in ms since the epoch; `None` for one stored before
+    /// creation times were kept.
+    pub created_ms: Option<u64>,
+    /// Its own rules, if it was created with some (see [`crate::shard::settings`]).
+    pub settings: Option<CounterSettings>,
 }
 
 /// A change to a counter.
@@ -60,9 +66,35 @@ impl Counter {
             value,
             version: live.map_or(1, |c| c.version + 1),
             ttl_seconds,
-            expires_at_ms: ttl_seconds.map(|s| now_ms.saturating_add(u64::from(s) * 1000)),
+            expires_at_ms: expiry(ttl_seconds, now_ms),
+            // A counter that starts again after expiring is a new one, without the old rules.
+            created_ms: live.map_or(Some(now_ms), |c| c.created_ms),
+            settings: live.and_then(|c| c.settings),
         })
     }
+
+    /// A new counter holding `value` under `settings`.
+    #[must_use]
+    pub fn create(value: i64, ttl_seconds: Option<u32>, settings: CounterSettings, now_ms: u64) -> Counter {
+        Counter {
+            value,
+            version: 1,
+            ttl_seconds,
+            expires_at_ms: expiry(ttl_seconds, now_ms),
+            created_ms: Some(now_ms),
+            settings: Some(settings),
+        }
+    }
+
+    /// The rules the counter follows: its own, or the defaults.
+    #[must_use]
+    pub fn rules(&self) -> CounterSettings {
+        self.settings.unwrap_or_default()
+    }
+}
+
+fn expiry(ttl_seconds: Option<u32>, now_ms: u64) -> Option<u64> {
+    ttl_seconds.map(|s| now_ms.saturating_add(u64::from(s) * 1000))
 }
 
 #[cfg(test)]
@@ -72,7 +104,14 @@ mod tests {
     const NOW: u64 = 1_700_000_000_000;
 
     fn counter(value: i64) -> Counter {
-        Counter { value, version: 1, ttl_seconds: None, expires_at_ms: None }
+        Counter {
+            value,
+            version: 1,
+            ttl_seconds: None,
+            expires_at_ms: None,
+            created_ms: None,
+            settings: None,
+        }
     }
 
     #[test]
@@ -122,5 +161,16 @@ mod tests {
         assert!(first.is_expired(NOW + 1_000));
         let again = Counter::apply(Some(&first), CounterWrite::Add(1), None, NOW + 2_000).unwrap();
         assert_eq!((again.value, again.version, again.ttl_seconds), (1, 1, None));
+    }
+
+    #[test]
+    fn a_counter_keeps_its_creation_time_and_rules_until_it_expires() {
+        let settings = CounterSettings { enable_reset: true, ..CounterSettings::default() };
+        let created = Counter::create(3, Some(10), settings, NOW);
+        let later = Counter::apply(Some(&created), CounterWrite::Add(1), None, NOW + 5_000).unwrap();
+        assert_eq!((later.created_ms, later.settings), (Some(NOW), Some(settings)));
+        let reborn = Counter::apply(Some(&later), CounterWrite::Add(1), None, NOW + 60_000).unwrap();
+        assert_eq!((reborn.created_ms, reborn.settings), (Some(NOW + 60_000), None));
+        assert_eq!(reborn.rules(), CounterSettings::default());
     }
 }

@@ -8,7 +8,8 @@ use std::num::NonZeroUsize;
 
 use lru::LruCache;
 
-use crate::shard::protocol::OpResult;
+use crate::shard::protocol::{CounterInfo, GuardedChange, OpResult};
+use crate::shard::settings::{CounterSettings, Guard};
 use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
 
 /// Durable storage for counters. Storage is synchronous (a Durable Object's SQLite is), so
@@ -146,6 +147,87 @@ impl CounterTable {
         Ok(OpResult::Deleted { deleted: existed })
     }
 
+    /// Creates a counter holding `value` under `settings`.
+    ///
+    /// # Errors
+    /// [`CoreError::AlreadyExists`] while a live counter has the name, or
+    /// [`CoreError::StorageUnavailable`]; nothing changes then.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        value: i64,
+        settings: CounterSettings,
+        ttl_seconds: Option<u32>,
+        now_ms: u64,
+    ) -> Result<OpResult, CoreError> {
+        if self.live(store, ns, key, now_ms)?.is_some() {
+            return Err(CoreError::AlreadyExists);
+        }
+        let created = Counter::create(value, ttl_seconds, settings, now_ms);
+        store.save(ns, key, &created).map_err(CoreError::storage)?;
+        self.cached.put((ns.clone(), key.clone()), created);
+        Ok(OpResult::Value { value, exists: true, version: created.version })
+    }
+
+    /// Changes an existing counter if `guard` holds for its rules, in the same turn as the
+    /// check: a set or add answers the value before and after, a delete whether it deleted.
+    ///
+    /// # Errors
+    /// [`CoreError::NotFound`] when no live counter has the name, the guard's refusal,
+    /// [`CoreError::Overflow`] or [`CoreError::StorageUnavailable`]; nothing changes then.
+    #[allow(clippy::too_many_arguments)]
+    pub fn guarded(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        change: GuardedChange,
+        guard: &Guard,
+        ttl_seconds: Option<u32>,
+        now_ms: u64,
+    ) -> Result<OpResult, CoreError> {
+        let current = self.live(store, ns, key, now_ms)?.ok_or(CoreError::NotFound)?;
+        guard.check(&current.rules(), change.amount())?;
+        let write = match change {
+            GuardedChange::Add(by) => CounterWrite::Add(by),
+            GuardedChange::Set(value) => CounterWrite::Set(value),
+            GuardedChange::Delete => return self.delete(store, ns, key, now_ms),
+        };
+        let next = Counter::apply(Some(&current), write, ttl_seconds, now_ms)?;
+        store.save(ns, key, &next).map_err(CoreError::storage)?;
+        self.cached.put((ns.clone(), key.clone()), next);
+        Ok(OpResult::Changed { old_value: current.value, value: next.value, version: next.version })
+    }
+
+    /// A live counter with its creation time, expiry and rules.
+    ///
+    /// # Errors
+    /// [`CoreError::NotFound`] when no live counter has the name, or
+    /// [`CoreError::StorageUnavailable`].
+    pub fn info(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        now_ms: u64,
+    ) -> Result<OpResult, CoreError> {
+        let counter = self.live(store, ns, key, now_ms)?.ok_or(CoreError::NotFound)?;
+        let rules = counter.rules();
+        Ok(OpResult::Info(Box::new(CounterInfo {
+            value: counter.value,
+            version: counter.version,
+            created_ms: counter.created_ms,
+            expires_at_ms: counter.expires_at_ms,
+            enable_reset: rules.enable_reset,
+            update_lowerbound: rules.update_lowerbound,
+            update_upperbound: rules.update_upperbound,
+            has_admin_key: rules.admin_key_hash.is_some(),
+        })))
+    }
+
     /// Drops a counter from memory, so that the next op reads it from storage: for a write
     /// whose save failed after memory had taken it.
     pub fn forget(&mut self, ns: &Namespace, key: &Key) {
@@ -269,6 +351,80 @@ mod tests {
         assert_eq!(get(&mut table, &store, 999), OpResult::Value { value: 5, exists: true, version: 1 });
         assert_eq!(get(&mut table, &store, 1_000), OpResult::Value { value: 0, exists: false, version: 0 });
         assert!(store.counters.borrow().is_empty());
+    }
+
+    fn settings(enable_reset: bool, admin: Option<&str>) -> CounterSettings {
+        CounterSettings {
+            enable_reset,
+            update_lowerbound: -2,
+            update_upperbound: 10,
+            admin_key_hash: admin.map(crate::shard::settings::AdminKeyHash::of),
+        }
+    }
+
+    #[test]
+    fn create_refuses_a_live_name_and_keeps_the_first() {
+        let store = MapStore::default();
+        let mut table = CounterTable::new();
+        let (ns, key) = names();
+        assert_eq!(
+            table.create(&store, &ns, &key, 7, settings(false, None), None, 5),
+            Ok(OpResult::Value { value: 7, exists: true, version: 1 })
+        );
+        assert_eq!(
+            table.create(&store, &ns, &key, 9, settings(true, None), None, 6),
+            Err(CoreError::AlreadyExists)
+        );
+        let Ok(OpResult::Info(info)) = CounterTable::new().info(&store, &ns, &key, 7) else { panic!() };
+        assert_eq!((info.value, info.created_ms, info.enable_reset), (7, Some(5), false));
+    }
+
+    #[test]
+    fn guarded_changes_follow_the_counters_rules_and_a_refusal_changes_nothing() {
+        let store = MapStore::default();
+        let mut table = CounterTable::new();
+        let (ns, key) = names();
+        let set = |table: &mut CounterTable, guard: &Guard| {
+            table.guarded(&store, &ns, &key, GuardedChange::Set(3), guard, None, 0)
+        };
+        assert_eq!(set(&mut table, &Guard::Reset), Err(CoreError::NotFound));
+        table.create(&store, &ns, &key, 1, settings(false, Some("admin")), None, 0).unwrap();
+        assert_eq!(set(&mut table, &Guard::Reset), Err(CoreError::ResetDisabled));
+        let wrong = Guard::AdminKey { hash: crate::shard::settings::AdminKeyHash::of("guess") };
+        assert_eq!(set(&mut table, &wrong), Err(CoreError::WrongAdminKey));
+        let right = Guard::AdminKey { hash: crate::shard::settings::AdminKeyHash::of("admin") };
+        assert_eq!(set(&mut table, &right), Ok(OpResult::Changed { old_value: 1, value: 3, version: 2 }));
+        let add = |table: &mut CounterTable, by| {
+            table.guarded(&store, &ns, &key, GuardedChange::Add(by), &Guard::Bounds, None, 0)
+        };
+        assert_eq!(add(&mut table, 11), Err(CoreError::OutOfBounds { lower: -2, upper: 10 }));
+        assert_eq!(add(&mut table, 10), Ok(OpResult::Changed { old_value: 3, value: 13, version: 3 }));
+        assert_eq!(
+            get(&mut CounterTable::new(), &store, 0),
+            OpResult::Value { value: 13, exists: true, version: 3 }
+        );
+        let delete = table.guarded(&store, &ns, &key, GuardedChange::Delete, &right, None, 0);
+        assert_eq!(delete, Ok(OpResult::Deleted { deleted: true }));
+        assert_eq!(table.info(&store, &ns, &key, 0), Err(CoreError::NotFound));
+    }
+
+    #[test]
+    fn a_counter_made_by_a_plain_write_follows_the_default_rules() {
+        let store = MapStore::default();
+        let mut table = CounterTable::new();
+        let (ns, key) = names();
+        table.write(&store, &ns, &key, CounterWrite::Add(1), None, 42).unwrap();
+        let Ok(OpResult::Info(info)) = table.info(&store, &ns, &key, 43) else { panic!() };
+        assert_eq!(
+            (
+                info.created_ms,
+                info.enable_reset,
+                info.update_lowerbound,
+                info.update_upperbound,
+                info.has_admin_key
+            ),
+            (Some(42), false, -1, 1, false)
+        );
     }
 
     #[test]

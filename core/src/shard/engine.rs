@@ -277,6 +277,13 @@ impl ShardEngine {
                 self.cache.put(store, ns, key, value, content_type.as_str(), *ttl, now_ms)
             }
             ShardOp::CacheDelete { .. } => self.cache.delete(store, ns, key, now_ms),
+            ShardOp::Create { value, settings, ttl, .. } => {
+                self.counters.create(store, ns, key, *value, *settings, *ttl, now_ms)
+            }
+            ShardOp::Guarded { change, guard, ttl, .. } => {
+                self.counters.guarded(store, ns, key, *change, guard, *ttl, now_ms)
+            }
+            ShardOp::Info { .. } => self.counters.info(store, ns, key, now_ms),
         };
         result.unwrap_or_else(|error| OpResult::Failed { error })
     }

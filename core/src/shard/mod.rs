@@ -14,3 +14,4 @@ pub mod idempotency;
 pub mod memory_store;
 pub mod protocol;
 pub mod receipt;
+pub mod settings;

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::names::IdempotencyKey;
+use crate::shard::settings::{CounterSettings, Guard};
 use crate::{ContentType, CoreError, Key, Namespace};
 
 /// One operation on one key.
@@ -59,6 +60,49 @@ pub enum ShardOp {
         ns: Namespace,
         key: Key,
     },
+    /// Creates a counter with its own rules; refused while a live one has the name.
+    Create {
+        ns: Namespace,
+        key: Key,
+        value: i64,
+        settings: CounterSettings,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl: Option<u32>,
+    },
+    /// A change to an existing counter, made only if `guard` holds for the counter's rules.
+    Guarded {
+        ns: Namespace,
+        key: Key,
+        change: GuardedChange,
+        guard: Guard,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl: Option<u32>,
+    },
+    /// A counter with its creation time, expiry and rules.
+    Info {
+        ns: Namespace,
+        key: Key,
+    },
+}
+
+/// What a [`ShardOp::Guarded`] does to its counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardedChange {
+    Add(i64),
+    Set(i64),
+    Delete,
+}
+
+impl GuardedChange {
+    /// The amount a bounds guard checks: what the change adds.
+    #[must_use]
+    pub fn amount(self) -> i64 {
+        match self {
+            Self::Add(by) => by,
+            Self::Set(_) | Self::Delete => 0,
+        }
+    }
 }
 
 /// The kinds of op: one row each in [`OP_TABLE`], one variant each in [`ShardOp`].
@@ -72,6 +116,9 @@ pub enum OpKind {
     CacheGet,
     CachePut,
     CacheDelete,
+    Create,
+    Guarded,
+    Info,
 }
 
 /// What an op reads or writes: counters and cache entries are separate even under one name.
@@ -93,6 +140,9 @@ pub struct OpSpec {
     /// Whether the op changes state: it needs the write right and may carry an idempotency key.
     pub writes: bool,
     pub subject: Subject,
+    /// Whether a `/v1/batch` may carry the op. The counter-rule ops serve the compatible
+    /// routes only, whose answers a batch has no shape for.
+    pub batched: bool,
 }
 
 impl OpSpec {
@@ -105,7 +155,7 @@ impl OpSpec {
 
 /// The op table, in [`OpKind`] order. Adding an op kind is a row here, a variant of [`OpKind`]
 /// and [`ShardOp`], and the match arms the compiler then asks for.
-pub const OP_TABLE: [OpSpec; 8] = [
+pub const OP_TABLE: [OpSpec; 11] = [
     spec(OpKind::Get, "get", &[], false, Subject::Counter),
     spec(OpKind::Incr, "incr", &["by", "ttl"], true, Subject::Counter),
     spec(OpKind::Decr, "decr", &["by", "ttl"], true, Subject::Counter),
@@ -114,6 +164,9 @@ pub const OP_TABLE: [OpSpec; 8] = [
     spec(OpKind::CacheGet, "cache_get", &[], false, Subject::CacheEntry),
     spec(OpKind::CachePut, "cache_put", &["value", "ttl", "content_type"], true, Subject::CacheEntry),
     spec(OpKind::CacheDelete, "cache_delete", &[], true, Subject::CacheEntry),
+    unbatched(OpKind::Create, "create", &["value", "settings", "ttl"], true),
+    unbatched(OpKind::Guarded, "guarded", &["change", "guard", "ttl"], true),
+    unbatched(OpKind::Info, "info", &[], false),
 ];
 
 const fn spec(
@@ -123,7 +176,17 @@ const fn spec(
     writes: bool,
     subject: Subject,
 ) -> OpSpec {
-    OpSpec { kind, name, fields, writes, subject }
+    OpSpec { kind, name, fields, writes, subject, batched: true }
+}
+
+/// A row for an op on counters that `/v1/batch` does not carry.
+const fn unbatched(
+    kind: OpKind,
+    name: &'static str,
+    fields: &'static [&'static str],
+    writes: bool,
+) -> OpSpec {
+    OpSpec { kind, name, fields, writes, subject: Subject::Counter, batched: false }
 }
 
 impl OpKind {
@@ -139,10 +202,16 @@ impl OpKind {
         OP_TABLE.iter().find(|spec| spec.name == name).map(|spec| spec.kind)
     }
 
-    /// Every op name, for error messages: "get, incr, ..., cache_delete".
+    /// The batchable kind named `name`.
+    #[must_use]
+    pub fn batched_from_name(name: &str) -> Option<Self> {
+        Self::from_name(name).filter(|kind| kind.spec().batched)
+    }
+
+    /// Every op name a batch takes, for error messages: "get, incr, ..., cache_delete".
     #[must_use]
     pub fn names() -> String {
-        OP_TABLE.iter().map(|spec| spec.name).collect::<Vec<_>>().join(", ")
+        OP_TABLE.iter().filter(|spec| spec.batched).map(|spec| spec.name).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -159,6 +228,9 @@ impl ShardOp {
             Self::CacheGet { .. } => OpKind::CacheGet,
             Self::CachePut { .. } => OpKind::CachePut,
             Self::CacheDelete { .. } => OpKind::CacheDelete,
+            Self::Create { .. } => OpKind::Create,
+            Self::Guarded { .. } => OpKind::Guarded,
+            Self::Info { .. } => OpKind::Info,
         }
     }
 
@@ -173,7 +245,10 @@ impl ShardOp {
             | Self::Delete { ns, key }
             | Self::CacheGet { ns, key }
             | Self::CachePut { ns, key, .. }
-            | Self::CacheDelete { ns, key } => (ns, key),
+            | Self::CacheDelete { ns, key }
+            | Self::Create { ns, key, .. }
+            | Self::Guarded { ns, key, .. }
+            | Self::Info { ns, key } => (ns, key),
         }
     }
 
@@ -184,8 +259,14 @@ impl ShardOp {
             Self::Incr { ttl, .. }
             | Self::Decr { ttl, .. }
             | Self::Set { ttl, .. }
-            | Self::CachePut { ttl, .. } => *ttl,
-            Self::Get { .. } | Self::Delete { .. } | Self::CacheGet { .. } | Self::CacheDelete { .. } => None,
+            | Self::CachePut { ttl, .. }
+            | Self::Create { ttl, .. }
+            | Self::Guarded { ttl, .. } => *ttl,
+            Self::Get { .. }
+            | Self::Delete { .. }
+            | Self::CacheGet { .. }
+            | Self::CacheDelete { .. }
+            | Self::Info { .. } => None,
         }
     }
 
@@ -237,6 +318,24 @@ pub enum OpResult {
     Failed { error: CoreError },
     /// A repeat of a keyed write: the first answer, and nothing was applied this time.
     Replayed { first: Box<OpResult> },
+    /// A guarded change of a counter's value: the value before and after.
+    Changed { old_value: i64, value: i64, version: u64 },
+    /// A live counter as [`ShardOp::Info`] sees it.
+    Info(Box<CounterInfo>),
+}
+
+/// A live counter with its creation time, expiry and rules (the admin key's hash stays in the
+/// shard: only whether there is one leaves it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterInfo {
+    pub value: i64,
+    pub version: u64,
+    pub created_ms: Option<u64>,
+    pub expires_at_ms: Option<u64>,
+    pub enable_reset: bool,
+    pub update_lowerbound: i64,
+    pub update_upperbound: i64,
+    pub has_admin_key: bool,
 }
 
 impl OpResult {
@@ -374,7 +473,22 @@ mod tests {
                 content_type,
                 ttl: Some(5),
             },
-            ShardOp::CacheDelete { ns, key },
+            ShardOp::CacheDelete { ns: ns.clone(), key: key.clone() },
+            ShardOp::Create {
+                ns: ns.clone(),
+                key: key.clone(),
+                value: 0,
+                settings: CounterSettings::default(),
+                ttl: Some(5),
+            },
+            ShardOp::Guarded {
+                ns: ns.clone(),
+                key: key.clone(),
+                change: GuardedChange::Add(1),
+                guard: Guard::Bounds,
+                ttl: Some(5),
+            },
+            ShardOp::Info { ns, key },
         ]
     }
 
@@ -401,9 +515,14 @@ mod tests {
             listed.sort_unstable();
             assert_eq!(carried, listed, "{}", spec.name);
             assert_eq!(spec.takes_ttl(), op.ttl().is_some(), "{}", spec.name);
-            assert_eq!(spec.writes, !matches!(op, ShardOp::Get { .. } | ShardOp::CacheGet { .. }));
+            assert_eq!(
+                spec.writes,
+                !matches!(op, ShardOp::Get { .. } | ShardOp::CacheGet { .. } | ShardOp::Info { .. })
+            );
         }
         assert_eq!(OpKind::from_name("frobnicate"), None);
+        assert_eq!(OpKind::batched_from_name("create"), None);
+        assert!(!OpKind::names().contains("guarded"));
     }
 
     #[test]

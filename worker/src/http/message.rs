@@ -76,10 +76,11 @@ pub enum Header {
     Origin,
     /// RFC 7240 preferences (`respond-async` asks for a one-way write).
     Prefer,
+    Referer,
 }
 
 impl Header {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::Accept,
         Self::Authorization,
         Self::CacheControl,
@@ -90,6 +91,7 @@ impl Header {
         Self::IfNoneMatch,
         Self::Origin,
         Self::Prefer,
+        Self::Referer,
     ];
 
     fn name(self) -> &'static str {
@@ -104,6 +106,7 @@ impl Header {
             Self::IfNoneMatch => "if-none-match",
             Self::Origin => "origin",
             Self::Prefer => "prefer",
+            Self::Referer => "referer",
         }
     }
 }

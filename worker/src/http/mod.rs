@@ -8,6 +8,7 @@ pub mod badge;
 pub mod batch;
 pub mod cache;
 pub mod cancellation;
+pub mod compat;
 pub mod counters;
 pub mod documents;
 pub mod message;

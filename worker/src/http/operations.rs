@@ -32,7 +32,7 @@ pub fn health(config: &Config) -> Result<Response, ApiError> {
 }
 
 /// Every shard's statistics, asked concurrently.
-async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
+pub(crate) async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
     join_all((0..config.shards).map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
 }
 

@@ -12,7 +12,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Headers a browser script may read from a cross-origin response.
 const EXPOSED_HEADERS: &str = "X-Edgecount-Shard, ETag, X-Cache, Age, Idempotent-Replayed, Retry-After, \
-                               RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset";
+                               RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, X-Path";
 /// A document served with it runs in a unique origin without scripts and may load nothing.
 const SANDBOX_POLICY: &str = "sandbox; default-src 'none'";
 

@@ -13,7 +13,7 @@ use crate::http::counters;
 use crate::http::documents::{self, Document};
 use crate::http::message::{Header, Request, Response};
 use crate::http::target::{unmatched_path_error, Target};
-use crate::http::{badge, batch, cache, operations, respond};
+use crate::http::{badge, batch, cache, compat, operations, respond};
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::shard_calls::Caller;
@@ -115,6 +115,9 @@ async fn dispatch(
     config: &Config,
 ) -> Result<Response, ApiError> {
     let Some(matched) = match_path(req.path()) else {
+        if let Some(response) = compat::serve(&req, env, caller, config).await {
+            return Ok(response);
+        }
         return Err(unmatched_path_error(req.path()).unwrap_or(ApiError::RouteNotFound));
     };
     match dispatch_matched(req, env, caller, config, &matched).await {

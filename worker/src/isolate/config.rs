@@ -4,8 +4,10 @@ use std::cell::RefCell;
 use std::num::NonZeroU32;
 use std::rc::Rc;
 
+use edgecount_core::compat::{Mode, DEFAULT_KEY_TTL_SECONDS};
 use edgecount_core::edge::one_way::OneWayLimits;
 use edgecount_core::edge::rate_limit::RateLimit;
+use edgecount_core::number::MAX_TTL_SECONDS;
 use edgecount_core::partition::MAX_SHARDS;
 use edgecount_core::{AccessPolicy, CacheBounds};
 use worker::Env;
@@ -73,6 +75,10 @@ pub struct Config {
     /// For tests only: how many of an isolate's first one-way flush answers to discard as if
     /// lost after the shard applied them (`EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS`, default 0).
     pub drill_lost_flush_answers: u32,
+    /// Whose shape the compatible routes answer in where CountAPI and Abacus disagree.
+    pub compat_mode: Mode,
+    /// How long a counter written through the compatible routes lives after its last write.
+    pub compat_ttl_seconds: u32,
 }
 
 thread_local! {
@@ -162,7 +168,14 @@ impl Config {
         };
         let drill_lost_flush_answers = parse_number(var("EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS"), 0, 0..=1_000)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS" })?;
+        let compat_mode = Mode::parse(var("EDGECOUNT_COMPAT").as_deref())
+            .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_COMPAT" })?;
+        let compat_ttl_seconds =
+            parse_number(var("EDGECOUNT_COMPAT_TTL"), DEFAULT_KEY_TTL_SECONDS, 1..=MAX_TTL_SECONDS)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_COMPAT_TTL" })?;
         Ok(Self {
+            compat_mode,
+            compat_ttl_seconds,
             one_way,
             drill_lost_flush_answers,
             access,

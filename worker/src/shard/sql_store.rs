@@ -28,6 +28,8 @@ const SCHEMA: [&str; 3] = [
         version INTEGER NOT NULL,
         ttl_seconds INTEGER,
         expires_at_ms INTEGER,
+        created_ms INTEGER,
+        settings TEXT,
         PRIMARY KEY (ns, key)
     ) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS cache_entries (
@@ -51,6 +53,11 @@ const SCHEMA: [&str; 3] = [
     ) WITHOUT ROWID",
 ];
 
+/// Columns added to `counters` after its first release, each with its type: a shard stored
+/// before them gains them at start-up, and its rows read them as `NULL` (no creation time kept,
+/// the default rules).
+const ADDED_COUNTER_COLUMNS: [(&str, &str); 2] = [("created_ms", "INTEGER"), ("settings", "TEXT")];
+
 /// The records table of shards written before records were scoped and digested.
 const LEGACY_RECORDS: &str = "idempotency";
 
@@ -71,6 +78,8 @@ struct CounterRow {
     version: u64,
     ttl_seconds: Option<u32>,
     expires_at_ms: Option<u64>,
+    created_ms: Option<u64>,
+    settings: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -134,6 +143,17 @@ impl SqlShardStore {
             sql.exec(statement, None)?;
         }
         let store = Self::unopened(sql);
+        for (column, kind) in ADDED_COUNTER_COLUMNS {
+            // `sqlite_master` holds each table's CREATE statement, as altered.
+            let present = store.count(
+                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'counters' \
+                 AND instr(sql, ?) > 0",
+                vec![text(&format!("{column} {kind}"))],
+            )?;
+            if present == 0 {
+                store.change(&format!("ALTER TABLE counters ADD COLUMN {column} {kind}"), vec![])?;
+            }
+        }
         let legacy = store.count(
             "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?",
             vec![text(LEGACY_RECORDS)],
@@ -262,8 +282,8 @@ impl CounterStore for SqlShardStore {
     fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
         let rows: Vec<CounterRow> = self
             .rows(
-                "SELECT CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms \
-                 FROM counters WHERE ns = ? AND key = ?",
+                "SELECT CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms, created_ms, \
+                 settings FROM counters WHERE ns = ? AND key = ?",
                 vec![text(ns.as_str()), text(key.as_str())],
             )
             .map_err(|e| describe(&e))?;
@@ -271,11 +291,17 @@ impl CounterStore for SqlShardStore {
             return Ok(None);
         };
         let value = row.value.parse().map_err(|_| format!("stored value {:?} is not an i64", row.value))?;
+        let settings = row
+            .settings
+            .map(|text| serde_json::from_str(&text).map_err(|e| format!("stored settings {text:?}: {e}")))
+            .transpose()?;
         Ok(Some(Counter {
             value,
             version: row.version,
             ttl_seconds: row.ttl_seconds,
             expires_at_ms: row.expires_at_ms,
+            created_ms: row.created_ms,
+            settings,
         }))
     }
 
@@ -287,18 +313,24 @@ impl CounterStore for SqlShardStore {
     /// one binding, instead of six bindings per row.
     fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> std::result::Result<(), String> {
         for chunk in counters.chunks(ROWS_PER_STATEMENT) {
-            let rows: Vec<_> = chunk
+            let rows = chunk
                 .iter()
-                .map(|(ns, key, c)| (ns, key, c.value, c.version, c.ttl_seconds, c.expires_at_ms))
-                .collect();
+                .map(|(ns, key, c)| {
+                    let settings = c.settings.map(|s| serde_json::to_string(&s)).transpose();
+                    let settings = settings.map_err(|e| e.to_string())?;
+                    Ok((ns, key, c.value, c.version, c.ttl_seconds, c.expires_at_ms, c.created_ms, settings))
+                })
+                .collect::<std::result::Result<Vec<_>, String>>()?;
             self.change(
                 &rows_statement(
-                    "INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms)",
-                    6,
+                    "INSERT INTO counters \
+                     (ns, key, value, version, ttl_seconds, expires_at_ms, created_ms, settings)",
+                    8,
                     rows.len(),
                     "ON CONFLICT (ns, key) DO UPDATE SET \
                      value = excluded.value, version = excluded.version, \
-                     ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms",
+                     ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms, \
+                     created_ms = excluded.created_ms, settings = excluded.settings",
                 ),
                 vec![json_rows(&rows)?],
             )
