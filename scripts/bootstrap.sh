@@ -88,10 +88,12 @@ k6() {
   GOBIN="$TOOLS/bin" go install "go.k6.io/k6@$K6_VERSION"
 }
 
-# A Python venv at $1 holding the pinned package $2 (`name==version`).
+# A Python venv at $1 holding the pinned packages that follow (`name==version` or `-r file`).
 pip_venv() {
-  python3 -m venv "$1"
-  "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
+  local venv="$1"
+  shift
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$@"
 }
 
 bench_python() {
@@ -110,6 +112,28 @@ api_check_python() {
   fi
   say "installing schemathesis $SCHEMATHESIS_VERSION for the API spec check (a Python venv in $venv)"
   pip_venv "$venv" "schemathesis==$SCHEMATHESIS_VERSION"
+}
+
+# The published CountAPI clients that tests/compat-clients.spec.ts runs against the worker:
+# countapi-js with its own mocha suite (npm, into tests/clients/node_modules) and the PyPI
+# `countapi` package (a venv).
+compat_clients() {
+  local stamp=tests/clients/node_modules/.edgecount-lock-hash
+  local want
+  want="$(sha256sum tests/clients/package-lock.json | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "installing countapi-js and its test suite's packages (tests/clients)"
+    npm install --prefix tests/clients --no-save --no-audit --no-fund --loglevel=error
+    echo "$want" > "$stamp"
+  fi
+  local venv="$TOOLS/countapi-venv"
+  want="$(sha256sum tests/clients/requirements.txt | cut -d' ' -f1)"
+  if [ "$(cat "$venv/.edgecount-requirements-hash" 2>/dev/null)" != "$want" ]; then
+    say "installing the PyPI countapi client (a Python venv in $venv)"
+    rm -rf "$venv"
+    pip_venv "$venv" -r tests/clients/requirements.txt
+    echo "$want" > "$venv/.edgecount-requirements-hash"
+  fi
 }
 
 compile_cache() {
@@ -209,7 +233,7 @@ rust_targets
 jobs=(worker_build wasm_bindgen node_packages compile_cache)
 debs=()
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
-  jobs+=(k6 bench_python api_check_python)
+  jobs+=(k6 bench_python api_check_python compat_clients)
   debs+=(redis-server:redis-server redis-cli:redis-tools webdis:webdis chromium:chromium)
 fi
 if [ "$mode" = bench ]; then

@@ -186,7 +186,7 @@ async fn answer(
 ) -> Result<Reply, CompatError> {
     let method = req.method().unwrap_or(Method::Connect);
     let allowed = match method {
-        Method::Get => true,
+        Method::Get => matched.route.allow().starts_with("GET"),
         Method::Post => matched.route.allow().contains("POST"),
         _ => false,
     };
