@@ -152,16 +152,24 @@ pub async fn serve(req: &Request, env: &Env, caller: &Caller<'_>, config: &Confi
     let callback = params::callback(req.query());
     let mut meter = None;
     let mut x_path = None;
+    let mut retry_after = None;
     let reply = match &callback {
         Err(error) => Err(error.clone()),
-        Ok(_) => answer(req, env, caller, config, &matched, &mut meter, &mut x_path).await,
+        Ok(_) => answer(req, env, caller, config, &matched, &mut meter, &mut x_path, &mut retry_after).await,
     };
     let mut response = match reply {
         Ok(Reply::Svg(svg)) => Response::with_body(200, "image/svg+xml; charset=utf-8", Body::Text(svg)),
         Ok(Reply::Json(status, body)) => json_or_jsonp(status, &body, callback.ok().flatten().as_deref()),
         Err(error) => {
             let body = json!({"error": error.message});
-            json_or_jsonp(error.status, &body, callback.ok().flatten().as_deref())
+            let mut response = json_or_jsonp(error.status, &body, callback.ok().flatten().as_deref());
+            if error.status == 405 {
+                response.set_header("allow", matched.route.allow());
+            }
+            if let Some(seconds) = retry_after {
+                response.set_header("retry-after", seconds.to_string());
+            }
+            response
         }
     };
     if let Some(path) = x_path {
@@ -175,6 +183,8 @@ pub async fn serve(req: &Request, env: &Env, caller: &Caller<'_>, config: &Confi
     Some(response)
 }
 
+// The answer's parts that the response needs besides the reply: its meter, path and retry time.
+#[allow(clippy::too_many_arguments)]
 async fn answer(
     req: &Request,
     env: &Env,
@@ -183,6 +193,7 @@ async fn answer(
     matched: &Matched,
     meter_slot: &mut Option<Meter>,
     x_path: &mut Option<String>,
+    retry_after: &mut Option<u64>,
 ) -> Result<Reply, CompatError> {
     let method = req.method().unwrap_or(Method::Connect);
     let allowed = match method {
@@ -195,7 +206,10 @@ async fn answer(
     }
     let token = bearer_token(req).or(params::token(req.query())?);
     let meter = meter_slot.insert(Meter::for_request(req, config, token.as_deref()));
-    meter.charge(config, 1).map_err(|error| from_api(&error))?;
+    meter.charge(config, 1).map_err(|error| {
+        *retry_after = error.retry_after_seconds();
+        from_api(&error)
+    })?;
     let target = match matched.shape {
         Shape::Unnamed => None,
         shape => {
