@@ -313,7 +313,9 @@ describe("Abacus routes", () => {
     expect(refused.status).toBe(400);
     expect(refused.body.error).toContain("without an admin key");
     expect(await service.value(ns, "key1")).toBe(1n);
-    expect((await call(`/reset/${ns}/key1`, { method: "GET" })).status).toBe(405);
+    expect((await call(`/reset/${ns}/key1`, { method: "GET" })).status).toBe(
+      405,
+    );
   });
 
   it("/create/ picks random names", async () => {
@@ -329,7 +331,9 @@ describe("Abacus routes", () => {
   it("a configured write token acts as an admin key; without it the names are guarded", async () => {
     const ns = freshNamespace("operator");
     const operator = { authorization: "Bearer operator-token-1" };
-    expect((await call(`/hit/${ns}/key1`, undefined, tokened)).status).toBe(401);
+    expect((await call(`/hit/${ns}/key1`, undefined, tokened)).status).toBe(
+      401,
+    );
     expect(
       (await call(`/hit/${ns}/key1`, { headers: operator }, tokened)).body,
     ).toEqual({ value: 1 });
