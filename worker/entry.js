@@ -85,6 +85,10 @@ export class Shard extends DurableObject {
     return guarded(() => this.#current().stats());
   }
 
+  watch(ns, key) {
+    return guarded(() => this.#current().watch(ns, key));
+  }
+
   alarm() {
     return guardedAsync(() => this.#current().alarm());
   }

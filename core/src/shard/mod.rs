@@ -15,3 +15,4 @@ pub mod memory_store;
 pub mod protocol;
 pub mod receipt;
 pub mod settings;
+pub mod watchers;

@@ -42,6 +42,9 @@ export function answerText(status, text, headersLength, hasBody) {
 export function answerBytes(status, headers, body) {
   return answer(status, headers, body.slice());
 }
+export function answerStream(status, headers, body) {
+  return answer(status, headers, body);
+}
 ")]
 extern "C" {
     /// `method\nurl` and a line per name: empty when the header is absent, else `=value`.
@@ -59,6 +62,9 @@ extern "C" {
     /// A `Response` with a copy of `body`, `headers` as `name\nvalue\n...`.
     #[wasm_bindgen(catch, js_name = answerBytes)]
     fn answer_bytes(status: u16, headers: &str, body: &[u8]) -> Result<web_sys::Response, JsValue>;
+    /// A `Response` streaming `body` (a `ReadableStream`), `headers` as `name\nvalue\n...`.
+    #[wasm_bindgen(catch, js_name = answerStream)]
+    fn answer_stream(status: u16, headers: &str, body: &JsValue) -> Result<web_sys::Response, JsValue>;
 }
 
 /// The request headers the handlers read: all of them come over with the request's first call.
@@ -204,7 +210,21 @@ pub enum Body {
     Empty,
     Text(String),
     Bytes(Vec<u8>),
+    /// A `ReadableStream` of bytes, sent as it comes.
+    Stream(JsStream),
 }
+
+/// A JavaScript `ReadableStream` held as a body.
+#[derive(Debug, Clone)]
+pub struct JsStream(pub JsValue);
+
+impl PartialEq for JsStream {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for JsStream {}
 
 /// An answer being built: status, headers (lower-case names) and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,6 +283,7 @@ impl Response {
         let mut text = self.header_lines();
         match &self.body {
             Body::Bytes(bytes) => answer_bytes(self.status, &text, bytes),
+            Body::Stream(stream) => answer_stream(self.status, &text, &stream.0),
             Body::Empty | Body::Text(_) => {
                 // JavaScript counts a string's length in UTF-16 units.
                 let headers_length = text.encode_utf16().count();

@@ -121,6 +121,40 @@ extern "C" {
     /// Resolves to the shard's JSON `ShardStats`.
     #[wasm_bindgen(method, js_name = stats)]
     fn stats(this: &ShardRpc) -> js_sys::Promise;
+
+    /// Resolves to a `ReadableStream` of a counter's value as server-sent events.
+    #[wasm_bindgen(method, js_name = watch)]
+    fn watch(this: &ShardRpc, ns: &str, key: &str) -> js_sys::Promise;
+}
+
+/// Why a shard would not open a stream (see `Shard::watch_rpc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchRefusal {
+    NotFound,
+    TooManyStreams,
+    Unavailable,
+}
+
+/// Opens a stream of server-sent events of `ns`/`key`'s value on its shard.
+///
+/// # Errors
+/// The shard's [`WatchRefusal`].
+pub async fn watch(env: &Env, shard: ShardId, ns: &str, key: &str) -> Result<JsValue, WatchRefusal> {
+    let rpc = stub(env, shard).map_err(|_| WatchRefusal::Unavailable)?;
+    JsFuture::from(rpc.watch(ns, key)).await.map_err(|error| {
+        let message = error
+            .dyn_ref::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .or_else(|| error.as_string())
+            .unwrap_or_default();
+        if message.contains("not_found") {
+            WatchRefusal::NotFound
+        } else if message.contains("too_many_streams") {
+            WatchRefusal::TooManyStreams
+        } else {
+            WatchRefusal::Unavailable
+        }
+    })
 }
 
 fn unreachable(error: &JsValue) -> ApiError {

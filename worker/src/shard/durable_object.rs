@@ -14,8 +14,10 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
-use edgecount_core::shard::protocol::{ShardRequest, ShardStats};
-use edgecount_core::ShardEngine;
+use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardStats};
+use edgecount_core::shard::watchers::{self, Watchers};
+use edgecount_core::{Key, Namespace, ShardEngine};
+use futures_util::StreamExt;
 use worker::{
     console_error, durable_object, js_sys, DurableObject, Env, Request, Response, Result, State, Storage,
 };
@@ -26,6 +28,7 @@ use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::request_task;
 use crate::shard::sql_store::SqlShardStore;
+use crate::shard::watch_stream::{watcher, WatchSender};
 
 #[durable_object]
 pub struct Shard {
@@ -33,6 +36,8 @@ pub struct Shard {
     store: SqlShardStore,
     engine: RefCell<ShardEngine>,
     alarm: AlarmKeeper,
+    /// The open `/stream`s of this shard's counters.
+    watchers: RefCell<Watchers<WatchSender>>,
 }
 
 // The worker calls `runOps` over Durable Object RPC: a plain string each way, without the
@@ -55,6 +60,12 @@ impl Shard {
         };
         let now = now_ms();
         let ran = self.engine.borrow_mut().run(&self.store, &request, now);
+        let mut watching = self.watchers.borrow_mut();
+        if !watching.is_empty() {
+            let changes = watchers::changes(&request.ops, &ran.response.results);
+            watching.notify(&changes, WatchSender::send);
+        }
+        drop(watching);
         let answer = match serde_json::to_string(&ran.response) {
             Ok(answer) => JsValue::from(answer),
             Err(error) => return rejected(&error.to_string()),
@@ -69,6 +80,39 @@ impl Shard {
             }
             _ => answer,
         }
+    }
+
+    /// A stream of server-sent events of one counter's value (Abacus's `/stream`): the value
+    /// now, then each new value a write stores, until the counter is deleted or the reader
+    /// leaves. Rejected with `not_found` for a counter that does not exist, `too_many_streams`
+    /// past [`watchers::MAX_WATCHERS_PER_SHARD`], `invalid_name` for a bad name.
+    ///
+    /// # Errors
+    /// Those three refusals, as the rejection's message.
+    #[wasm_bindgen(js_name = watch)]
+    pub fn watch_rpc(&self, ns: &str, key: &str) -> std::result::Result<JsValue, JsValue> {
+        let (Ok(ns), Ok(key)) = (Namespace::new(ns), Key::new(key)) else {
+            return Err(JsValue::from_str("invalid_name"));
+        };
+        let mut watching = self.watchers.borrow_mut();
+        watching.prune(WatchSender::is_read);
+        let read = ShardRequest {
+            ops: vec![ShardOp::Get { ns: ns.clone(), key: key.clone() }.into()],
+            ..Default::default()
+        };
+        let ran = self.engine.borrow_mut().run(&self.store, &read, now_ms());
+        let value = match ran.response.results.first() {
+            Some(OpResult::Value { value, exists: true, .. }) => *value,
+            Some(OpResult::Value { .. }) => return Err(JsValue::from_str("not_found")),
+            _ => return Err(JsValue::from_str("storage_unavailable")),
+        };
+        let (sender, stream) = watcher(value);
+        if watching.add(ns, key, sender).is_err() {
+            return Err(JsValue::from_str("too_many_streams"));
+        }
+        let events =
+            stream.map(|value| Ok(js_sys::Uint8Array::from(watchers::event(value).as_bytes()).into()));
+        Ok(wasm_streams::ReadableStream::from_stream(events).into_raw().into())
     }
 
     /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops.
@@ -159,7 +203,13 @@ impl DurableObject for Shard {
             SqlShardStore::unopened(state.storage().sql())
         });
         let engine = ShardEngine::new(cache_bounds);
-        Self { state, store, engine: RefCell::new(engine), alarm: AlarmKeeper::new() }
+        Self {
+            state,
+            store,
+            engine: RefCell::new(engine),
+            alarm: AlarmKeeper::new(),
+            watchers: RefCell::new(Watchers::default()),
+        }
     }
 
     /// The worker reaches shards over RPC only (`runOps`, `stats`); this door stays shut.

@@ -3,3 +3,4 @@
 
 pub mod durable_object;
 pub mod sql_store;
+pub mod watch_stream;

@@ -51,6 +51,11 @@ pub(super) async fn run(
         Route::CreateWithAdminKey => abacus_create(call, x_path).await,
         Route::Info => info(call).await,
         Route::Stats => stats(call).await,
+        Route::Stream => {
+            let target = call.target()?;
+            authorize(call, Right::Read, Some(&target.ns))?;
+            super::stream::open(call.env, target).await.map(Reply::Events)
+        }
     }
 }
 

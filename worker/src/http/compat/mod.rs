@@ -8,6 +8,7 @@
 //! handlers are in [`handlers`], and a counter's own rules are checked by its shard.
 
 mod handlers;
+mod stream;
 
 use edgecount_core::compat::names::{self, Page};
 use edgecount_core::compat::{params, CompatError};
@@ -16,7 +17,7 @@ use serde_json::{json, Value};
 use worker::{Env, Method};
 
 use crate::http::api_error::ApiError;
-use crate::http::message::{Body, Header, Request, Response};
+use crate::http::message::{Body, Header, JsStream, Request, Response};
 use crate::http::respond;
 use crate::http::target::Target;
 use crate::isolate::config::Config;
@@ -40,6 +41,8 @@ enum Route {
     CreateWithAdminKey,
     Info,
     Stats,
+    /// Abacus's server-sent events of a value.
+    Stream,
 }
 
 impl Route {
@@ -77,6 +80,7 @@ fn build_router() -> matchit::Router<(Route, Shape)> {
         ("delete", Route::Delete),
         ("create", Route::CreateWithAdminKey),
         ("info", Route::Info),
+        ("stream", Route::Stream),
     ];
     for (name, route) in keyed {
         router.insert(format!("/{name}/:ns"), (route, Shape::KeyOnly)).expect("distinct routes");
@@ -116,6 +120,8 @@ fn match_path(path: &str) -> Option<Matched> {
 pub(crate) enum Reply {
     Json(u16, Value),
     Svg(String),
+    /// Server-sent events.
+    Events(JsStream),
 }
 
 impl Reply {
@@ -159,6 +165,7 @@ pub async fn serve(req: &Request, env: &Env, caller: &Caller<'_>, config: &Confi
     };
     let mut response = match reply {
         Ok(Reply::Svg(svg)) => Response::with_body(200, "image/svg+xml; charset=utf-8", Body::Text(svg)),
+        Ok(Reply::Events(events)) => Response::with_body(200, "text/event-stream", Body::Stream(events)),
         Ok(Reply::Json(status, body)) => json_or_jsonp(status, &body, callback.ok().flatten().as_deref()),
         Err(error) => {
             let body = json!({"error": error.message});

@@ -1,0 +1,96 @@
+// Abacus's /stream/:ns/:key: server-sent events of a counter's value from its shard, over real
+// HTTP (the test client buffers bodies, so streams are read through the listening port).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshNamespace, startService, type Service } from "./service";
+
+// One shard, so every stream here counts against the same shard's bound.
+const MAX_WATCHERS_PER_SHARD = 256;
+let service: Service;
+beforeAll(async () => {
+  service = await startService({
+    listen: true,
+    vars: { EDGECOUNT_SHARDS: "1" },
+  });
+});
+afterAll(() => service.stop());
+
+const decoder = new TextDecoder();
+
+async function open(path: string) {
+  const response = await fetch(service.url + path);
+  return { response, reader: response.body!.getReader() };
+}
+
+async function nextEvent(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+): Promise<string | null> {
+  const { value, done } = await reader.read();
+  return done ? null : decoder.decode(value);
+}
+
+describe("/stream", () => {
+  it("sends the value now and after each write, by any route, and ends when the counter is deleted", async () => {
+    const ns = freshNamespace("stream");
+    const made = await service.fetch(`/create/${ns}/live`, { method: "POST" });
+    const { admin_key } = await made.json();
+    const { response, reader } = await open(`/stream/${ns}/live`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("text/event-stream");
+    expect(response.headers.get("x-path")).toBe(`${ns}/live`);
+    expect(await nextEvent(reader)).toBe('data: {"value":0}\n\n');
+    await service.fetch(`/hit/${ns}/live`);
+    expect(await nextEvent(reader)).toBe('data: {"value":1}\n\n');
+    await service.fetch(`/v1/counters/${ns}/live/incr?by=41`, {
+      method: "POST",
+    });
+    expect(await nextEvent(reader)).toBe('data: {"value":42}\n\n');
+    await service.fetch(`/delete/${ns}/live?token=${admin_key}`, {
+      method: "POST",
+    });
+    expect(await nextEvent(reader)).toBeNull();
+  });
+
+  it("answers 404 for a counter that does not exist", async () => {
+    const missing = await fetch(
+      `${service.url}/stream/${freshNamespace("none")}/none`,
+    );
+    expect([missing.status, await missing.json()]).toEqual([
+      404,
+      { error: "Key not found" },
+    ]);
+  });
+
+  it("serves at most its bound of streams per shard, and a reader that leaves frees its place", async () => {
+    const ns = freshNamespace("bound");
+    await service.fetch(`/hit/${ns}/many`);
+    const readers = [];
+    for (let i = 0; i < MAX_WATCHERS_PER_SHARD; i++) {
+      const { response, reader } = await open(`/stream/${ns}/many`);
+      expect(response.status, `stream ${i}`).toBe(200);
+      expect(await nextEvent(reader)).toBe('data: {"value":1}\n\n');
+      readers.push(reader);
+    }
+    const refused = await fetch(`${service.url}/stream/${ns}/many`);
+    expect([refused.status, await refused.json()]).toEqual([
+      429,
+      { error: "Too many open streams; try again later." },
+    ]);
+    // Every open stream hears the next write.
+    await service.fetch(`/hit/${ns}/many`);
+    for (const reader of readers.slice(0, 5))
+      expect(await nextEvent(reader)).toBe('data: {"value":2}\n\n');
+    // A reader that hangs up is noticed at the stream's next write, a keepalive at the latest
+    // (every 25 s), and its place is then free.
+    await readers.pop()!.cancel();
+    let reopened: Response | undefined;
+    for (let attempt = 0; attempt < 400; attempt++) {
+      reopened = await fetch(`${service.url}/stream/${ns}/many`);
+      if (reopened.status === 200) break;
+      await reopened.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(reopened!.status).toBe(200);
+    await reopened!.body!.cancel();
+    await Promise.all(readers.map((reader) => reader.cancel()));
+  }, 90_000);
+});

@@ -1,0 +1,79 @@
+//! Abacus's `GET /stream/:ns/:key`: server-sent events of a counter's value, from the shard
+//! that owns it (`data: {"value":N}` now and after each write, until the counter is deleted or
+//! the reader leaves).
+//!
+//! Bounded at both ends: a shard serves at most
+//! [`MAX_WATCHERS_PER_SHARD`](edgecount_core::shard::watchers::MAX_WATCHERS_PER_SHARD) streams
+//! and an isolate passes on at most [`MAX_STREAMS_PER_ISOLATE`]; past either the answer is
+//! 429. A comment line every [`KEEPALIVE`] keeps idle connections from being closed on the way.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use edgecount_core::compat::CompatError;
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use wasm_bindgen::JsCast;
+use worker::{js_sys, Delay, Env};
+
+use crate::http::message::JsStream;
+use crate::http::target::Target;
+use crate::isolate::shard_client::{self, WatchRefusal};
+
+/// Most streams one isolate keeps open: a few shards' worth.
+pub const MAX_STREAMS_PER_ISOLATE: usize = 1024;
+/// How long a stream may stay silent before a comment line is sent.
+const KEEPALIVE: Duration = Duration::from_secs(25);
+const KEEPALIVE_LINE: &[u8] = b": keepalive\n\n";
+
+thread_local! {
+    static OPEN: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One stream counted against the isolate's bound while it lives.
+struct Opened;
+
+impl Opened {
+    fn claim() -> Option<Self> {
+        OPEN.with(|open| (open.get() < MAX_STREAMS_PER_ISOLATE).then(|| open.set(open.get() + 1)))?;
+        Some(Self)
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        OPEN.with(|open| open.set(open.get().saturating_sub(1)));
+    }
+}
+
+fn too_many() -> CompatError {
+    CompatError::new(429, "Too many open streams; try again later.")
+}
+
+/// The event stream of `target`'s counter.
+///
+/// # Errors
+/// 404 for a counter that does not exist, 429 past the bounds, 500 for an unreachable shard.
+pub async fn open(env: &Env, target: &Target) -> Result<JsStream, CompatError> {
+    let opened = Opened::claim().ok_or_else(too_many)?;
+    let raw = shard_client::watch(env, target.shard, target.ns.as_str(), target.key.as_str()).await.map_err(
+        |refusal| match refusal {
+            WatchRefusal::NotFound => CompatError::new(404, "Key not found"),
+            WatchRefusal::TooManyStreams => too_many(),
+            WatchRefusal::Unavailable => CompatError::new(500, "Failed to get data. Try again later."),
+        },
+    )?;
+    let events = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
+    // Each step waits for the next event or the keepalive, whichever comes first; the shard's
+    // stream keeps a read in flight across a keepalive, so no event is lost. `opened` lives as
+    // long as the stream does: the reader leaving drops both.
+    let with_keepalive = futures_util::stream::unfold((events, opened), |(mut events, opened)| async move {
+        let step = match select(events.next(), Box::pin(Delay::from(KEEPALIVE))).await {
+            Either::Left((Some(Ok(chunk)), _)) => Some(chunk),
+            Either::Left(_) => None,
+            Either::Right(_) => Some(js_sys::Uint8Array::from(KEEPALIVE_LINE).into()),
+        };
+        step.map(|chunk| (Ok(chunk), (events, opened)))
+    });
+    Ok(JsStream(wasm_streams::ReadableStream::from_stream(with_keepalive).into_raw().into()))
+}
