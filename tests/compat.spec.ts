@@ -1,6 +1,9 @@
 // The CountAPI- and Abacus-compatible routes: every route, every error text, JSONP and
 // `X-Path`, each mode's shapes, the rules a counter was created with, and that these routes and
 // API v1 see one counter.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freshNamespace, startService, type Service } from "./service";
 
@@ -396,5 +399,58 @@ describe("Abacus routes", () => {
     const stats = await call("/stats", undefined, abacus);
     expect(stats.body).toHaveProperty("total_keys");
     expect(stats.body).not.toHaveProperty("keys_created");
+  });
+});
+
+describe("a counter's rules", () => {
+  it("are stored with it: a restarted runtime keeps its rules, creation time and admin key", async () => {
+    const persistDir = mkdtempSync(join(tmpdir(), "edgecount-compat-restart-"));
+    try {
+      const first = await startService({ persistDir });
+      const ns = freshNamespace("kept");
+      await first.fetch(
+        `/create?namespace=${ns}&key=rules&value=3&enable_reset=1&update_upperbound=50`,
+      );
+      const made = await first.fetch(`/create/${ns}/admin`, { method: "POST" });
+      const { admin_key } = await made.json();
+      const before = await (await first.fetch(`/info/${ns}/rules`)).json();
+      await first.stop();
+
+      const second = await startService({ persistDir });
+      const after = await call(`/info/${ns}/rules`, undefined, second);
+      expect(after.body).toEqual({ ...before, ttl: after.body.ttl });
+      expect(after.body).toMatchObject({
+        enable_reset: true,
+        update_upperbound: 50,
+        value: 3,
+      });
+      expect(
+        (await call(`/update/${ns}/rules?amount=50`, undefined, second)).body,
+      ).toEqual({ value: 53 });
+      const reset = await call(
+        `/reset/${ns}/admin?token=${admin_key}`,
+        post,
+        second,
+      );
+      expect([reset.status, reset.body.value]).toEqual([200, 0]);
+      expect(
+        (await call(`/reset/${ns}/admin?token=other`, post, second)).status,
+      ).toBe(401);
+      await second.stop();
+    } finally {
+      rmSync(persistDir, { recursive: true, force: true });
+    }
+  });
+
+  it("a retried write with its Idempotency-Key is applied once", async () => {
+    const ns = freshNamespace("once");
+    const headers = { "idempotency-key": `hit-${ns}` };
+    expect((await call(`/hit/${ns}/page`, { headers })).body).toEqual({
+      value: 1,
+    });
+    expect((await call(`/hit/${ns}/page`, { headers })).body).toEqual({
+      value: 1,
+    });
+    expect(await service.value(ns, "page")).toBe(1n);
   });
 });
