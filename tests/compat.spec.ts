@@ -1,7 +1,8 @@
 // The CountAPI- and Abacus-compatible routes: every route, every error text, JSONP and
 // `X-Path`, each mode's shapes, the rules a counter was created with, and that these routes and
 // API v1 see one counter.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -452,5 +453,71 @@ describe("a counter's rules", () => {
       value: 1,
     });
     expect(await service.value(ns, "page")).toBe(1n);
+  });
+});
+
+describe("upgrading a shard stored before counters kept rules", () => {
+  it("adds the columns at start-up and keeps every counter, which then follows the defaults", async () => {
+    const persistDir = mkdtempSync(join(tmpdir(), "edgecount-compat-upgrade-"));
+    try {
+      const ns = freshNamespace("old");
+      const first = await startService({ persistDir });
+      for (const key of ["one", "two", "six"]) {
+        await first.fetch(
+          `/v1/counters/${ns}/${key}/incr?by=${key.length}`,
+          post,
+        );
+      }
+      await first.stop();
+      // Take the shards back to the schema of the release before: no created_ms, no settings.
+      const shards = join(persistDir, "do");
+      const files = readdirSync(shards, {
+        recursive: true,
+        encoding: "utf8",
+      }).filter((f) => f.endsWith(".sqlite"));
+      let downgraded = 0;
+      for (const file of files) {
+        const db = new DatabaseSync(join(shards, file));
+        const tables = db
+          .prepare("SELECT name FROM sqlite_master WHERE name = 'counters'")
+          .all();
+        if (tables.length > 0) {
+          db.exec("ALTER TABLE counters DROP COLUMN settings");
+          db.exec("ALTER TABLE counters DROP COLUMN created_ms");
+          downgraded += 1;
+        }
+        db.close();
+      }
+      expect(downgraded).toBeGreaterThan(0);
+
+      const upgraded = await startService({ persistDir });
+      for (const key of ["one", "two", "six"])
+        expect(await upgraded.value(ns, key)).toBe(3n);
+      const info = await call(`/info/${ns}/one`, undefined, upgraded);
+      expect(info.body).toMatchObject({
+        value: 3,
+        created: 0,
+        ttl: -1,
+        enable_reset: false,
+      });
+      expect((await call(`/hit/${ns}/one`, undefined, upgraded)).body).toEqual({
+        value: 4,
+      });
+      expect(
+        (await call(`/set/${ns}/two?value=1`, undefined, upgraded)).status,
+      ).toBe(403);
+      const made = await call(
+        `/create?namespace=${ns}&key=new&enable_reset=1`,
+        undefined,
+        upgraded,
+      );
+      expect(made.status).toBe(200);
+      expect(
+        (await call(`/set/${ns}/new?value=9`, undefined, upgraded)).body,
+      ).toEqual({ old_value: 0, value: 9 });
+      await upgraded.stop();
+    } finally {
+      rmSync(persistDir, { recursive: true, force: true });
+    }
   });
 });
