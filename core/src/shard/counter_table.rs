@@ -123,8 +123,7 @@ impl CounterTable {
     ) -> Result<OpResult, CoreError> {
         let current = self.live(store, ns, key, now_ms)?;
         let next = Counter::apply(current.as_ref(), write, ttl_seconds, now_ms)?;
-        store.save(ns, key, &next).map_err(CoreError::storage)?;
-        self.cached.put((ns.clone(), key.clone()), next);
+        self.keep(store, ns, key, next)?;
         Ok(OpResult::Value { value: next.value, exists: true, version: next.version })
     }
 
@@ -167,8 +166,7 @@ impl CounterTable {
             return Err(CoreError::AlreadyExists);
         }
         let created = Counter::create(value, ttl_seconds, settings, now_ms);
-        store.save(ns, key, &created).map_err(CoreError::storage)?;
-        self.cached.put((ns.clone(), key.clone()), created);
+        self.keep(store, ns, key, created)?;
         Ok(OpResult::Value { value, exists: true, version: created.version })
     }
 
@@ -197,8 +195,7 @@ impl CounterTable {
             GuardedChange::Delete => return self.delete(store, ns, key, now_ms),
         };
         let next = Counter::apply(Some(&current), write, ttl_seconds, now_ms)?;
-        store.save(ns, key, &next).map_err(CoreError::storage)?;
-        self.cached.put((ns.clone(), key.clone()), next);
+        self.keep(store, ns, key, next)?;
         Ok(OpResult::Changed { old_value: current.value, value: next.value, version: next.version })
     }
 
@@ -226,6 +223,19 @@ impl CounterTable {
             update_upperbound: rules.update_upperbound,
             has_admin_key: rules.admin_key_hash.is_some(),
         })))
+    }
+
+    /// Saves `counter`, and only then lets memory hold it (see the module docs).
+    fn keep(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        counter: Counter,
+    ) -> Result<(), CoreError> {
+        store.save(ns, key, &counter).map_err(CoreError::storage)?;
+        self.cached.put((ns.clone(), key.clone()), counter);
+        Ok(())
     }
 
     /// Drops a counter from memory, so that the next op reads it from storage: for a write

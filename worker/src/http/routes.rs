@@ -250,7 +250,7 @@ enum Action {
 }
 
 /// The token of `Authorization: Bearer <token>`, if any.
-fn bearer_token(req: &Request) -> Option<String> {
+pub(crate) fn bearer_token(req: &Request) -> Option<String> {
     req.header(Header::Authorization).and_then(|h| {
         let (scheme, token) = h.trim().split_once(' ')?;
         scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())

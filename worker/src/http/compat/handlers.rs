@@ -253,12 +253,8 @@ async fn countapi_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result
         Some(key) => key,
         None => random_uuid()?,
     };
-    let origin = call.req.header(crate::http::message::Header::Origin);
-    let referer = call.req.header(crate::http::message::Header::Referer);
-    let page = names::Page { origin: origin.as_deref(), referer: referer.as_deref() };
     let ns = params.namespace.as_deref().map(percent_free);
-    let (ns, key) =
-        names::resolve(ns.as_deref(), &percent_free(&key), &page).ok_or_else(CompatError::malformed_names)?;
+    let (ns, key) = super::resolve_names(call.req, ns.as_deref(), &percent_free(&key))?;
     *x_path = Some(format!("{ns}/{key}"));
     let settings = CounterSettings {
         enable_reset: params.enable_reset,

@@ -12,13 +12,14 @@ mod stream;
 
 use edgecount_core::compat::names::{self, Page};
 use edgecount_core::compat::{params, CompatError};
-use edgecount_core::shard_for;
+use edgecount_core::{shard_for, Key, Namespace};
 use serde_json::{json, Value};
 use worker::{Env, Method};
 
 use crate::http::api_error::ApiError;
 use crate::http::message::{Body, Header, JsStream, Request, Response};
 use crate::http::respond;
+use crate::http::routes::bearer_token;
 use crate::http::target::Target;
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
@@ -222,10 +223,7 @@ async fn answer(
         shape => {
             let ns = (shape == Shape::NsAndKey).then_some(matched.ns.as_str());
             let key = if shape == Shape::NsAndKey { &matched.key } else { &matched.ns };
-            let origin = req.header(Header::Origin);
-            let referer = req.header(Header::Referer);
-            let page = Page { origin: origin.as_deref(), referer: referer.as_deref() };
-            let (ns, key) = names::resolve(ns, key, &page).ok_or_else(CompatError::malformed_names)?;
+            let (ns, key) = resolve_names(req, ns, key)?;
             *x_path = Some(format!("{ns}/{key}"));
             let shard = shard_for(&ns, &key, config.shards);
             Some(Target { ns, key, shard })
@@ -248,12 +246,17 @@ fn json_or_jsonp(status: u16, body: &Value, callback: Option<&str>) -> Response 
     }
 }
 
-/// The token of `Authorization: Bearer <token>`, if any.
-fn bearer_token(req: &Request) -> Option<String> {
-    req.header(Header::Authorization).and_then(|h| {
-        let (scheme, token) = h.trim().split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
-    })
+/// A counter's names from raw (percent-encoded) ones, reserved words replaced from the
+/// request's `Origin` and `Referer`.
+pub(crate) fn resolve_names(
+    req: &Request,
+    ns: Option<&str>,
+    key: &str,
+) -> Result<(Namespace, Key), CompatError> {
+    let origin = req.header(Header::Origin);
+    let referer = req.header(Header::Referer);
+    let page = Page { origin: origin.as_deref(), referer: referer.as_deref() };
+    names::resolve(ns, key, &page).ok_or_else(CompatError::malformed_names)
 }
 
 /// An API v1 error as these routes word it.
