@@ -85,6 +85,10 @@ export class Shard extends DurableObject {
     return guarded(() => this.#current().stats());
   }
 
+  placement(shards) {
+    return guarded(() => this.#current().placement(shards));
+  }
+
   watch(ns, key) {
     return guarded(() => this.#current().watch(ns, key));
   }

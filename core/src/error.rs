@@ -52,6 +52,12 @@ pub enum CoreError {
     NoAdminKey,
     #[error("The admin key is not this counter's.")]
     WrongAdminKey,
+    #[error(
+        "The keys were placed under EDGECOUNT_SHARDS={kept}, but this deployment says \
+         EDGECOUNT_SHARDS={configured}; nothing was read or written. Set it back to {kept}: changing \
+         it would move keys to shards that never held them."
+    )]
+    PlacementChanged { kept: u32, configured: u32 },
     /// Storage failed; `detail` is for the operator's logs, never shown to clients.
     #[error("The shard could not reach its storage, so nothing was changed; retry shortly.")]
     StorageUnavailable { detail: String },
@@ -97,6 +103,7 @@ impl CoreError {
             Self::OutOfBounds { .. } => "out_of_bounds",
             Self::NoAdminKey => "no_admin_key",
             Self::WrongAdminKey => "wrong_admin_key",
+            Self::PlacementChanged { .. } => "misconfigured",
             Self::StorageUnavailable { .. } => "storage_unavailable",
         }
     }

@@ -95,6 +95,7 @@ impl CompatError {
             CoreError::ResetDisabled | CoreError::OutOfBounds { .. } => Self::new(403, &error.to_string()),
             CoreError::WrongAdminKey => Self::new(401, "token is invalid"),
             CoreError::StorageUnavailable { .. } => Self::new(500, "Failed to get data. Try again later."),
+            CoreError::PlacementChanged { .. } => Self::new(500, &error.to_string()),
             other => Self::bad_request(other),
         }
     }
@@ -125,5 +126,6 @@ mod tests {
         assert_eq!(status(CoreError::WrongAdminKey), 401);
         assert_eq!(status(CoreError::Overflow), 400);
         assert_eq!(status(CoreError::StorageUnavailable { detail: "x".into() }), 500);
+        assert_eq!(status(CoreError::PlacementChanged { kept: 4, configured: 7 }), 500);
     }
 }

@@ -77,6 +77,7 @@ impl ApiError {
                 | CoreError::AnswerTooLarge { .. }
                 | CoreError::TooManyOps { .. },
             ) => 413,
+            Self::Core(CoreError::PlacementChanged { .. }) => 500,
             Self::Core(CoreError::AlreadyExists) => 409,
             Self::Core(CoreError::ResetDisabled | CoreError::OutOfBounds { .. }) => 403,
             Self::Core(CoreError::WrongAdminKey) => 401,
@@ -188,6 +189,7 @@ mod tests {
         assert_eq!(ApiError::MethodNotAllowed { allow: "GET" }.status(), 405);
         assert_eq!(ApiError::PayloadTooLarge { limit_bytes: 1 }.status(), 413);
         assert_eq!(ApiError::Core(CoreError::NotFound).status(), 404);
+        assert_eq!(ApiError::Core(CoreError::PlacementChanged { kept: 4, configured: 7 }).status(), 500);
         assert_eq!(ApiError::Core(CoreError::TooManyOps { max: 1 }).status(), 413);
         assert_eq!(ApiError::Core(CoreError::EntryTooLarge { limit_bytes: 1 }).status(), 413);
     }

@@ -16,6 +16,7 @@ use crate::http::target::{unmatched_path_error, Target};
 use crate::http::{badge, batch, cache, compat, operations, respond};
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
+use crate::isolate::placement;
 use crate::isolate::shard_calls::Caller;
 
 /// The routes of API v1.
@@ -196,9 +197,12 @@ async fn dispatch_matched(
         Ok(target)
     });
     let outcome = match admitted {
-        Ok(target) => {
-            serve(action, req, env, caller, config, target.as_ref(), token.as_deref(), &mut meter).await
-        }
+        Ok(target) => match placement::ensure(env, config).await {
+            Ok(()) => {
+                serve(action, req, env, caller, config, target.as_ref(), token.as_deref(), &mut meter).await
+            }
+            Err(error) => Err(error),
+        },
         Err(error) => Err(error),
     };
     let mut response = match outcome {

@@ -9,6 +9,7 @@ pub mod config;
 pub mod hot_reads;
 pub mod meter;
 pub mod one_way;
+pub mod placement;
 pub mod request_task;
 pub mod shard_calls;
 pub mod shard_client;

@@ -122,9 +122,34 @@ extern "C" {
     #[wasm_bindgen(method, js_name = stats)]
     fn stats(this: &ShardRpc) -> js_sys::Promise;
 
+    /// Resolves when the shard count agrees with the kept one (see `Shard::placement_rpc`).
+    #[wasm_bindgen(method, js_name = placement)]
+    fn placement(this: &ShardRpc, shards: u32) -> js_sys::Promise;
+
     /// Resolves to a `ReadableStream` of a counter's value as server-sent events.
     #[wasm_bindgen(method, js_name = watch)]
     fn watch(this: &ShardRpc, ns: &str, key: &str) -> js_sys::Promise;
+}
+
+/// Asks the keeper of the placement (`shard-0`) whether `configured` is the shard count the keys
+/// were placed under.
+///
+/// # Errors
+/// [`CoreError::PlacementChanged`](edgecount_core::CoreError::PlacementChanged) when it is
+/// not; [`ApiError::ShardUnavailable`] when the shard cannot say.
+pub async fn check_placement(env: &Env, configured: u32) -> Result<(), ApiError> {
+    let rpc = stub(env, ShardId(0))?;
+    JsFuture::from(rpc.placement(configured)).await.map(drop).map_err(|error| {
+        let message = error
+            .dyn_ref::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .or_else(|| error.as_string())
+            .unwrap_or_default();
+        match message.split_once("placement_changed:").and_then(|(_, kept)| kept.trim().parse().ok()) {
+            Some(kept) => ApiError::Core(edgecount_core::CoreError::PlacementChanged { kept, configured }),
+            None => ApiError::ShardUnavailable,
+        }
+    })
 }
 
 /// Why a shard would not open a stream (see `Shard::watch_rpc`).

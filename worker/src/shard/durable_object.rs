@@ -14,6 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
+use edgecount_core::shard::placement::{self, Placement};
 use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardStats};
 use edgecount_core::shard::watchers::{self, Watchers};
 use edgecount_core::{Key, Namespace, ShardEngine};
@@ -113,6 +114,24 @@ impl Shard {
         let events =
             stream.map(|value| Ok(js_sys::Uint8Array::from(watchers::event(value).as_bytes()).into()));
         Ok(wasm_streams::ReadableStream::from_stream(events).into_raw().into())
+    }
+
+    /// Compares an isolate's shard count with the one the keys were placed under, keeping it if
+    /// none is kept yet (only `shard-0` is asked; see
+    /// [`edgecount_core::shard::placement`]).
+    ///
+    /// # Errors
+    /// `placement_changed:<kept count>` when they differ, or a storage failure.
+    #[wasm_bindgen(js_name = placement)]
+    pub fn placement_rpc(&self, configured: u32) -> std::result::Result<(), JsValue> {
+        let kept = self.store.kept_placement().map_err(|detail| JsValue::from_str(&detail))?;
+        match placement::check(kept, configured) {
+            Ok(Placement::Agrees) => Ok(()),
+            Ok(Placement::Remember(shards)) => {
+                self.store.keep_placement(shards).map_err(|detail| JsValue::from_str(&detail))
+            }
+            Err(_) => Err(JsValue::from_str(&format!("placement_changed:{}", kept.unwrap_or(0)))),
+        }
     }
 
     /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops.

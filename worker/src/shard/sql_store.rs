@@ -20,7 +20,7 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 // converted: converting a day of full requests at start-up could outlast what a start may
 // take. Instead it is read as a fallback while its records can still be replayed, reclaimed by
 // the alarm as they lapse, and dropped once empty, within 24 hours of the upgrade.
-const SCHEMA: [&str; 3] = [
+const SCHEMA: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -51,6 +51,12 @@ const SCHEMA: [&str; 3] = [
         created_at_ms INTEGER NOT NULL,
         PRIMARY KEY (ns, key, kind, idempotency_key)
     ) WITHOUT ROWID",
+    // The shard count the keys were placed under; only shard-0 keeps it (see
+    // edgecount_core::shard::placement).
+    "CREATE TABLE IF NOT EXISTS placement (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        shards INTEGER NOT NULL
+    )",
 ];
 
 /// Columns added to `counters` after its first release, each with its type: a shard stored
@@ -167,6 +173,28 @@ impl SqlShardStore {
     #[must_use]
     pub fn unopened(sql: SqlStorage) -> Self {
         Self { sql, legacy_records: Cell::new(false), rows_read: Cell::new(0), rows_written: Cell::new(0) }
+    }
+
+    /// The shard count kept by [`Self::keep_placement`], if any.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub fn kept_placement(&self) -> std::result::Result<Option<u32>, String> {
+        let kept = self.count("SELECT MAX(shards) AS n FROM placement", vec![]).map_err(|e| describe(&e))?;
+        Ok(u32::try_from(kept).ok().filter(|&n| n > 0))
+    }
+
+    /// Keeps `shards` as the count the keys are placed under.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub fn keep_placement(&self, shards: u32) -> std::result::Result<(), String> {
+        self.change(
+            "INSERT INTO placement (id, shards) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET shards = excluded.shards",
+            vec![integer(Some(u64::from(shards)))],
+        )
+        .map(drop)
+        .map_err(|e| describe(&e))
     }
 
     /// Rows read and rows written by this object's statements since it started.

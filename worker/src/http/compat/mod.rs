@@ -23,6 +23,7 @@ use crate::http::routes::bearer_token;
 use crate::http::target::Target;
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
+use crate::isolate::placement;
 use crate::isolate::shard_calls::Caller;
 
 /// The compatible routes.
@@ -229,6 +230,7 @@ async fn answer(
             Some(Target { ns, key, shard })
         }
     };
+    placement::ensure(env, config).await.map_err(|error| from_api(&error))?;
     let call = Call { req, env, caller, config, target, token, method };
     handlers::run(matched.route, &call, x_path).await
 }
