@@ -3,29 +3,44 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freshNamespace, startService, type Service } from "./service";
 
-// One shard, so every stream here counts against the same shard's bound.
+// One shard, so every stream here counts against the same shard's bound; a keepalive every
+// second, so a reader that hangs up is noticed within a second or so.
 const MAX_WATCHERS_PER_SHARD = 256;
 let service: Service;
+const options = {
+  listen: true,
+  vars: { EDGECOUNT_SHARDS: "1", EDGECOUNT_STREAM_KEEPALIVE: "1" },
+};
 beforeAll(async () => {
-  service = await startService({
-    listen: true,
-    vars: { EDGECOUNT_SHARDS: "1" },
-  });
+  service = await startService(options);
 });
 afterAll(() => service.stop());
 
 const decoder = new TextDecoder();
 
-async function open(path: string) {
-  const response = await fetch(service.url + path);
+async function open(path: string, on: Service = service) {
+  const response = await fetch(on.url + path);
   return { response, reader: response.body!.getReader() };
 }
 
-async function nextEvent(
+/** The next chunk as sent, keepalives included. */
+async function nextChunk(
   reader: ReadableStreamDefaultReader<Uint8Array>,
 ): Promise<string | null> {
   const { value, done } = await reader.read();
   return done ? null : decoder.decode(value);
+}
+
+/** The next data event, keepalive comments skipped; `null` at the end of the stream. */
+async function nextEvent(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+): Promise<string | null> {
+  for (;;) {
+    const chunk = await nextChunk(reader);
+    if (chunk === null) return null;
+    const data = chunk.replaceAll(": keepalive\n\n", "");
+    if (data !== "") return data;
+  }
 }
 
 describe("/stream", () => {
@@ -50,6 +65,15 @@ describe("/stream", () => {
     expect(await nextEvent(reader)).toBeNull();
   });
 
+  it("sends a keepalive comment while the counter is quiet", async () => {
+    const ns = freshNamespace("quiet");
+    await service.fetch(`/hit/${ns}/calm`);
+    const { reader } = await open(`/stream/${ns}/calm`);
+    expect(await nextEvent(reader)).toBe('data: {"value":1}\n\n');
+    expect(await nextChunk(reader)).toBe(": keepalive\n\n");
+    await reader.cancel();
+  });
+
   it("answers 404 for a counter that does not exist", async () => {
     const missing = await fetch(
       `${service.url}/stream/${freshNamespace("none")}/none`,
@@ -61,30 +85,32 @@ describe("/stream", () => {
   });
 
   it("serves at most its bound of streams per shard, and a reader that leaves frees its place", async () => {
+    // A runtime of its own, so no reader of an earlier test holds a place.
+    const own = await startService(options);
     const ns = freshNamespace("bound");
-    await service.fetch(`/hit/${ns}/many`);
+    await own.fetch(`/hit/${ns}/many`);
     const readers = [];
     for (let i = 0; i < MAX_WATCHERS_PER_SHARD; i++) {
-      const { response, reader } = await open(`/stream/${ns}/many`);
+      const { response, reader } = await open(`/stream/${ns}/many`, own);
       expect(response.status, `stream ${i}`).toBe(200);
       expect(await nextEvent(reader)).toBe('data: {"value":1}\n\n');
       readers.push(reader);
     }
-    const refused = await fetch(`${service.url}/stream/${ns}/many`);
+    const refused = await fetch(`${own.url}/stream/${ns}/many`);
     expect([refused.status, await refused.json()]).toEqual([
       429,
       { error: "Too many open streams; try again later." },
     ]);
     // Every open stream hears the next write.
-    await service.fetch(`/hit/${ns}/many`);
+    await own.fetch(`/hit/${ns}/many`);
     for (const reader of readers.slice(0, 5))
       expect(await nextEvent(reader)).toBe('data: {"value":2}\n\n');
-    // A reader that hangs up is noticed at the stream's next write, a keepalive at the latest
-    // (every 25 s), and its place is then free.
+    // A reader that hangs up is noticed at the stream's next write, a keepalive at the latest,
+    // and its place is then free.
     await readers.pop()!.cancel();
     let reopened: Response | undefined;
-    for (let attempt = 0; attempt < 400; attempt++) {
-      reopened = await fetch(`${service.url}/stream/${ns}/many`);
+    for (let attempt = 0; attempt < 100; attempt++) {
+      reopened = await fetch(`${own.url}/stream/${ns}/many`);
       if (reopened.status === 200) break;
       await reopened.body?.cancel();
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -92,5 +118,6 @@ describe("/stream", () => {
     expect(reopened!.status).toBe(200);
     await reopened!.body!.cancel();
     await Promise.all(readers.map((reader) => reader.cancel()));
-  }, 90_000);
+    await own.stop();
+  }, 60_000);
 });

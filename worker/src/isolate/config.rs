@@ -14,6 +14,10 @@ use worker::Env;
 
 use crate::http::api_error::ApiError;
 
+/// Seconds a `/stream` stays silent before a keepalive: well under the 100 s after which
+/// Cloudflare closes an idle connection.
+pub const DEFAULT_STREAM_KEEPALIVE_S: u64 = 25;
+
 /// Shard count used when `EDGECOUNT_SHARDS` is not set.
 pub const DEFAULT_SHARDS: u32 = 16;
 
@@ -79,6 +83,8 @@ pub struct Config {
     pub compat_mode: Mode,
     /// How long a counter written through the compatible routes lives after its last write.
     pub compat_ttl_seconds: u32,
+    /// How long a `/stream` may stay silent before a keepalive comment, in seconds.
+    pub stream_keepalive_s: u64,
 }
 
 thread_local! {
@@ -173,7 +179,11 @@ impl Config {
         let compat_ttl_seconds =
             parse_number(var("EDGECOUNT_COMPAT_TTL"), DEFAULT_KEY_TTL_SECONDS, 1..=MAX_TTL_SECONDS)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_COMPAT_TTL" })?;
+        let stream_keepalive_s =
+            parse_number(var("EDGECOUNT_STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S, 1..=300)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_STREAM_KEEPALIVE" })?;
         Ok(Self {
+            stream_keepalive_s,
             compat_mode,
             compat_ttl_seconds,
             one_way,

@@ -54,7 +54,7 @@ pub(super) async fn run(
         Route::Stream => {
             let target = call.target()?;
             authorize(call, Right::Read, Some(&target.ns))?;
-            super::stream::open(call.env, target).await.map(Reply::Events)
+            super::stream::open(call.env, call.config, target).await.map(Reply::Events)
         }
     }
 }

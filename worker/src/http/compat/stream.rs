@@ -5,7 +5,8 @@
 //! Bounded at both ends: a shard serves at most
 //! [`MAX_WATCHERS_PER_SHARD`](edgecount_core::shard::watchers::MAX_WATCHERS_PER_SHARD) streams
 //! and an isolate passes on at most [`MAX_STREAMS_PER_ISOLATE`]; past either the answer is
-//! 429. A comment line every [`KEEPALIVE`] keeps idle connections from being closed on the way.
+//! 429. A comment line after every `EDGECOUNT_STREAM_KEEPALIVE` seconds of silence keeps idle
+//! connections from being closed on the way, and is how a reader that hung up is noticed.
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -18,12 +19,11 @@ use worker::{js_sys, Delay, Env};
 
 use crate::http::message::JsStream;
 use crate::http::target::Target;
+use crate::isolate::config::Config;
 use crate::isolate::shard_client::{self, WatchRefusal};
 
 /// Most streams one isolate keeps open: a few shards' worth.
 pub const MAX_STREAMS_PER_ISOLATE: usize = 1024;
-/// How long a stream may stay silent before a comment line is sent.
-const KEEPALIVE: Duration = Duration::from_secs(25);
 const KEEPALIVE_LINE: &[u8] = b": keepalive\n\n";
 
 thread_local! {
@@ -54,7 +54,8 @@ fn too_many() -> CompatError {
 ///
 /// # Errors
 /// 404 for a counter that does not exist, 429 past the bounds, 500 for an unreachable shard.
-pub async fn open(env: &Env, target: &Target) -> Result<JsStream, CompatError> {
+pub async fn open(env: &Env, config: &Config, target: &Target) -> Result<JsStream, CompatError> {
+    let keepalive = Duration::from_secs(config.stream_keepalive_s);
     let opened = Opened::claim().ok_or_else(too_many)?;
     let raw = shard_client::watch(env, target.shard, target.ns.as_str(), target.key.as_str()).await.map_err(
         |refusal| match refusal {
@@ -67,13 +68,14 @@ pub async fn open(env: &Env, target: &Target) -> Result<JsStream, CompatError> {
     // Each step waits for the next event or the keepalive, whichever comes first; the shard's
     // stream keeps a read in flight across a keepalive, so no event is lost. `opened` lives as
     // long as the stream does: the reader leaving drops both.
-    let with_keepalive = futures_util::stream::unfold((events, opened), |(mut events, opened)| async move {
-        let step = match select(events.next(), Box::pin(Delay::from(KEEPALIVE))).await {
-            Either::Left((Some(Ok(chunk)), _)) => Some(chunk),
-            Either::Left(_) => None,
-            Either::Right(_) => Some(js_sys::Uint8Array::from(KEEPALIVE_LINE).into()),
-        };
-        step.map(|chunk| (Ok(chunk), (events, opened)))
-    });
+    let with_keepalive =
+        futures_util::stream::unfold((events, opened), move |(mut events, opened)| async move {
+            let step = match select(events.next(), Box::pin(Delay::from(keepalive))).await {
+                Either::Left((Some(Ok(chunk)), _)) => Some(chunk),
+                Either::Left(_) => None,
+                Either::Right(_) => Some(js_sys::Uint8Array::from(KEEPALIVE_LINE).into()),
+            };
+            step.map(|chunk| (Ok(chunk), (events, opened)))
+        });
     Ok(JsStream(wasm_streams::ReadableStream::from_stream(with_keepalive).into_raw().into()))
 }
