@@ -65,19 +65,25 @@ wasm_bindgen() {
   cargo install --quiet --root "$root" wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
 }
 
-node_packages() {
-  local stamp=node_modules/.edgecount-lock-hash
+# Installs the npm packages of $1/package-lock.json into $1/node_modules, unless that lockfile
+# is the one installed there last; $2 says what they are.
+npm_from_lockfile() {
+  local dir="$1" stamp="$1/node_modules/.edgecount-lock-hash"
   local want
-  want="$(sha256sum package-lock.json | cut -d' ' -f1)"
+  want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return
   fi
-  say "installing npm packages from package-lock.json (Node 22, wrangler, vitest, esbuild, wasm-opt)"
+  say "installing $2"
   # `npm install` rather than `npm ci`: the registry here lacks workerd's macOS and Windows
   # builds, so the lockfile cannot list them and `npm ci` refuses it. --no-save keeps the
   # committed lockfile as it is; versions still come from it.
-  npm install --no-save --no-audit --no-fund --loglevel=error
+  npm install --prefix "$dir" --no-save --no-audit --no-fund --loglevel=error
   echo "$want" > "$stamp"
+}
+
+node_packages() {
+  npm_from_lockfile . "npm packages from package-lock.json (Node 22, wrangler, vitest, esbuild, wasm-opt)"
 }
 
 k6() {
@@ -118,15 +124,9 @@ api_check_python() {
 # countapi-js with its own mocha suite (npm, into tests/clients/node_modules) and the PyPI
 # `countapi` package (a venv).
 compat_clients() {
-  local stamp=tests/clients/node_modules/.edgecount-lock-hash
-  local want
-  want="$(sha256sum tests/clients/package-lock.json | cut -d' ' -f1)"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    say "installing countapi-js and its test suite's packages (tests/clients)"
-    npm install --prefix tests/clients --no-save --no-audit --no-fund --loglevel=error
-    echo "$want" > "$stamp"
-  fi
+  npm_from_lockfile tests/clients "countapi-js and its test suite's packages (tests/clients)"
   local venv="$TOOLS/countapi-venv"
+  local want
   want="$(sha256sum tests/clients/requirements.txt | cut -d' ' -f1)"
   if [ "$(cat "$venv/.edgecount-requirements-hash" 2>/dev/null)" != "$want" ]; then
     say "installing the PyPI countapi client (a Python venv in $venv)"

@@ -8,6 +8,7 @@ use crate::http::api_error::ApiError;
 use crate::isolate::config::Config;
 
 /// A validated key and the shard that owns it.
+#[derive(Clone)]
 pub struct Target {
     pub ns: Namespace,
     pub key: Key,
@@ -17,10 +18,13 @@ pub struct Target {
 impl Target {
     /// Validates the raw (percent-encoded) names of a path.
     pub fn from_path(config: &Config, raw_ns: &str, raw_key: &str) -> Result<Self, ApiError> {
-        let ns = Namespace::new(raw_ns)?;
-        let key = Key::from_segment(raw_key)?;
+        Ok(Self::new(config, Namespace::new(raw_ns)?, Key::from_segment(raw_key)?))
+    }
+
+    /// Names already validated, with the shard that owns them.
+    pub fn new(config: &Config, ns: Namespace, key: Key) -> Self {
         let shard = shard_for(&ns, &key, config.shards);
-        Ok(Self { ns, key, shard })
+        Self { ns, key, shard }
     }
 }
 

@@ -140,11 +140,7 @@ extern "C" {
 pub async fn check_placement(env: &Env, configured: u32) -> Result<(), ApiError> {
     let rpc = stub(env, ShardId(0))?;
     JsFuture::from(rpc.placement(configured)).await.map(drop).map_err(|error| {
-        let message = error
-            .dyn_ref::<js_sys::Error>()
-            .map(|e| String::from(e.message()))
-            .or_else(|| error.as_string())
-            .unwrap_or_default();
+        let message = rejection_message(&error);
         match message.split_once("placement_changed:").and_then(|(_, kept)| kept.trim().parse().ok()) {
             Some(kept) => ApiError::Core(edgecount_core::CoreError::PlacementChanged { kept, configured }),
             None => ApiError::ShardUnavailable,
@@ -167,11 +163,7 @@ pub enum WatchRefusal {
 pub async fn watch(env: &Env, shard: ShardId, ns: &str, key: &str) -> Result<JsValue, WatchRefusal> {
     let rpc = stub(env, shard).map_err(|_| WatchRefusal::Unavailable)?;
     JsFuture::from(rpc.watch(ns, key)).await.map_err(|error| {
-        let message = error
-            .dyn_ref::<js_sys::Error>()
-            .map(|e| String::from(e.message()))
-            .or_else(|| error.as_string())
-            .unwrap_or_default();
+        let message = rejection_message(&error);
         if message.contains("not_found") {
             WatchRefusal::NotFound
         } else if message.contains("too_many_streams") {
@@ -183,12 +175,16 @@ pub async fn watch(env: &Env, shard: ShardId, ns: &str, key: &str) -> Result<JsV
 }
 
 fn unreachable(error: &JsValue) -> ApiError {
-    let message = error
+    classify_failure(&rejection_message(error))
+}
+
+/// The message of a rejected call: an `Error`'s, or a rejection with a plain string.
+fn rejection_message(error: &JsValue) -> String {
+    error
         .dyn_ref::<js_sys::Error>()
         .map(|e| String::from(e.message()))
         .or_else(|| error.as_string())
-        .unwrap_or_default();
-    classify_failure(&message)
+        .unwrap_or_default()
 }
 
 /// Why a call to a shard failed: the runtime says "overloaded" when a Durable Object's queue of

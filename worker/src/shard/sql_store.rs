@@ -149,14 +149,16 @@ impl SqlShardStore {
             sql.exec(statement, None)?;
         }
         let store = Self::unopened(sql);
+        // `sqlite_master` holds each table's CREATE statement, as altered.
+        #[derive(Deserialize)]
+        struct Created {
+            sql: String,
+        }
+        let created: Vec<Created> =
+            store.rows("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'counters'", vec![])?;
+        let created = created.first().map_or("", |table| table.sql.as_str());
         for (column, kind) in ADDED_COUNTER_COLUMNS {
-            // `sqlite_master` holds each table's CREATE statement, as altered.
-            let present = store.count(
-                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'counters' \
-                 AND instr(sql, ?) > 0",
-                vec![text(&format!("{column} {kind}"))],
-            )?;
-            if present == 0 {
+            if !created.contains(&format!("{column} {kind}")) {
                 store.change(&format!("ALTER TABLE counters ADD COLUMN {column} {kind}"), vec![])?;
             }
         }

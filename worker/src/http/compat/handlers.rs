@@ -10,7 +10,7 @@ use edgecount_core::edge::access::Right;
 use edgecount_core::http::badge::render_with_text_color;
 use edgecount_core::shard::protocol::GuardedChange;
 use edgecount_core::shard::settings::{AdminKeyHash, CounterSettings, Guard};
-use edgecount_core::{shard_for, Key, Namespace, OpResult, ShardCall, ShardOp};
+use edgecount_core::{Namespace, OpResult, ShardCall, ShardOp};
 use serde_json::json;
 use wasm_bindgen::JsCast;
 use worker::{js_sys, Method};
@@ -213,26 +213,28 @@ async fn admin_change(call: &Call<'_>, kind: AdminChange) -> Result<Reply, Compa
     }
 }
 
-/// A random UUID (version 4) from the runtime's cryptographic generator.
-fn random_uuid() -> Result<String, CompatError> {
-    let failed = |_| CompatError::new(500, "Failed to generate random string. Try again later.");
-    let crypto = js_sys::Reflect::get(&js_sys::global(), &"crypto".into()).map_err(failed)?;
-    let make: js_sys::Function =
-        js_sys::Reflect::get(&crypto, &"randomUUID".into()).map_err(failed)?.dyn_into().map_err(failed)?;
-    make.call0(&crypto).map_err(failed)?.as_string().ok_or_else(|| failed(js_sys::JsString::from("").into()))
+fn random_failed() -> CompatError {
+    CompatError::new(500, "Failed to generate random string. Try again later.")
 }
 
-/// Creates a counter; answers its names.
+/// A random UUID (version 4) from the runtime's cryptographic generator.
+fn random_uuid() -> Result<String, CompatError> {
+    let crypto = js_sys::Reflect::get(&js_sys::global(), &"crypto".into()).map_err(|_| random_failed())?;
+    let make: js_sys::Function = js_sys::Reflect::get(&crypto, &"randomUUID".into())
+        .ok()
+        .and_then(|make| make.dyn_into().ok())
+        .ok_or_else(random_failed)?;
+    make.call0(&crypto).ok().and_then(|uuid| uuid.as_string()).ok_or_else(random_failed)
+}
+
+/// Creates the counter `target` names.
 async fn create(
     call: &Call<'_>,
-    ns: Namespace,
-    key: Key,
+    target: &Target,
     value: i64,
     settings: CounterSettings,
-) -> Result<Target, CompatError> {
-    authorize(call, Right::Write, Some(&ns))?;
-    let shard = shard_for(&ns, &key, call.config.shards);
-    let target = Target { ns, key, shard };
+) -> Result<(), CompatError> {
+    authorize(call, Right::Write, Some(&target.ns))?;
     let op = ShardOp::Create {
         ns: target.ns.clone(),
         key: target.key.clone(),
@@ -240,8 +242,8 @@ async fn create(
         settings,
         ttl: Some(call.config.compat_ttl_seconds),
     };
-    match write(call, &target, op).await? {
-        OpResult::Value { .. } => Ok(target),
+    match write(call, target, op).await? {
+        OpResult::Value { .. } => Ok(()),
         _ => Err(unexpected()),
     }
 }
@@ -262,7 +264,8 @@ async fn countapi_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result
         update_upperbound: params.update_upperbound,
         admin_key_hash: None,
     };
-    let target = create(call, ns, key, params.value, settings).await?;
+    let target = Target::new(call.config, ns, key);
+    create(call, &target, params.value, settings).await?;
     Ok(Reply::ok(
         json!({ "namespace": target.ns.as_str(), "key": target.key.as_str(), "value": params.value }),
     ))
@@ -279,19 +282,19 @@ fn percent_free(text: &str) -> String {
 async fn abacus_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result<Reply, CompatError> {
     let value = params::number(call.req.query(), "initializer", Some(0))?;
     let target = match &call.target {
-        Some(target) => Target { ns: target.ns.clone(), key: target.key.clone(), shard: target.shard },
+        Some(target) => target.clone(),
         None => {
             let random = |n| random_uuid().map(|u| u.replace('-', "").chars().take(n).collect::<String>());
             let (ns, key) = names::resolve(Some(&random(16)?), &random(16)?, &names::Page::default())
-                .ok_or_else(|| CompatError::new(500, "Failed to generate random string. Try again later."))?;
+                .ok_or_else(random_failed)?;
             *x_path = Some(format!("{ns}/{key}"));
-            Target { shard: shard_for(&ns, &key, call.config.shards), ns, key }
+            Target::new(call.config, ns, key)
         }
     };
     let admin_key = random_uuid()?;
     let settings =
         CounterSettings { admin_key_hash: Some(AdminKeyHash::of(&admin_key)), ..CounterSettings::default() };
-    let target = create(call, target.ns, target.key, value, settings).await?;
+    create(call, &target, value, settings).await?;
     Ok(Reply::Json(
         201,
         json!({ "key": target.key.as_str(), "namespace": target.ns.as_str(), "admin_key": admin_key, "value": value }),

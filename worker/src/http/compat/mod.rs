@@ -12,7 +12,7 @@ mod stream;
 
 use edgecount_core::compat::names::{self, Page};
 use edgecount_core::compat::{params, CompatError};
-use edgecount_core::{shard_for, Key, Namespace};
+use edgecount_core::{Key, Namespace};
 use serde_json::{json, Value};
 use worker::{Env, Method};
 
@@ -226,8 +226,7 @@ async fn answer(
             let key = if shape == Shape::NsAndKey { &matched.key } else { &matched.ns };
             let (ns, key) = resolve_names(req, ns, key)?;
             *x_path = Some(format!("{ns}/{key}"));
-            let shard = shard_for(&ns, &key, config.shards);
-            Some(Target { ns, key, shard })
+            Some(Target::new(config, ns, key))
         }
     };
     placement::ensure(env, config).await.map_err(|error| from_api(&error))?;
