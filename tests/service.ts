@@ -11,10 +11,15 @@ export interface ServiceOptions {
   vars?: Record<string, string>;
   /** Also serve over HTTP on a free loopback port (for a browser); see `Service.url`. */
   listen?: boolean;
+  /** Vars of a second worker, the deployment being left during a rollout: it calls the same
+   * shards (running this deployment's code), and `Service.fetchPrevious` reaches it. */
+  previousDeployment?: Record<string, string>;
 }
 
 export interface Service {
   fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** A request to the previous deployment's worker (see `previousDeployment`). */
+  fetchPrevious(path: string, init?: RequestInit): Promise<Response>;
   /** The exact value of a counter, read as text so values past 2^53 stay exact. */
   value(ns: string, key: string): Promise<bigint>;
   /** The HTTP address when started with `listen`, e.g. `http://127.0.0.1:41234`. */
@@ -28,24 +33,45 @@ export async function startService(
   const { workerOptions, main } =
     unstable_getMiniflareWorkerOptions("wrangler.toml");
   if (!main) throw new Error("wrangler.toml has no `main`");
+  // The entry module, worker-build's JS shim it wraps, and the Wasm module.
+  const code = {
+    modulesRoot: dirname(main),
+    modules: [
+      { type: "ESModule", path: main },
+      { type: "ESModule", path: join(dirname(main), "index.js") },
+      {
+        type: "CompiledWasm",
+        path: join(dirname(main), "index_bg.wasm"),
+      },
+    ],
+  };
+  const name = workerOptions.name ?? "edgecount";
+  const previous = options.previousDeployment
+    ? [
+        {
+          ...workerOptions,
+          ...code,
+          name: `${name}-previous`,
+          bindings: {
+            ...workerOptions.bindings,
+            ...options.previousDeployment,
+          },
+          // The same Durable Object class and storage as the current deployment's worker.
+          durableObjects: { SHARDS: { className: "Shard", scriptName: name } },
+        },
+      ]
+    : [];
   // wrangler hands out options in Miniflare 4's shape; Miniflare 5 converts them.
   const mf = new Miniflare(
     convertV4MiniflareOptions({
       workers: [
         {
           ...workerOptions,
-          // The entry module, worker-build's JS shim it wraps, and the Wasm module.
-          modulesRoot: dirname(main),
-          modules: [
-            { type: "ESModule", path: main },
-            { type: "ESModule", path: join(dirname(main), "index.js") },
-            {
-              type: "CompiledWasm",
-              path: join(dirname(main), "index_bg.wasm"),
-            },
-          ],
+          ...code,
+          name,
           bindings: { ...workerOptions.bindings, ...options.vars },
         },
+        ...previous,
       ],
       resourcePersistencePath: options.persistDir,
       cf: false,
@@ -56,18 +82,18 @@ export async function startService(
   const service: Service = {
     url: options.listen ? ready.origin : undefined,
     async fetch(path, init) {
-      const response = await mf.dispatchFetch(
-        `http://edgecount.test${path}`,
-        init as never,
+      return buffered(
+        await mf.dispatchFetch(`http://edgecount.test${path}`, init as never),
       );
-      // Buffer the body at once: with many requests in flight, Miniflare may drain a body
-      // that is left unread for a while, and the spec would then find it already consumed.
-      const body = await response.arrayBuffer();
-      const nullBody = [101, 204, 205, 304].includes(response.status);
-      return new Response(nullBody ? null : body, {
-        status: response.status,
-        headers: response.headers as unknown as Headers,
-      });
+    },
+    async fetchPrevious(path, init) {
+      const worker = await mf.getWorker(`${name}-previous`);
+      return buffered(
+        (await worker.fetch(
+          `http://edgecount.test${path}`,
+          init as never,
+        )) as unknown as Response,
+      );
     },
     async value(ns, key) {
       const response = await service.fetch(
@@ -110,4 +136,15 @@ export function cacheEntryCharge(
 ): number {
   const bytes = (text: string) => new TextEncoder().encode(text).length;
   return 192 + bytes(ns) + bytes(key) + bytes(contentType) + valueBytes;
+}
+
+/** The response with its body read at once: with many requests in flight, Miniflare may drain a
+ * body that is left unread for a while, and the spec would then find it already consumed. */
+async function buffered(response: Response): Promise<Response> {
+  const body = await response.arrayBuffer();
+  const nullBody = [101, 204, 205, 304].includes(response.status);
+  return new Response(nullBody ? null : body, {
+    status: response.status,
+    headers: response.headers as unknown as Headers,
+  });
 }

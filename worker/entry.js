@@ -81,12 +81,29 @@ export class Shard extends DurableObject {
     return guardedAsync(() => this.#current().runOps(body));
   }
 
-  stats() {
-    return guarded(() => this.#current().stats());
+  stats(shard) {
+    return guarded(() => this.#current().stats(shard));
   }
 
-  placement(shards) {
-    return guarded(() => this.#current().placement(shards));
+  placement(placement) {
+    return guardedAsync(() => this.#current().placement(placement));
+  }
+
+  // A change of the shard count (see worker/src/shard/hand_over.rs).
+  handOver(keys) {
+    return guarded(() => this.#current().handOver(keys));
+  }
+
+  adopt(parcels) {
+    return guarded(() => this.#current().adopt(parcels));
+  }
+
+  handedOver(from, to) {
+    return guarded(() => this.#current().handedOver(from, to));
+  }
+
+  migrate(shard) {
+    return guardedAsync(() => this.#current().migrate(shard));
   }
 
   watch(ns, key) {

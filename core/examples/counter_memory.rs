@@ -223,7 +223,7 @@ fn main() {
     for i in 0..counters {
         let (ns, key) = names(i, longest);
         let op = ShardOp::Incr { ns, key, by: 1, ttl: None };
-        let request = ShardRequest { ops: vec![op.into()], answer_budget: None, receipt: None };
+        let request = ShardRequest { ops: vec![op.into()], answer_budget: None, receipt: None, placed: None };
         let results = engine.run(&Discard, &request, 1_700_000_000_000).response.results;
         assert!(matches!(results[..], [OpResult::Value { exists: true, .. }]), "{results:?}");
         if (i + 1) % step == 0 {

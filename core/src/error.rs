@@ -54,10 +54,17 @@ pub enum CoreError {
     WrongAdminKey,
     #[error(
         "The keys were placed under EDGECOUNT_SHARDS={kept}, but this deployment says \
-         EDGECOUNT_SHARDS={configured}; nothing was read or written. Set it back to {kept}: changing \
-         it would move keys to shards that never held them."
+         EDGECOUNT_SHARDS={configured}; nothing was read or written. Set it back to {kept}, or declare \
+         the change with EDGECOUNT_SHARDS_FROM={kept} so that the keys move with it (see \"Changing \
+         the number of shards\" in the README)."
     )]
     PlacementChanged { kept: u32, configured: u32 },
+    #[error(
+        "The change of shard count from {from} to {to} is declared over, but {unfinished} of the \
+         shards still hold keys to move; nothing was read or written. Keep \
+         EDGECOUNT_SHARDS_FROM={from} until keys_to_move in /v1/stats is 0."
+    )]
+    ChangeUnfinished { from: u32, to: u32, unfinished: u32 },
     /// Storage failed; `detail` is for the operator's logs, never shown to clients.
     #[error("The shard could not reach its storage, so nothing was changed; retry shortly.")]
     StorageUnavailable { detail: String },
@@ -103,7 +110,7 @@ impl CoreError {
             Self::OutOfBounds { .. } => "out_of_bounds",
             Self::NoAdminKey => "no_admin_key",
             Self::WrongAdminKey => "wrong_admin_key",
-            Self::PlacementChanged { .. } => "misconfigured",
+            Self::PlacementChanged { .. } | Self::ChangeUnfinished { .. } => "misconfigured",
             Self::StorageUnavailable { .. } => "storage_unavailable",
         }
     }

@@ -123,7 +123,7 @@ impl Flush {
             .iter()
             .map(|op| ShardOp::Incr { ns: op.ns.clone(), key: op.key.clone(), by: op.by, ttl: op.ttl }.into())
             .collect();
-        Ok(ShardRequest { ops, answer_budget: None, receipt: Some(receipt) })
+        Ok(ShardRequest { ops, answer_budget: None, receipt: Some(receipt), placed: None })
     }
 
     /// Accepted ops the flush carries.
@@ -643,6 +643,7 @@ mod tests {
                 ops: vec![ShardOp::Get { ns, key }.into()],
                 answer_budget: None,
                 receipt: None,
+                placed: None,
             };
             shard.run(&store, &request, 2_000).response.results[0].clone()
         };

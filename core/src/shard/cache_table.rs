@@ -162,6 +162,14 @@ impl CacheTable {
         Ok(())
     }
 
+    /// Drops the index, so that the next op that needs it rebuilds it from storage: for
+    /// entries stored or removed outside the table (see [`crate::shard::migration`]).
+    pub fn unload(&mut self) {
+        self.index.clear();
+        self.charged = 0;
+        self.loaded = false;
+    }
+
     fn restore(&mut self, store: &impl CacheStore) -> Result<(), CoreError> {
         let mut refused = None;
         // One entry past the entry bound is read so that it is refused when every one before

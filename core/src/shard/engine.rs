@@ -13,7 +13,7 @@ use crate::shard::group_commit::{CommitFailures, PendingWrites};
 use crate::shard::idempotency::{self, IdempotencyStore, Recall, RecordScope, IDEMPOTENCY_WINDOW_MS};
 use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats};
 use crate::shard::receipt;
-use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey};
+use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace};
 
 /// Everything a shard stores.
 pub trait ShardStore: CounterStore + CacheStore + IdempotencyStore {}
@@ -224,7 +224,18 @@ impl ShardEngine {
             // Counted by the store, which the engine does not see into; the caller fills them.
             rows_read: 0,
             rows_written: 0,
+            keys_to_move: 0,
         })
+    }
+
+    /// Forgets what memory holds of `keys` (their counters, and the cache index as a whole),
+    /// so that the next op reads storage: for keys whose rows changed outside the engine, as
+    /// when they are handed over to another shard or taken over from one.
+    pub fn forget_keys<'a>(&mut self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
+        for (ns, key) in keys {
+            self.counters.forget(ns, key);
+        }
+        self.cache.unload();
     }
 
     /// Runs one call at `now_ms`: a keyed write seen before is answered from its record.
@@ -342,7 +353,7 @@ mod tests {
     }
 
     fn request(ops: Vec<ShardCall>) -> ShardRequest {
-        ShardRequest { ops, answer_budget: None, receipt: None }
+        ShardRequest { ops, answer_budget: None, receipt: None, placed: None }
     }
 
     #[test]
@@ -492,12 +503,18 @@ mod receipt_tests {
     }
 
     fn receipted(ops: Vec<ShardCall>, receipt: &str) -> ShardRequest {
-        ShardRequest { ops, answer_budget: None, receipt: Some(IdempotencyKey::new(receipt).unwrap()) }
+        ShardRequest {
+            ops,
+            answer_budget: None,
+            receipt: Some(IdempotencyKey::new(receipt).unwrap()),
+            placed: None,
+        }
     }
 
     fn value(engine: &mut ShardEngine, store: &MapStore, key: &str) -> i64 {
         let read = ShardOp::Get { ns: Namespace::new("n").unwrap(), key: Key::new(key).unwrap() };
-        let request = ShardRequest { ops: vec![read.into()], answer_budget: None, receipt: None };
+        let request =
+            ShardRequest { ops: vec![read.into()], answer_budget: None, receipt: None, placed: None };
         match &engine.run(store, &request, 0).response.results[0] {
             OpResult::Value { value, .. } => *value,
             other => panic!("{other:?}"),
@@ -547,7 +564,11 @@ mod receipt_tests {
             value: i64::MAX,
             ttl: None,
         };
-        shard.run(&store, &ShardRequest { ops: vec![set.into()], answer_budget: None, receipt: None }, 0);
+        shard.run(
+            &store,
+            &ShardRequest { ops: vec![set.into()], answer_budget: None, receipt: None, placed: None },
+            0,
+        );
         let request = receipted(vec![incr("a", 1), incr("x", 1)], "flush-2");
         let first = shard.run(&store, &request, 1_000).response.results;
         assert!(matches!(first[0], OpResult::Value { value: 1, .. }));
@@ -560,7 +581,7 @@ mod receipt_tests {
         };
         shard.run(
             &store,
-            &ShardRequest { ops: vec![decr.into()], answer_budget: None, receipt: None },
+            &ShardRequest { ops: vec![decr.into()], answer_budget: None, receipt: None, placed: None },
             1_500,
         );
         let second = shard.run(&store, &request, 2_000).response.results;
@@ -629,6 +650,7 @@ mod receipt_tests {
             ops: ops.into_iter().map(Into::into).collect(),
             answer_budget: None,
             receipt: None,
+            placed: None,
         };
         let set = ShardOp::Set { ns: ns.clone(), key: key.clone(), value: i64::MAX - 1, ttl: None };
         shard.run(&store, &plain(vec![set]), 0);
@@ -640,6 +662,7 @@ mod receipt_tests {
             ],
             answer_budget: None,
             receipt: Some(IdempotencyKey::new("flush-7").unwrap()),
+            placed: None,
         };
         let first = shard.run(&store, &request, 1_000).response.results;
         assert!(matches!(first[0], OpResult::Value { .. }));

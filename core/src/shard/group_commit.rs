@@ -203,7 +203,10 @@ mod tests {
     }
 
     fn run(engine: &mut ShardEngine, store: &MemoryStore, ops: Vec<ShardCall>) -> Vec<OpResult> {
-        engine.run(store, &ShardRequest { ops, answer_budget: None, receipt: None }, 0).response.results
+        engine
+            .run(store, &ShardRequest { ops, answer_budget: None, receipt: None, placed: None }, 0)
+            .response
+            .results
     }
 
     fn engine() -> ShardEngine {

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod group_commit;
 pub mod idempotency;
 pub mod memory_store;
+pub mod migration;
 pub mod placement;
 pub mod protocol;
 pub mod receipt;

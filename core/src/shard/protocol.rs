@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::names::IdempotencyKey;
+use crate::shard::migration::Placed;
 use crate::shard::settings::{CounterSettings, Guard};
 use crate::{ContentType, CoreError, Key, Namespace};
 
@@ -362,6 +363,11 @@ pub struct ShardRequest {
     /// costs one record row, not one per key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<IdempotencyKey>,
+    /// The shard count the sender placed the ops' keys under, and the shard it sent them to:
+    /// a shard forwards the ops of a sender still on another count to their homes (see
+    /// [`crate::shard::migration`]). Absent means the shard's own count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<Placed>,
 }
 
 /// What a shard answers: one result per op, in request order.
@@ -399,6 +405,10 @@ pub struct ShardStats {
     /// SQLite rows written by the object's statements since it started (the platform bills them).
     #[serde(default)]
     pub rows_written: u64,
+    /// Keys this shard still holds that belong to another shard under the count being changed
+    /// to (see [`crate::shard::migration`]); 0 when no change is under way.
+    #[serde(default)]
+    pub keys_to_move: u64,
 }
 
 /// Serde helper: bytes as a standard base64 string.
@@ -424,7 +434,7 @@ pub mod base64_bytes {
 impl ShardStats {
     /// The statistics as `(name, value)` pairs, in declaration order, for totals and metrics.
     #[must_use]
-    pub fn fields(&self) -> [(&'static str, u64); 11] {
+    pub fn fields(&self) -> [(&'static str, u64); 12] {
         [
             ("calls", self.calls),
             ("ops", self.ops),
@@ -437,6 +447,7 @@ impl ShardStats {
             ("counters_in_memory", self.counters_in_memory),
             ("rows_read", self.rows_read),
             ("rows_written", self.rows_written),
+            ("keys_to_move", self.keys_to_move),
         ]
     }
 }

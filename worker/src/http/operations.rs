@@ -33,7 +33,8 @@ pub fn health(config: &Config) -> Result<Response, ApiError> {
 
 /// Every shard's statistics, asked concurrently.
 pub(crate) async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
-    join_all((0..config.shards).map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
+    let shards = 0..config.shards_holding_keys();
+    join_all(shards.map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
 }
 
 /// `GET /v1/stats`: each shard's statistics and their totals.

@@ -9,6 +9,8 @@ use edgecount_core::edge::one_way::OneWayLimits;
 use edgecount_core::edge::rate_limit::RateLimit;
 use edgecount_core::number::MAX_TTL_SECONDS;
 use edgecount_core::partition::MAX_SHARDS;
+use edgecount_core::shard::migration::Migration;
+use edgecount_core::shard::placement::Kept;
 use edgecount_core::{AccessPolicy, CacheBounds};
 use worker::Env;
 
@@ -17,6 +19,11 @@ use crate::http::api_error::ApiError;
 /// Seconds a `/stream` stays silent before a keepalive: well under the 100 s after which
 /// Cloudflare closes an idle connection.
 pub const DEFAULT_STREAM_KEEPALIVE_S: u64 = 25;
+
+/// Keys a shard hands over per alarm while the shard count changes, when
+/// `EDGECOUNT_HAND_OVER_KEYS` is not set: a few hundred ms of the shard's time at most, after
+/// which its own requests get their turn.
+pub const DEFAULT_HAND_OVER_KEYS: usize = 1000;
 
 /// Shard count used when `EDGECOUNT_SHARDS` is not set.
 pub const DEFAULT_SHARDS: u32 = 16;
@@ -61,6 +68,10 @@ pub enum CorsOrigins {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub shards: u32,
+    /// The count being left while a change of count is under way (`EDGECOUNT_SHARDS_FROM`).
+    pub shards_from: Option<u32>,
+    /// Most keys a shard hands over per alarm during a change of count.
+    pub hand_over_keys: usize,
     pub cors_origins: CorsOrigins,
     /// How much one shard's cache holds before evicting: charged bytes and entries.
     pub shard_cache: CacheBounds,
@@ -121,6 +132,18 @@ impl Config {
         let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
         let shards = parse_number(var("EDGECOUNT_SHARDS"), DEFAULT_SHARDS, 1..=MAX_SHARDS)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARDS" })?;
+        // The count being left must differ from the count being reached.
+        let shards_from = match var("EDGECOUNT_SHARDS_FROM").filter(|v| !v.trim().is_empty()) {
+            None => None,
+            raw => Some(
+                parse_number(raw, 0, 1..=MAX_SHARDS)
+                    .filter(|&from| from != shards)
+                    .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARDS_FROM" })?,
+            ),
+        };
+        let hand_over_keys =
+            parse_number(var("EDGECOUNT_HAND_OVER_KEYS"), DEFAULT_HAND_OVER_KEYS, 1..=100_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HAND_OVER_KEYS" })?;
         let shard_cache_bytes =
             parse_number(var("EDGECOUNT_SHARD_CACHE_BYTES"), DEFAULT_SHARD_CACHE_BYTES, 1..=u64::MAX)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_CACHE_BYTES" })?;
@@ -192,11 +215,33 @@ impl Config {
             rate_limit,
             shard_queue_limit,
             shards,
+            shards_from,
+            hand_over_keys,
             cors_origins: parse_origins(var("EDGECOUNT_CORS_ORIGINS").as_deref()),
             shard_cache: CacheBounds { bytes: shard_cache_bytes, entries: shard_cache_entries },
             hot_threshold_per_s,
             hot_max_age_ms: hot_max_age_s * 1000,
         })
+    }
+}
+
+impl Config {
+    /// The change of shard count under way, if one is declared.
+    #[must_use]
+    pub fn migration(&self) -> Option<Migration> {
+        self.shards_from.map(|from| Migration { from, to: self.shards })
+    }
+
+    /// The placement this isolate works under, as `shard-0` keeps it.
+    #[must_use]
+    pub fn placement(&self) -> Kept {
+        Kept { shards: self.shards, from: self.shards_from }
+    }
+
+    /// Every shard that may hold keys: those of both counts while a change is under way.
+    #[must_use]
+    pub fn shards_holding_keys(&self) -> u32 {
+        self.shards.max(self.shards_from.unwrap_or(0))
     }
 }
 

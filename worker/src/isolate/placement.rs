@@ -1,10 +1,13 @@
-//! Each isolate checks, once, that its `EDGECOUNT_SHARDS` is the count the keys were placed
-//! under (see [`edgecount_core::shard::placement`]) before any request of it reads or writes a
-//! key, one-way writes included. A refusal is not remembered: the next request asks again, so
+//! Each isolate checks, once, that its `EDGECOUNT_SHARDS` (and `EDGECOUNT_SHARDS_FROM`) agree
+//! with the placement the keys are under (see [`edgecount_core::shard::placement`]) before any
+//! request of it reads or writes a key, one-way writes included; while a change of count is
+//! declared, it also wakes every shard to hand over the keys that leave it. A refusal is not remembered: the next request asks again, so
 //! a deployment that puts the count back recovers at once.
 
 use std::cell::Cell;
 
+use edgecount_core::ShardId;
+use futures_util::future::join_all;
 use worker::Env;
 
 use crate::http::api_error::ApiError;
@@ -23,7 +26,17 @@ pub async fn ensure(env: &Env, config: &Config) -> Result<(), ApiError> {
     if CHECKED.with(Cell::get) {
         return Ok(());
     }
-    shard_client::check_placement(env, config.shards).await?;
+    shard_client::check_placement(env, config.placement()).await?;
+    if config.migration().is_some() {
+        // Every shard of either count hears of the change, so that each hands over its leaving
+        // keys even if no request ever reaches it. Until all have heard, the next request asks
+        // again; this one goes on, as its own keys do not need the others.
+        let shards =
+            (0..config.shards_holding_keys()).map(|shard| shard_client::migrate(env, ShardId(shard)));
+        if join_all(shards).await.iter().any(Result::is_err) {
+            return Ok(());
+        }
+    }
     CHECKED.with(|checked| checked.set(true));
     Ok(())
 }

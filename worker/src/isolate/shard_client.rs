@@ -4,8 +4,10 @@
 //! call, as a stub belongs to the request that makes it.
 
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
+use edgecount_core::shard::migration::{Migration, Parcel, Placed};
+use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::protocol::{ShardRequest, ShardResponse, ShardStats};
-use edgecount_core::{OpResult, ShardCall, ShardId};
+use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
 use serde::Serialize;
 use std::cell::RefCell;
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
@@ -17,6 +19,7 @@ use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 use worker::Env;
 
 use crate::http::api_error::ApiError;
+use crate::isolate::config::Config;
 
 /// The Durable Object binding in `wrangler.toml`.
 pub const SHARDS_BINDING: &str = "SHARDS";
@@ -64,6 +67,7 @@ fn stub(env: &Env, shard: ShardId) -> Result<ShardRpc, ApiError> {
 struct ShardRequestRef<'a> {
     ops: &'a [ShardCall],
     answer_budget: u64,
+    placed: Placed,
 }
 
 /// Runs `ops` on `shard` in order and returns one result per op; cache entries past
@@ -78,12 +82,19 @@ pub async fn execute(
     ops: &[ShardCall],
     answer_budget: u64,
 ) -> Result<Vec<OpResult>, ApiError> {
-    let body = serde_json::to_string(&ShardRequestRef { ops, answer_budget })
+    let placed = placed_by_this_isolate(env, shard)?;
+    let body = serde_json::to_string(&ShardRequestRef { ops, answer_budget, placed })
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     run(env, shard, &body, ops.len()).await
 }
 
-/// Runs `request` on `shard` (a receipted one, say) and returns one result per op.
+/// Where this isolate places the keys it sends `shard`: under its own count.
+fn placed_by_this_isolate(env: &Env, shard: ShardId) -> Result<Placed, ApiError> {
+    Ok(Placed { shards: Config::for_isolate(env)?.shards, shard: shard.0 })
+}
+
+/// Runs `request` on `shard` (a receipted one, say) and returns one result per op; a request
+/// that does not say where its keys were placed is placed by this isolate's count.
 ///
 /// # Errors
 /// As [`execute`].
@@ -92,7 +103,13 @@ pub async fn execute_request(
     shard: ShardId,
     request: &ShardRequest,
 ) -> Result<Vec<OpResult>, ApiError> {
-    let body = serde_json::to_string(request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let body = if request.placed.is_some() {
+        serde_json::to_string(request)
+    } else {
+        let placed = Some(placed_by_this_isolate(env, shard)?);
+        serde_json::to_string(&ShardRequest { placed, ..request.clone() })
+    };
+    let body = body.map_err(|e| ApiError::Internal(e.to_string()))?;
     run(env, shard, &body, request.ops.len()).await
 }
 
@@ -118,34 +135,107 @@ extern "C" {
     #[wasm_bindgen(method, js_name = runOps)]
     fn run_ops(this: &ShardRpc, body: &str) -> js_sys::Promise;
 
-    /// Resolves to the shard's JSON `ShardStats`.
+    /// Resolves to the shard's JSON `ShardStats`; `shard` is its index.
     #[wasm_bindgen(method, js_name = stats)]
-    fn stats(this: &ShardRpc) -> js_sys::Promise;
+    fn stats(this: &ShardRpc, shard: u32) -> js_sys::Promise;
 
-    /// Resolves when the shard count agrees with the kept one (see `Shard::placement_rpc`).
+    /// Resolves when the JSON placement agrees with the kept one (see `Shard::placement_rpc`).
     #[wasm_bindgen(method, js_name = placement)]
-    fn placement(this: &ShardRpc, shards: u32) -> js_sys::Promise;
+    fn placement(this: &ShardRpc, placement: &str) -> js_sys::Promise;
+
+    /// Resolves to the JSON parcels of the JSON keys (see `Shard::hand_over_rpc`).
+    #[wasm_bindgen(method, js_name = handOver)]
+    fn hand_over(this: &ShardRpc, keys: &str) -> js_sys::Promise;
+
+    /// Resolves once the JSON parcels are stored (see `Shard::adopt_rpc`).
+    #[wasm_bindgen(method, js_name = adopt)]
+    fn adopt(this: &ShardRpc, parcels: &str) -> js_sys::Promise;
+
+    /// Resolves to whether the shard has handed over its keys in a change of count.
+    #[wasm_bindgen(method, js_name = handedOver)]
+    fn handed_over(this: &ShardRpc, from: u32, to: u32) -> js_sys::Promise;
+
+    /// Resolves once the shard knows its index and has started handing over its leaving keys.
+    #[wasm_bindgen(method, js_name = migrate)]
+    fn migrate(this: &ShardRpc, shard: u32) -> js_sys::Promise;
 
     /// Resolves to a `ReadableStream` of a counter's value as server-sent events.
     #[wasm_bindgen(method, js_name = watch)]
     fn watch(this: &ShardRpc, ns: &str, key: &str) -> js_sys::Promise;
 }
 
-/// Asks the keeper of the placement (`shard-0`) whether `configured` is the shard count the keys
-/// were placed under.
+/// Asks the keeper of the placement (`shard-0`) whether `configured` agrees with the placement
+/// the keys are under.
 ///
 /// # Errors
-/// [`CoreError::PlacementChanged`](edgecount_core::CoreError::PlacementChanged) when it is
+/// [`CoreError::PlacementChanged`](edgecount_core::CoreError::PlacementChanged) when it does
 /// not; [`ApiError::ShardUnavailable`] when the shard cannot say.
-pub async fn check_placement(env: &Env, configured: u32) -> Result<(), ApiError> {
+pub async fn check_placement(env: &Env, configured: Kept) -> Result<(), ApiError> {
     let rpc = stub(env, ShardId(0))?;
-    JsFuture::from(rpc.placement(configured)).await.map(drop).map_err(|error| {
+    let configured_json =
+        serde_json::to_string(&configured).map_err(|e| ApiError::Internal(e.to_string()))?;
+    JsFuture::from(rpc.placement(&configured_json)).await.map(drop).map_err(|error| {
         let message = rejection_message(&error);
         match message.split_once("placement_changed:").and_then(|(_, kept)| kept.trim().parse().ok()) {
-            Some(kept) => ApiError::Core(edgecount_core::CoreError::PlacementChanged { kept, configured }),
-            None => ApiError::ShardUnavailable,
+            Some(kept) => ApiError::Core(CoreError::PlacementChanged { kept, configured: configured.shards }),
+            None => match change_unfinished(&message) {
+                Some((unfinished, from)) => {
+                    ApiError::Core(CoreError::ChangeUnfinished { from, to: configured.shards, unfinished })
+                }
+                None => ApiError::ShardUnavailable,
+            },
         }
     })
+}
+
+/// The shards not done and the count being left, from a `change_unfinished:<n>:<from>`
+/// rejection.
+fn change_unfinished(message: &str) -> Option<(u32, u32)> {
+    let (_, figures) = message.split_once("change_unfinished:")?;
+    let (unfinished, from) = figures.trim().split_once(':')?;
+    Some((unfinished.parse().ok()?, from.parse().ok()?))
+}
+
+/// Whether `shard` has handed over every key that left it in `change`.
+///
+/// # Errors
+/// A rejected call.
+pub async fn handed_over(env: &Env, shard: ShardId, change: Migration) -> Result<bool, JsValue> {
+    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    let answer = JsFuture::from(rpc.handed_over(change.from, change.to)).await?;
+    Ok(answer.as_bool() == Some(true))
+}
+
+/// The parcels of `keys` from their old home `shard`, as many as one answer carries (at least
+/// one), in order.
+///
+/// # Errors
+/// A rejected call (its message), or an answer out of protocol.
+pub async fn hand_over(env: &Env, shard: ShardId, keys: &[(Namespace, Key)]) -> Result<Vec<Parcel>, JsValue> {
+    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    let keys = serde_json::to_string(keys).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let answer = JsFuture::from(rpc.hand_over(&keys)).await?;
+    let text = answer.as_string().ok_or_else(|| JsValue::from_str("a hand-over answered no text"))?;
+    serde_json::from_str(&text).map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
+/// Has `shard` store `parcels`; resolves once they are durable there.
+///
+/// # Errors
+/// A rejected call (its message).
+pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel]) -> Result<(), JsValue> {
+    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    let parcels = serde_json::to_string(parcels).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    JsFuture::from(rpc.adopt(&parcels)).await.map(drop)
+}
+
+/// Tells `shard` its index and starts its hand-overs (see `Shard::migrate_rpc`).
+///
+/// # Errors
+/// [`ApiError::ShardUnavailable`] when the shard cannot be reached.
+pub async fn migrate(env: &Env, shard: ShardId) -> Result<(), ApiError> {
+    let rpc = stub(env, shard)?;
+    JsFuture::from(rpc.migrate(shard.0)).await.map(drop).map_err(|_| ApiError::ShardUnavailable)
 }
 
 /// Why a shard would not open a stream (see `Shard::watch_rpc`).
@@ -213,7 +303,7 @@ pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<O
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached.
 pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
     let rpc = stub(env, shard)?;
-    let answer = JsFuture::from(rpc.stats()).await.map_err(|_| ApiError::ShardUnavailable)?;
+    let answer = JsFuture::from(rpc.stats(shard.0)).await.map_err(|_| ApiError::ShardUnavailable)?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
 }
@@ -221,6 +311,13 @@ pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unfinished_change_is_read_from_its_rejection() {
+        assert_eq!(change_unfinished("Error: change_unfinished:3:16"), Some((3, 16)));
+        assert_eq!(change_unfinished("change_unfinished:3"), None);
+        assert_eq!(change_unfinished("Network connection lost."), None);
+    }
 
     #[test]
     fn overload_is_told_apart_from_other_failures() {

@@ -14,7 +14,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
-use edgecount_core::shard::placement::{self, Placement};
+use edgecount_core::shard::migration::Migration;
+use edgecount_core::shard::placement::{self, Kept, Placement};
 use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardStats};
 use edgecount_core::shard::watchers::{self, Watchers};
 use edgecount_core::{Key, Namespace, ShardEngine};
@@ -26,19 +27,31 @@ use worker::{
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
 use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
+use crate::isolate::config::{Config, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS};
 use crate::isolate::request_task;
+use crate::shard::hand_over::{self, HandOverState, Route};
 use crate::shard::sql_store::SqlShardStore;
 use crate::shard::watch_stream::{watcher, WatchSender};
 
 #[durable_object]
 pub struct Shard {
+    object: Rc<ShardObject>,
+}
+
+/// The shard's state, shared with the calls still running on it (a hand-over awaits other
+/// shards in the middle of one).
+pub struct ShardObject {
     state: State,
-    store: SqlShardStore,
-    engine: RefCell<ShardEngine>,
+    pub(crate) env: Env,
+    pub(crate) store: SqlShardStore,
+    pub(crate) engine: RefCell<ShardEngine>,
     alarm: AlarmKeeper,
     /// The open `/stream`s of this shard's counters.
     watchers: RefCell<Watchers<WatchSender>>,
+    /// This deployment's shard count, and the change of count under way (see
+    /// [`crate::shard::hand_over`]).
+    pub(crate) shards: u32,
+    pub(crate) hand_overs: HandOverState,
 }
 
 // The worker calls `runOps` over Durable Object RPC: a plain string each way, without the
@@ -59,28 +72,57 @@ impl Shard {
         let Ok(request) = serde_json::from_str::<ShardRequest>(body) else {
             return rejected("malformed shard request");
         };
-        let now = now_ms();
-        let ran = self.engine.borrow_mut().run(&self.store, &request, now);
-        let mut watching = self.watchers.borrow_mut();
-        if !watching.is_empty() {
-            let changes = watchers::changes(&request.ops, &ran.response.results);
-            watching.notify(&changes, WatchSender::send);
-        }
-        drop(watching);
-        let answer = match serde_json::to_string(&ran.response) {
-            Ok(answer) => JsValue::from(answer),
-            Err(error) => return rejected(&error.to_string()),
-        };
-        match ran.reclaim_by {
-            Some(at) if !self.alarm.is_due_by(at) => {
-                let (alarm, storage) = (self.alarm.clone(), self.state.storage());
-                request_task::run(async move {
-                    alarm.ensure(&storage, at, now).await.map_err(JsValue::from)?;
-                    Ok(answer)
-                })
+        match hand_over::route(&self.object, &request) {
+            Ok(Route::Here) => self.object.answer(&request),
+            Ok(Route::AfterHandOvers) => {
+                let object = Rc::clone(&self.object);
+                request_task::run(
+                    async move { hand_over::run_placed(&object, request).await.map(JsValue::from) },
+                )
             }
-            _ => answer,
+            Err(detail) => rejected(&detail),
         }
+    }
+
+    /// The parcels of the keys named in the JSON `[[ns, key], ...]`, as JSON, as many as one
+    /// answer carries (see [`hand_over`]); reading them changes nothing.
+    ///
+    /// # Errors
+    /// A malformed list, or a storage failure.
+    #[wasm_bindgen(js_name = handOver)]
+    pub fn hand_over_rpc(&self, keys: &str) -> std::result::Result<String, JsValue> {
+        hand_over::hand_over(&self.object, keys).map_err(|detail| JsValue::from_str(&detail))
+    }
+
+    /// Stores the JSON parcels handed over by their old home, each unless its key has arrived
+    /// already; the answer, held until they are durable, lets the old home delete its copies.
+    ///
+    /// # Errors
+    /// Malformed parcels, no change under way, or a storage failure.
+    #[wasm_bindgen(js_name = adopt)]
+    pub fn adopt_rpc(&self, parcels: &str) -> std::result::Result<(), JsValue> {
+        hand_over::adopt(&self.object, parcels).map_err(|detail| JsValue::from_str(&detail))
+    }
+
+    /// Tells this shard its index and, while a change of count is under way, starts its alarm
+    /// handing over the keys that leave it.
+    ///
+    /// # Errors
+    /// A failure to store the index or to set the alarm.
+    #[wasm_bindgen(js_name = migrate)]
+    pub fn migrate_rpc(&self, shard: u32) -> JsValue {
+        if let Err(detail) = self.object.hand_overs.learn_shard(&self.object.store, shard) {
+            return rejected(&detail);
+        }
+        if !self.object.hand_overs.pending() {
+            return JsValue::UNDEFINED;
+        }
+        let object = Rc::clone(&self.object);
+        request_task::run(async move {
+            let now = now_ms();
+            object.alarm.ensure(&object.state.storage(), now, now).await?;
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     /// A stream of server-sent events of one counter's value (Abacus's `/stream`): the value
@@ -95,13 +137,13 @@ impl Shard {
         let (Ok(ns), Ok(key)) = (Namespace::new(ns), Key::new(key)) else {
             return Err(JsValue::from_str("invalid_name"));
         };
-        let mut watching = self.watchers.borrow_mut();
+        let mut watching = self.object.watchers.borrow_mut();
         watching.prune(WatchSender::is_read);
         let read = ShardRequest {
             ops: vec![ShardOp::Get { ns: ns.clone(), key: key.clone() }.into()],
             ..Default::default()
         };
-        let ran = self.engine.borrow_mut().run(&self.store, &read, now_ms());
+        let ran = self.object.engine.borrow_mut().run(&self.object.store, &read, now_ms());
         let value = match ran.response.results.first() {
             Some(OpResult::Value { value, exists: true, .. }) => *value,
             Some(OpResult::Value { .. }) => return Err(JsValue::from_str("not_found")),
@@ -116,31 +158,66 @@ impl Shard {
         Ok(wasm_streams::ReadableStream::from_stream(events).into_raw().into())
     }
 
-    /// Compares an isolate's shard count with the one the keys were placed under, keeping it if
-    /// none is kept yet (only `shard-0` is asked; see
-    /// [`edgecount_core::shard::placement`]).
+    /// Compares an isolate's placement (its JSON [`Kept`]) with the one the keys were placed
+    /// under, keeping it when [`placement::check`] says so (only `shard-0` is asked). A change
+    /// declared over is kept only once every shard of either count has handed over its keys.
     ///
     /// # Errors
-    /// `placement_changed:<kept count>` when they differ, or a storage failure.
+    /// Rejected with `placement_changed:<kept count>` when they differ,
+    /// `change_unfinished:<shards not done>:<count being left>` when keys are still to move, or a storage failure.
     #[wasm_bindgen(js_name = placement)]
-    pub fn placement_rpc(&self, configured: u32) -> std::result::Result<(), JsValue> {
-        let kept = self.store.kept_placement().map_err(|detail| JsValue::from_str(&detail))?;
+    pub fn placement_rpc(&self, configured: &str) -> JsValue {
+        let configured: Kept = match serde_json::from_str(configured) {
+            Ok(configured) => configured,
+            Err(e) => return rejected(&format!("malformed placement: {e}")),
+        };
+        let store = &self.object.store;
+        let kept = match store.kept_placement() {
+            Ok(kept) => kept,
+            Err(detail) => return rejected(&detail),
+        };
+        let keep = |kept: Kept| match store.keep_placement(kept) {
+            Ok(()) => JsValue::UNDEFINED,
+            Err(detail) => rejected(&detail),
+        };
         match placement::check(kept, configured) {
-            Ok(Placement::Agrees) => Ok(()),
-            Ok(Placement::Remember(shards)) => {
-                self.store.keep_placement(shards).map_err(|detail| JsValue::from_str(&detail))
+            Ok(Placement::Agrees) => JsValue::UNDEFINED,
+            Ok(Placement::Remember(kept)) => keep(kept),
+            Ok(Placement::Finish { change, settled }) => {
+                let object = Rc::clone(&self.object);
+                request_task::run(async move {
+                    let unfinished = hand_over::shards_unfinished(&object, change).await;
+                    if unfinished > 0 {
+                        let rejection = format!("change_unfinished:{unfinished}:{}", change.from);
+                        return Err(JsValue::from_str(&rejection));
+                    }
+                    object.store.keep_placement(settled).map_err(|detail| JsValue::from_str(&detail))?;
+                    Ok(JsValue::UNDEFINED)
+                })
             }
-            Err(_) => Err(JsValue::from_str(&format!("placement_changed:{}", kept.unwrap_or(0)))),
+            Err(_) => rejected(&format!("placement_changed:{}", kept.map_or(0, |k| k.shards))),
         }
     }
 
-    /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops.
+    /// Whether this shard has handed over every key that left it in the change from `from` to
+    /// `to` shards.
+    ///
+    /// # Errors
+    /// A storage failure.
+    #[wasm_bindgen(js_name = handedOver)]
+    pub fn handed_over_rpc(&self, from: u32, to: u32) -> std::result::Result<bool, JsValue> {
+        hand_over::handed_over(&self.object, Migration { from, to })
+            .map_err(|detail| JsValue::from_str(&detail))
+    }
+
+    /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops; `shard` is
+    /// its index, which the keys it has still to hand over are counted by.
     ///
     /// # Errors
     /// A failure to count the stored rows.
     #[wasm_bindgen(js_name = stats)]
-    pub fn stats_rpc(&self) -> std::result::Result<String, JsValue> {
-        let stats = self.stats().map_err(|detail| JsValue::from_str(&detail))?;
+    pub fn stats_rpc(&self, shard: u32) -> std::result::Result<String, JsValue> {
+        let stats = self.object.stats(shard).map_err(|detail| JsValue::from_str(&detail))?;
         serde_json::to_string(&stats).map_err(|e| JsValue::from_str(&e.to_string()))
     }
 }
@@ -196,39 +273,98 @@ impl AlarmKeeper {
     }
 }
 
-impl Shard {
-    fn stats(&self) -> std::result::Result<ShardStats, String> {
+impl ShardObject {
+    /// Runs `request` now and answers its JSON response, or a promise of it when the alarm has
+    /// to be read or set first (a rejected one for a failure to schedule the reclaiming alarm).
+    /// The output gate holds the answer until the writes it made are durable, as for `fetch`.
+    fn answer(self: &Rc<Self>, request: &ShardRequest) -> JsValue {
+        let now = now_ms();
+        let (answer, reclaim_by) = match self.run_now(request, now) {
+            Ok(ran) => ran,
+            Err(detail) => return rejected(&detail),
+        };
+        match reclaim_by {
+            Some(at) if !self.alarm.is_due_by(at) => {
+                let object = Rc::clone(self);
+                request_task::run(async move {
+                    object.alarm.ensure(&object.state.storage(), at, now).await.map_err(JsValue::from)?;
+                    Ok(JsValue::from(answer))
+                })
+            }
+            _ => JsValue::from(answer),
+        }
+    }
+
+    /// Runs `request` (every key of which is here) and answers its JSON response once the
+    /// alarm is set for what it wrote.
+    ///
+    /// # Errors
+    /// A failure to encode the answer or to set the alarm.
+    pub(crate) async fn run_here(&self, request: &ShardRequest) -> std::result::Result<String, JsValue> {
+        let now = now_ms();
+        let (answer, reclaim_by) = self.run_now(request, now).map_err(|detail| JsValue::from_str(&detail))?;
+        if let Some(at) = reclaim_by.filter(|&at| !self.alarm.is_due_by(at)) {
+            self.alarm.ensure(&self.state.storage(), at, now).await.map_err(JsValue::from)?;
+        }
+        Ok(answer)
+    }
+
+    /// Runs `request` in this turn: its JSON answer, and when the alarm must fire for what it
+    /// wrote.
+    fn run_now(
+        &self,
+        request: &ShardRequest,
+        now: u64,
+    ) -> std::result::Result<(String, Option<u64>), String> {
+        let ran = self.engine.borrow_mut().run(&self.store, request, now);
+        let mut watching = self.watchers.borrow_mut();
+        if !watching.is_empty() {
+            let changes = watchers::changes(&request.ops, &ran.response.results);
+            watching.notify(&changes, WatchSender::send);
+        }
+        drop(watching);
+        let answer = serde_json::to_string(&ran.response).map_err(|error| error.to_string())?;
+        Ok((answer, ran.reclaim_by))
+    }
+
+    fn stats(&self, shard: u32) -> std::result::Result<ShardStats, String> {
         let stats = self.store.uncounted(|| self.engine.borrow_mut().stats(&self.store, now_ms()));
+        let keys_to_move = self.store.uncounted(|| self.hand_overs.keys_to_move(&self.store, shard))?;
         let (rows_read, rows_written) = self.store.rows_counted();
-        Ok(ShardStats { rows_read, rows_written, ..stats.map_err(|error| error.detail())? })
+        Ok(ShardStats { rows_read, rows_written, keys_to_move, ..stats.map_err(|error| error.detail())? })
     }
 }
 
 impl DurableObject for Shard {
     fn new(state: State, env: Env) -> Self {
-        let cache_bounds = match Config::from_env(&env) {
-            Ok(config) => config.shard_cache,
+        let (cache_bounds, shards, migration, keys_per_alarm) = match Config::from_env(&env) {
+            Ok(config) => (config.shard_cache, config.shards, config.migration(), config.hand_over_keys),
             Err(error) => {
                 // The worker refuses every request in this case, so this object is not reached.
                 console_error!("{}", error.message());
-                crate::isolate::config::DEFAULT_SHARD_CACHE_BOUNDS
+                (DEFAULT_SHARD_CACHE_BOUNDS, DEFAULT_SHARDS, None, DEFAULT_HAND_OVER_KEYS)
             }
         };
-        // Nothing is read here: counters load when first used, the cache index when a cache
-        // op, the alarm or the stats first need it.
+        // Nothing else is read here: counters load when first used, the cache index when a
+        // cache op, the alarm or the stats first need it.
         let store = SqlShardStore::open(state.storage().sql()).unwrap_or_else(|error| {
             // Later ops then fail with storage_unavailable (503) instead of the object crashing.
             console_error!("shard storage failed to open: {error}");
             SqlShardStore::unopened(state.storage().sql())
         });
+        let hand_overs = HandOverState::open(&store, migration, keys_per_alarm);
         let engine = ShardEngine::new(cache_bounds);
-        Self {
+        let object = ShardObject {
             state,
+            env,
             store,
             engine: RefCell::new(engine),
             alarm: AlarmKeeper::new(),
             watchers: RefCell::new(Watchers::default()),
-        }
+            shards,
+            hand_overs,
+        };
+        Self { object: Rc::new(object) }
     }
 
     /// The worker reaches shards over RPC only (`runOps`, `stats`); this door stays shut.
@@ -237,15 +373,19 @@ impl DurableObject for Shard {
     }
 
     async fn alarm(&self) -> Result<Response> {
+        let object = &self.object;
         let now = now_ms();
         // The runtime deleted the alarm that fired: remember that before anything can fail.
-        self.alarm.update(AlarmSchedule::fired);
-        let reclaimed = self.engine.borrow_mut().reclaim_expired(&self.store, now);
+        object.alarm.update(AlarmSchedule::fired);
+        let reclaimed = object.engine.borrow_mut().reclaim_expired(&object.store, now);
         if let Err(error) = &reclaimed {
             console_error!("reclaiming expired keys failed; trying again in a minute: {}", error.detail());
         }
         if let Some(at) = next_alarm_after(now, &reclaimed) {
-            self.alarm.ensure(&self.state.storage(), at, now).await?;
+            object.alarm.ensure(&object.state.storage(), at, now).await?;
+        }
+        if let Some(at) = hand_over::push(object).await {
+            object.alarm.ensure(&object.state.storage(), at, now_ms()).await?;
         }
         Response::ok("reclaimed")
     }

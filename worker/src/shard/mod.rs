@@ -2,5 +2,7 @@
 //! SQLite store it runs the engine on.
 
 pub mod durable_object;
+pub mod hand_over;
+pub mod migration_store;
 pub mod sql_store;
 pub mod watch_stream;

@@ -9,6 +9,7 @@ use std::cell::Cell;
 
 use edgecount_core::shard::cache_table::{entry_charge, EntryMeta, StoredEntry};
 use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, IdempotencyStore, RecordScope};
+use edgecount_core::shard::placement::Kept;
 use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -20,7 +21,7 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 // converted: converting a day of full requests at start-up could outlast what a start may
 // take. Instead it is read as a fallback while its records can still be replayed, reclaimed by
 // the alarm as they lapse, and dropped once empty, within 24 hours of the upgrade.
-const SCHEMA: [&str; 4] = [
+const SCHEMA: [&str; 6] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -56,6 +57,21 @@ const SCHEMA: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS placement (
         id INTEGER PRIMARY KEY CHECK (id = 0),
         shards INTEGER NOT NULL
+    )",
+    // Keys taken over from another shard during the change of count named with each (see
+    // crate::shard::migration_store), and how far this shard has got with its own hand-overs.
+    "CREATE TABLE IF NOT EXISTS arrivals (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        from_shards INTEGER NOT NULL,
+        to_shards INTEGER NOT NULL,
+        PRIMARY KEY (ns, key)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS hand_overs (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        shard INTEGER NOT NULL,
+        done_from INTEGER,
+        done_to INTEGER
     )",
 ];
 
@@ -99,15 +115,15 @@ struct EntryIndexRow {
 }
 
 #[derive(Deserialize)]
-struct Count {
-    n: Option<u64>,
+pub(super) struct Count {
+    pub(super) n: Option<u64>,
 }
 
-fn text(value: &str) -> SqlStorageValue {
+pub(super) fn text(value: &str) -> SqlStorageValue {
     value.into()
 }
 
-fn integer(value: Option<u64>) -> SqlStorageValue {
+pub(super) fn integer(value: Option<u64>) -> SqlStorageValue {
     value.map_or(SqlStorageValue::Null, |v| SqlStorageValue::Integer(v.cast_signed()))
 }
 
@@ -117,7 +133,7 @@ const ROWS_PER_STATEMENT: usize = 200;
 
 /// Rows as one JSON array of arrays, bound as one text that the statement reads with
 /// `json_each`. Integers stay exact: SQLite reads JSON integers as 64-bit integers.
-fn json_rows(rows: &impl serde::Serialize) -> std::result::Result<SqlStorageValue, String> {
+pub(super) fn json_rows(rows: &impl serde::Serialize) -> std::result::Result<SqlStorageValue, String> {
     serde_json::to_string(rows).map(SqlStorageValue::String).map_err(|e| e.to_string())
 }
 
@@ -135,7 +151,7 @@ fn rows_statement(insert: &str, columns: usize, rows: usize, on_conflict: &str) 
     }
 }
 
-fn describe(error: &worker::Error) -> String {
+pub(super) fn describe(error: &worker::Error) -> String {
     error.to_string()
 }
 
@@ -162,6 +178,11 @@ impl SqlShardStore {
                 store.change(&format!("ALTER TABLE counters ADD COLUMN {column} {kind}"), vec![])?;
             }
         }
+        let placement: Vec<Created> = store
+            .rows("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'placement'", vec![])?;
+        if !placement.first().is_some_and(|table| table.sql.contains("from_shards")) {
+            store.change("ALTER TABLE placement ADD COLUMN from_shards INTEGER", vec![])?;
+        }
         let legacy = store.count(
             "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?",
             vec![text(LEGACY_RECORDS)],
@@ -177,26 +198,42 @@ impl SqlShardStore {
         Self { sql, legacy_records: Cell::new(false), rows_read: Cell::new(0), rows_written: Cell::new(0) }
     }
 
-    /// The shard count kept by [`Self::keep_placement`], if any.
+    /// The placement kept by [`Self::keep_placement`], if any.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn kept_placement(&self) -> std::result::Result<Option<u32>, String> {
-        let kept = self.count("SELECT MAX(shards) AS n FROM placement", vec![]).map_err(|e| describe(&e))?;
-        Ok(u32::try_from(kept).ok().filter(|&n| n > 0))
+    pub fn kept_placement(&self) -> std::result::Result<Option<Kept>, String> {
+        #[derive(Deserialize)]
+        struct Row {
+            shards: u32,
+            from_shards: Option<u32>,
+        }
+        let rows: Vec<Row> = self
+            .rows("SELECT shards, from_shards FROM placement WHERE id = 0", vec![])
+            .map_err(|e| describe(&e))?;
+        Ok(rows
+            .first()
+            .filter(|row| row.shards > 0)
+            .map(|row| Kept { shards: row.shards, from: row.from_shards }))
     }
 
-    /// Keeps `shards` as the count the keys are placed under.
+    /// Keeps `kept` as the placement of the keys.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn keep_placement(&self, shards: u32) -> std::result::Result<(), String> {
+    pub fn keep_placement(&self, kept: Kept) -> std::result::Result<(), String> {
         self.change(
-            "INSERT INTO placement (id, shards) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET shards = excluded.shards",
-            vec![integer(Some(u64::from(shards)))],
+            "INSERT INTO placement (id, shards, from_shards) VALUES (0, ?, ?) ON CONFLICT (id) \
+             DO UPDATE SET shards = excluded.shards, from_shards = excluded.from_shards",
+            vec![integer(Some(u64::from(kept.shards))), integer(kept.from.map(u64::from))],
         )
         .map(drop)
         .map_err(|e| describe(&e))
+    }
+
+    /// The object's SQL storage, for statements of the other store modules.
+    pub(super) fn sql(&self) -> &SqlStorage {
+        &self.sql
     }
 
     /// Rows read and rows written by this object's statements since it started.
@@ -216,13 +253,17 @@ impl SqlShardStore {
     }
 
     /// Adds a consumed cursor's rows to the counts.
-    fn tally(&self, cursor: &SqlCursor) {
+    pub(super) fn tally(&self, cursor: &SqlCursor) {
         self.rows_read.set(self.rows_read.get() + cursor.rows_read() as u64);
         self.rows_written.set(self.rows_written.get() + cursor.rows_written() as u64);
     }
 
     /// Runs a query and answers its rows, counted.
-    fn rows<T: DeserializeOwned>(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<Vec<T>> {
+    pub(super) fn rows<T: DeserializeOwned>(
+        &self,
+        query: &str,
+        bindings: Vec<SqlStorageValue>,
+    ) -> Result<Vec<T>> {
         let cursor = self.sql.exec(query, bindings)?;
         let rows = cursor.to_array()?;
         self.tally(&cursor);
@@ -231,14 +272,14 @@ impl SqlShardStore {
 
     /// Runs a statement that answers no rows, and answers how many rows it changed. The cursor
     /// runs the statement lazily; draining it makes the counts final.
-    fn change(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
+    pub(super) fn change(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
         let cursor = self.sql.exec(query, bindings)?;
         let _ = cursor.raw().count();
         self.tally(&cursor);
         Ok(cursor.rows_written() as u64)
     }
 
-    fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
+    pub(super) fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
         let rows: Vec<Count> = self.rows(query, bindings)?;
         Ok(rows.first().and_then(|c| c.n).unwrap_or(0))
     }

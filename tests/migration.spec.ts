@@ -1,0 +1,253 @@
+// Changing the number of shards online: keys written under one count are moved to their homes
+// under another while writers keep counting, through this deployment's isolates and the
+// previous deployment's (which still place keys under the old count). Afterwards every counter
+// is exact and every key is stored in exactly one shard.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, expect, it } from "vitest";
+import { startService, type Service } from "./service";
+
+const persistDir = mkdtempSync(join(tmpdir(), "edgecount-migration-"));
+afterAll(() => rmSync(persistDir, { recursive: true, force: true }));
+
+const NS = "moving";
+const KEYS = 5000;
+const key = (i: number) => `key-${i}`;
+
+/** Runs `ops` through `/v1/batch` 1,000 at a time and answers every result. */
+async function batch(
+  send: (path: string, init: RequestInit) => Promise<Response>,
+  ops: object[],
+): Promise<{ value?: number; error?: { code: string } }[]> {
+  const results = [];
+  for (let i = 0; i < ops.length; i += 1000) {
+    const response = await send("/v1/batch", {
+      method: "POST",
+      body: JSON.stringify({ ops: ops.slice(i, i + 1000) }),
+    });
+    expect(response.status).toBe(200);
+    results.push(...(await response.json()).results);
+  }
+  return results;
+}
+
+/** Every counter's value, read from the current deployment. */
+async function values(service: Service): Promise<number[]> {
+  const reads = Array.from({ length: KEYS }, (_, i) => ({
+    op: "get",
+    ns: NS,
+    key: key(i),
+  }));
+  return (await batch(service.fetch, reads)).map((r) => r.value ?? NaN);
+}
+
+interface Totals {
+  keys: number;
+  stored_counters: number;
+  keys_to_move: number;
+}
+
+async function totals(service: Service): Promise<Totals> {
+  const response = await service.fetch("/v1/stats");
+  expect(response.status).toBe(200);
+  return (await response.json()).totals;
+}
+
+/** Waits (at most a minute) until no shard holds a key that belongs elsewhere. */
+async function settled(service: Service): Promise<Totals> {
+  for (let i = 0; i < 600; i++) {
+    const now = await totals(service);
+    if (now.keys_to_move === 0) return now;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("keys were still moving after a minute");
+}
+
+/**
+ * 20 writers, each sending `rounds` single increments to random keys: through the current
+ * deployment or the previous one, some with an Idempotency-Key and sent twice. Answers the
+ * increments acknowledged per key (a repeat of a keyed write counts once).
+ */
+async function writers(service: Service, rounds: number): Promise<number[]> {
+  const acknowledged = new Array<number>(KEYS).fill(0);
+  const writer = async (w: number) => {
+    for (let round = 0; round < rounds; round++) {
+      const i = Math.floor(Math.random() * KEYS);
+      const previous = (w + round) % 3 === 0;
+      const send = previous ? service.fetchPrevious : service.fetch;
+      const keyed = round % 4 === 0;
+      const init: RequestInit = {
+        method: "POST",
+        headers: keyed ? { "idempotency-key": `w${w}-r${round}` } : {},
+      };
+      const path = `/v1/counters/${NS}/${key(i)}/incr`;
+      const first = await send(path, init);
+      expect(first.status, await first.clone().text()).toBe(200);
+      if (keyed) {
+        // The retry of a client that lost the answer, possibly through the other deployment.
+        const retry = await (previous ? service.fetch : service.fetchPrevious)(
+          path,
+          init,
+        );
+        expect(retry.status).toBe(200);
+        expect(retry.headers.get("idempotent-replayed")).toBe("true");
+      }
+      acknowledged[i] += 1;
+    }
+  };
+  await Promise.all(Array.from({ length: 20 }, (_, w) => writer(w)));
+  return acknowledged;
+}
+
+it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key in one shard", async () => {
+  const expected = Array.from({ length: KEYS }, (_, i) => (i % 7) + 1);
+  const under4 = await startService({
+    persistDir,
+    vars: { EDGECOUNT_SHARDS: "4" },
+  });
+  const writes = expected.map((by, i) => ({
+    op: "incr",
+    ns: NS,
+    key: key(i),
+    by,
+  }));
+  expect((await batch(under4.fetch, writes)).every((r) => r.value)).toBe(true);
+  await under4.stop();
+
+  for (const [from, to] of [
+    [4, 7],
+    [7, 4],
+  ]) {
+    const moving = await startService({
+      persistDir,
+      vars: {
+        EDGECOUNT_SHARDS: String(to),
+        EDGECOUNT_SHARDS_FROM: String(from),
+      },
+      previousDeployment: { EDGECOUNT_SHARDS: String(from) },
+    });
+    const before = await totals(moving);
+    expect(before.keys_to_move).toBeGreaterThan(KEYS / 10);
+    const acknowledged = await writers(moving, 60);
+    acknowledged.forEach((n, i) => (expected[i] += n));
+    const after = await settled(moving);
+    // Each key stored once: as many stored counters as keys, none left to move.
+    expect(after.stored_counters).toBe(KEYS);
+    expect(await values(moving)).toEqual(expected);
+
+    // A late write of the previous deployment, after its key moved, counts once; so does
+    // its keyed retry.
+    const late = `/v1/counters/${NS}/${key(1)}/incr`;
+    const keyed = {
+      method: "POST",
+      headers: { "idempotency-key": `late-${to}` },
+    };
+    expect((await moving.fetchPrevious(late, keyed)).status).toBe(200);
+    expect((await moving.fetchPrevious(late, keyed)).status).toBe(200);
+    expected[1] += 1;
+    expect(await moving.value(NS, key(1))).toBe(BigInt(expected[1]));
+    await moving.stop();
+
+    // The change declared over: the new count alone reads the same.
+    const settledCount = await startService({
+      persistDir,
+      vars: { EDGECOUNT_SHARDS: String(to) },
+    });
+    expect(await values(settledCount)).toEqual(expected);
+    expect((await totals(settledCount)).stored_counters).toBe(KEYS);
+    await settledCount.stop();
+  }
+}, 240_000);
+
+it("refuses to declare a change over while keys are still to move", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-early-"));
+  const ops = Array.from({ length: 2500 }, (_, i) => ({
+    op: "incr",
+    ns: NS,
+    key: key(i),
+  }));
+  try {
+    const under4 = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "4" },
+    });
+    await batch(under4.fetch, ops);
+    await under4.stop();
+    // One key per alarm: the change is far from done when this deployment goes.
+    const slow = {
+      EDGECOUNT_SHARDS: "7",
+      EDGECOUNT_SHARDS_FROM: "4",
+      EDGECOUNT_HAND_OVER_KEYS: "1",
+    };
+    const started = await startService({ persistDir: dir, vars: slow });
+    expect((await totals(started)).keys_to_move).toBeGreaterThan(500);
+    await started.stop();
+
+    const early = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7" },
+    });
+    const refused = await early.fetch(`/v1/counters/${NS}/${key(0)}`);
+    expect(refused.status).toBe(500);
+    const error = (await refused.json()).error;
+    expect(error.code).toBe("misconfigured");
+    expect(error.message).toContain("Keep EDGECOUNT_SHARDS_FROM=4");
+    await early.stop();
+
+    const resumed = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "4" },
+    });
+    await settled(resumed);
+    await resumed.stop();
+    const over = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7" },
+    });
+    const reads = ops.map(({ key }) => ({ op: "get", ns: NS, key }));
+    expect((await batch(over.fetch, reads)).every((r) => r.value === 1)).toBe(
+      true,
+    );
+    await over.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it("refuses a change declared from a count the keys are not under", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-guard-"));
+  try {
+    const first = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "4" },
+    });
+    expect(
+      (await first.fetch(`/v1/counters/${NS}/a/incr`, { method: "POST" }))
+        .status,
+    ).toBe(200);
+    await first.stop();
+    const wrong = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "5" },
+    });
+    const refused = await wrong.fetch(`/v1/counters/${NS}/a`);
+    expect(refused.status).toBe(500);
+    const error = (await refused.json()).error;
+    expect(error.code).toBe("misconfigured");
+    expect(error.message).toContain("EDGECOUNT_SHARDS_FROM=4");
+    await wrong.stop();
+    const same = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "7" },
+    });
+    const malformed = await same.fetch(`/v1/counters/${NS}/a`);
+    expect(malformed.status).toBe(500);
+    expect((await malformed.json()).error.message).toContain(
+      "EDGECOUNT_SHARDS_FROM",
+    );
+    await same.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,410 @@
+//! A shard's part in a change of the shard count (see [`edgecount_core::shard::migration`] for
+//! the steps and why they are safe to repeat):
+//!
+//! - **Taking over.** Before running an op on a key that moves here, the shard asks the key's
+//!   old home for its parcel and stores it with the key's arrival mark; ops on other keys, or
+//!   on keys already arrived, run at once.
+//! - **Forwarding.** A request from an isolate still placing keys under another count is split
+//!   by the keys' homes under this deployment's count: the part that is this shard's runs here,
+//!   the rest goes to the other homes, and the answers are put back in order. A forwarded op is
+//!   applied only at the key's home, never here, which is what keeps a handed-over copy from
+//!   changing.
+//! - **Handing over.** While keys that no longer belong here remain, the shard's alarm sweeps
+//!   its names in pages and hands each leaving key to its new home, deleting its own copy only
+//!   after the new home has answered that it holds the key. A sweep that ends with nothing left
+//!   is kept as done.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use edgecount_core::partition::shard_for;
+use edgecount_core::shard::migration::{
+    self, Migration, Parcel, Placed, MAX_PARCELS_PER_CALL, MAX_PARCEL_BYTES_PER_CALL,
+};
+use edgecount_core::shard::protocol::{ShardCall, ShardRequest, ShardResponse};
+use edgecount_core::{Key, Namespace, OpResult, ShardId};
+use futures_util::future::join_all;
+use wasm_bindgen::prelude::JsValue;
+use worker::console_error;
+
+use crate::isolate::clock::now_ms;
+use crate::isolate::shard_client;
+use crate::shard::durable_object::ShardObject;
+use crate::shard::sql_store::SqlShardStore;
+
+/// Names the alarm reads per page of its sweep.
+const SWEEP_PAGE: u64 = 500;
+/// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
+const PAGES_PER_ALARM: usize = 4;
+/// How long the alarm waits before trying again after a hand-over failed.
+const RETRY_AFTER_MS: u64 = 1_000;
+/// Arrived keys remembered in memory (beyond it, storage is asked again): a bound on the set.
+const MAX_REMEMBERED_ARRIVALS: usize = 100_000;
+
+/// Where a shard is in the change of count under way.
+pub struct HandOverState {
+    /// The change this deployment declares, if any.
+    pub migration: Option<Migration>,
+    /// This shard's index, once a caller has told it.
+    shard: Cell<Option<u32>>,
+    /// Whether every key leaving this shard has been handed over.
+    done: Cell<bool>,
+    /// The last name the alarm's sweep handed over or passed.
+    cursor: RefCell<Option<(Namespace, Key)>>,
+    /// Keys known to have arrived here: storage need not be asked again.
+    arrived: RefCell<HashSet<(Namespace, Key)>>,
+    /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
+    keys_per_alarm: usize,
+}
+
+/// Whether a request can run at once.
+pub enum Route {
+    Here,
+    /// After keys are taken over, or once forwarded.
+    AfterHandOvers,
+}
+
+impl HandOverState {
+    /// The state kept in `store` for `migration`; arrivals of any other change are forgotten.
+    pub fn open(store: &SqlShardStore, migration: Option<Migration>, keys_per_alarm: usize) -> Self {
+        if let Err(detail) = store.settle_arrivals(migration) {
+            console_error!("forgetting the arrivals of an earlier change of count failed: {detail}");
+        }
+        let kept =
+            if migration.is_some() { store.hand_overs().unwrap_or_default() } else { Default::default() };
+        Self {
+            migration,
+            shard: Cell::new(kept.shard),
+            done: Cell::new(migration.is_some() && kept.done == migration),
+            cursor: RefCell::new(None),
+            arrived: RefCell::new(HashSet::new()),
+            keys_per_alarm: keys_per_alarm.max(1),
+        }
+    }
+
+    /// Remembers this shard's index (kept in storage while a change is under way, for the
+    /// alarm after a restart).
+    ///
+    /// # Errors
+    /// A failure to store it.
+    pub fn learn_shard(&self, store: &SqlShardStore, shard: u32) -> Result<(), String> {
+        if self.shard.get() == Some(shard) {
+            return Ok(());
+        }
+        if self.migration.is_some() {
+            store.learn_shard(shard)?;
+        }
+        self.shard.set(Some(shard));
+        Ok(())
+    }
+
+    /// Whether keys may still have to leave this shard.
+    pub fn pending(&self) -> bool {
+        self.migration.is_some() && !self.done.get()
+    }
+
+    /// How many keys stored here belong elsewhere under the count being reached.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn keys_to_move(&self, store: &SqlShardStore, shard: u32) -> Result<u64, String> {
+        let Some(migration) = self.migration.filter(|_| self.pending()) else { return Ok(0) };
+        let (mut after, mut leaving) = (None, 0);
+        loop {
+            let page = store.names_after(after.as_ref(), SWEEP_PAGE)?;
+            leaving +=
+                page.iter().filter(|(ns, key)| migration.leaves(ShardId(shard), ns, key)).count() as u64;
+            if (page.len() as u64) < SWEEP_PAGE {
+                return Ok(leaving);
+            }
+            after = page.last().cloned();
+        }
+    }
+
+    fn remember_arrived<'a>(&self, keys: impl IntoIterator<Item = &'a (Namespace, Key)>) {
+        let mut arrived = self.arrived.borrow_mut();
+        for key in keys {
+            if arrived.len() >= MAX_REMEMBERED_ARRIVALS {
+                arrived.clear();
+            }
+            arrived.insert(key.clone());
+        }
+    }
+}
+
+/// Whether `object` has handed over every key that left it in `change` (a shard that had none
+/// to hand over too, once its sweep found none).
+///
+/// # Errors
+/// A storage failure.
+pub fn handed_over(object: &ShardObject, change: Migration) -> Result<bool, String> {
+    Ok(object.store.hand_overs()?.done == Some(change))
+}
+
+/// How many shards of either count in `change` have not (or cannot say they have) handed over
+/// every key that left them.
+pub async fn shards_unfinished(object: &ShardObject, change: Migration) -> u32 {
+    let asks = (0..change.from.max(change.to))
+        .map(|shard| shard_client::handed_over(&object.env, ShardId(shard), change));
+    join_all(asks).await.into_iter().filter(|done| !matches!(done, Ok(true))).count() as u32
+}
+
+/// The count the request's sender placed its keys under.
+fn placed_under(object: &ShardObject, request: &ShardRequest) -> u32 {
+    request.placed.map_or(object.shards, |placed| placed.shards)
+}
+
+/// Whether `request` can run at once, or needs keys taken over or forwarding first.
+///
+/// # Errors
+/// A storage failure.
+pub fn route(object: &ShardObject, request: &ShardRequest) -> Result<Route, String> {
+    if let Some(placed) = request.placed {
+        object.hand_overs.learn_shard(&object.store, placed.shard)?;
+    }
+    if placed_under(object, request) != object.shards {
+        return Ok(Route::AfterHandOvers);
+    }
+    match object.hand_overs.migration {
+        Some(migration) if !unarrived(object, migration, &request.ops)?.is_empty() => {
+            Ok(Route::AfterHandOvers)
+        }
+        _ => Ok(Route::Here),
+    }
+}
+
+/// Runs a request that [`route`] could not run at once, and answers its JSON response.
+///
+/// # Errors
+/// A failure to take a key over or to forward ops: the whole call fails, and its sender treats
+/// its writes as of unknown outcome.
+pub async fn run_placed(object: &Rc<ShardObject>, request: ShardRequest) -> Result<String, JsValue> {
+    if placed_under(object, &request) == object.shards {
+        run_owned(object, &request).await
+    } else {
+        forward(object, &request).await
+    }
+}
+
+/// Runs a request whose keys are all this shard's, taking over those that have not arrived.
+async fn run_owned(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
+    if let Some(migration) = object.hand_overs.migration {
+        let missing =
+            unarrived(object, migration, &request.ops).map_err(|detail| JsValue::from_str(&detail))?;
+        if !missing.is_empty() {
+            take_over(object, migration, missing).await?;
+        }
+    }
+    object.run_here(request).await
+}
+
+/// The keys of `ops` that move here in `migration` and have not arrived, each once.
+fn unarrived(
+    object: &ShardObject,
+    migration: Migration,
+    ops: &[ShardCall],
+) -> Result<Vec<(Namespace, Key)>, String> {
+    let mut candidates: Vec<(Namespace, Key)> = Vec::new();
+    {
+        let arrived = object.hand_overs.arrived.borrow();
+        for call in ops {
+            let (ns, key) = call.op.target();
+            let name = (ns.clone(), key.clone());
+            if migration.moves(ns, key) && !arrived.contains(&name) && !candidates.contains(&name) {
+                candidates.push(name);
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return Ok(candidates);
+    }
+    let names: Vec<(&Namespace, &Key)> = candidates.iter().map(|(ns, key)| (ns, key)).collect();
+    let places = object.store.unarrived(&names, migration)?;
+    let missing: Vec<(Namespace, Key)> = places.iter().map(|&place| candidates[place].clone()).collect();
+    object.hand_overs.remember_arrived(candidates.iter().filter(|name| !missing.contains(name)));
+    Ok(missing)
+}
+
+/// Takes `keys` over from their old homes.
+async fn take_over(
+    object: &Rc<ShardObject>,
+    migration: Migration,
+    keys: Vec<(Namespace, Key)>,
+) -> Result<(), JsValue> {
+    let by_old_home = migration::grouped(keys, |(ns, key)| migration.old_home(ns, key));
+    let takes = by_old_home.iter().map(|(old, names)| async move {
+        for chunk in names.chunks(MAX_PARCELS_PER_CALL) {
+            let mut rest = chunk;
+            while !rest.is_empty() {
+                let parcels = shard_client::hand_over(&object.env, *old, rest).await?;
+                let named_in_order = parcels
+                    .iter()
+                    .zip(rest)
+                    .all(|(parcel, (ns, key))| parcel.ns == *ns && parcel.key == *key);
+                if parcels.is_empty() || !named_in_order {
+                    return Err(JsValue::from_str("the old shard answered parcels for other keys"));
+                }
+                adopt_parcels(object, &parcels, migration).map_err(|detail| JsValue::from_str(&detail))?;
+                rest = &rest[parcels.len()..];
+            }
+        }
+        Ok(())
+    });
+    join_all(takes).await.into_iter().collect()
+}
+
+/// Stores `parcels` unless their keys have arrived, and forgets what memory held of them.
+fn adopt_parcels(object: &ShardObject, parcels: &[Parcel], migration: Migration) -> Result<(), String> {
+    let adopted = object.store.adopt(parcels, migration)?;
+    object.engine.borrow_mut().forget_keys(adopted.iter().map(|(ns, key)| (ns, key)));
+    let names: Vec<(Namespace, Key)> = parcels.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
+    object.hand_overs.remember_arrived(&names);
+    Ok(())
+}
+
+/// The `handOver` call: the parcels of the JSON `[[ns, key], ...]`, as JSON.
+///
+/// # Errors
+/// A malformed or too long list, or a storage failure.
+pub fn hand_over(object: &ShardObject, keys: &str) -> Result<String, String> {
+    let keys: Vec<(Namespace, Key)> =
+        serde_json::from_str(keys).map_err(|e| format!("malformed keys: {e}"))?;
+    if keys.len() > MAX_PARCELS_PER_CALL {
+        return Err(format!("at most {MAX_PARCELS_PER_CALL} keys per hand-over"));
+    }
+    let parcels = object.store.parcels(&keys, MAX_PARCEL_BYTES_PER_CALL)?;
+    serde_json::to_string(&parcels).map_err(|e| e.to_string())
+}
+
+/// The `adopt` call: stores the JSON parcels.
+///
+/// # Errors
+/// Malformed or too many parcels, no change under way, or a storage failure.
+pub fn adopt(object: &ShardObject, parcels: &str) -> Result<(), String> {
+    let Some(migration) = object.hand_overs.migration else {
+        return Err("no change of the shard count is under way".into());
+    };
+    let parcels: Vec<Parcel> =
+        serde_json::from_str(parcels).map_err(|e| format!("malformed parcels: {e}"))?;
+    if parcels.len() > MAX_PARCELS_PER_CALL {
+        return Err(format!("at most {MAX_PARCELS_PER_CALL} parcels per call"));
+    }
+    adopt_parcels(object, &parcels, migration)
+}
+
+/// Sends each op of a request placed under another count to its home under this one (running
+/// this shard's own part here), and answers the results in the request's order.
+async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
+    let groups = migration::homes(&request.ops, object.shards);
+    let share = request.answer_budget.map(|budget| budget / groups.len().max(1) as u64);
+    let own = object.hand_overs.shard.get();
+    let sends = groups.iter().map(|(home, places)| {
+        let part = ShardRequest {
+            ops: places.iter().map(|&place| request.ops[place].clone()).collect(),
+            answer_budget: share,
+            receipt: request.receipt.clone(),
+            placed: Some(Placed { shards: object.shards, shard: home.0 }),
+        };
+        async move {
+            if own == Some(home.0) {
+                let answer = run_owned(object, &part).await?;
+                let answer: ShardResponse =
+                    serde_json::from_str(&answer).map_err(|e| JsValue::from_str(&e.to_string()))?;
+                Ok(answer.results)
+            } else {
+                shard_client::execute_request(&object.env, *home, &part)
+                    .await
+                    .map_err(|_| JsValue::from_str("the key's new shard did not answer a forwarded call"))
+            }
+        }
+    });
+    let answers: Vec<Result<Vec<OpResult>, JsValue>> = join_all(sends).await;
+    let mut results: Vec<Option<OpResult>> = vec![None; request.ops.len()];
+    for ((_, places), answer) in groups.iter().zip(answers) {
+        for (&place, result) in places.iter().zip(answer?) {
+            results[place] = Some(result);
+        }
+    }
+    let results: Option<Vec<OpResult>> = results.into_iter().collect();
+    let results = results.ok_or_else(|| JsValue::from_str("a forwarded call answered too few results"))?;
+    serde_json::to_string(&ShardResponse { results }).map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
+/// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should
+/// fire again (at once while keys remain, a second later after a failure), or `None` when
+/// nothing is left or no change is under way.
+pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
+    let state = &object.hand_overs;
+    let (Some(migration), Some(shard)) = (state.migration, state.shard.get()) else { return None };
+    if !state.pending() {
+        return None;
+    }
+    match sweep(object, migration, ShardId(shard)).await {
+        Ok(true) => Some(now_ms()),
+        Ok(false) => None,
+        Err(detail) => {
+            console_error!("handing keys over failed; trying again in a second: {detail}");
+            Some(now_ms() + RETRY_AFTER_MS)
+        }
+    }
+}
+
+/// Sweeps up to [`PAGES_PER_ALARM`] pages of names, handing over at most the configured number
+/// of keys; answers whether names remain.
+async fn sweep(object: &Rc<ShardObject>, migration: Migration, shard: ShardId) -> Result<bool, String> {
+    let state = &object.hand_overs;
+    let mut allowance = state.keys_per_alarm;
+    for _ in 0..PAGES_PER_ALARM {
+        let after = state.cursor.borrow().clone();
+        let page = object.store.names_after(after.as_ref(), SWEEP_PAGE)?;
+        let (mut leaving, mut passed) = (Vec::new(), 0);
+        for (ns, key) in &page {
+            if leaving.len() == allowance {
+                break;
+            }
+            passed += 1;
+            if migration.leaves(shard, ns, key) {
+                leaving.push((ns.clone(), key.clone()));
+            }
+        }
+        allowance -= leaving.len();
+        send_away(object, migration, leaving).await?;
+        if passed == page.len() && (page.len() as u64) < SWEEP_PAGE {
+            object.store.finish_hand_overs(migration)?;
+            state.done.set(true);
+            state.cursor.replace(None);
+            return Ok(false);
+        }
+        state.cursor.replace(page.get(passed.saturating_sub(1)).cloned().or(after));
+        if allowance == 0 {
+            break;
+        }
+    }
+    Ok(true)
+}
+
+/// Hands `keys` to their new homes, deleting each copy here once its new home holds it.
+async fn send_away(
+    object: &Rc<ShardObject>,
+    migration: Migration,
+    keys: Vec<(Namespace, Key)>,
+) -> Result<(), String> {
+    let by_home = migration::grouped(keys, |(ns, key)| shard_for(ns, key, migration.to));
+    for (home, names) in &by_home {
+        for chunk in names.chunks(MAX_PARCELS_PER_CALL) {
+            let mut rest = chunk;
+            while !rest.is_empty() {
+                let parcels = object.store.parcels(rest, MAX_PARCEL_BYTES_PER_CALL)?;
+                shard_client::adopt(&object.env, *home, &parcels)
+                    .await
+                    .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
+                let (sent, left) = rest.split_at(parcels.len());
+                object.store.release(sent)?;
+                object.engine.borrow_mut().forget_keys(sent.iter().map(|(ns, key)| (ns, key)));
+                rest = left;
+            }
+        }
+    }
+    Ok(())
+}
