@@ -8,11 +8,11 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-api-spec test-bench-smoke bench bench-core fuzz soak clean
+.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-api-spec test-bench-smoke bench bench-core bench-migration fuzz soak clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
-PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/profile.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
+PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/profile.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md
 BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
 
@@ -24,6 +24,7 @@ help:
 	@echo "make fuzz   fuzz the core's parsers for 10 minutes (cargo-fuzz, nightly)"
 	@echo "make soak   10 minutes of mixed load, client resets, hostile requests and SIGKILLs through workerd"
 	@echo "make bench-core  the core's micro-benchmarks, native and Wasm, and memory per counter"
+	@echo "make bench-migration  moving 1,000,000 keys from 8 shards to 16 online, and a mixed load during it beside one without"
 	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
 
 tools:
@@ -85,6 +86,9 @@ soak: build
 
 bench-core: tools
 	@node scripts/bench-core.mjs
+
+bench-migration: build
+	@node scripts/bench-migration.mjs
 
 bench:
 	@scripts/bootstrap.sh bench

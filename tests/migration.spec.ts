@@ -45,6 +45,7 @@ async function values(service: Service): Promise<number[]> {
 interface Totals {
   keys: number;
   stored_counters: number;
+  cache_entries: number;
   keys_to_move: number;
 }
 
@@ -52,6 +53,25 @@ async function totals(service: Service): Promise<Totals> {
   const response = await service.fetch("/v1/stats");
   expect(response.status).toBe(200);
   return (await response.json()).totals;
+}
+
+const ENTRIES = 100;
+/** Cache entry `i`: `i * 37` bytes (the first empty), its own content type. */
+const entry = (i: number) => ({
+  path: `/v1/cache/${NS}/entry-${i}`,
+  bytes: Uint8Array.from({ length: i * 37 }, (_, b) => (b * 7 + i) % 256),
+  type: `application/x-entry-${i}`,
+});
+
+/** Every cache entry reads back with its bytes and content type. */
+async function expectEntries(service: Service): Promise<void> {
+  for (let i = 0; i < ENTRIES; i++) {
+    const { path, bytes, type } = entry(i);
+    const read = await service.fetch(path);
+    expect(read.status, path).toBe(200);
+    expect(read.headers.get("content-type")).toBe(type);
+    expect(new Uint8Array(await read.arrayBuffer())).toEqual(bytes);
+  }
 }
 
 /** Waits (at most a minute) until no shard holds a key that belongs elsewhere. */
@@ -113,6 +133,15 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
     by,
   }));
   expect((await batch(under4.fetch, writes)).every((r) => r.value)).toBe(true);
+  for (let i = 0; i < ENTRIES; i++) {
+    const { path, bytes, type } = entry(i);
+    const put = await under4.fetch(path, {
+      method: "PUT",
+      body: bytes,
+      headers: { "content-type": type, "idempotency-key": `put-${i}` },
+    });
+    expect(put.status).toBe(204);
+  }
   await under4.stop();
 
   for (const [from, to] of [
@@ -134,7 +163,18 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
     const after = await settled(moving);
     // Each key stored once: as many stored counters as keys, none left to move.
     expect(after.stored_counters).toBe(KEYS);
+    expect(after.cache_entries).toBe(ENTRIES);
     expect(await values(moving)).toEqual(expected);
+    await expectEntries(moving);
+    // A keyed put sent again after its entry moved is a replay, not a second write.
+    const { path, bytes, type } = entry(5);
+    const again = await moving.fetch(path, {
+      method: "PUT",
+      body: bytes,
+      headers: { "content-type": type, "idempotency-key": "put-5" },
+    });
+    expect(again.status).toBe(204);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
 
     // A late write of the previous deployment, after its key moved, counts once; so does
     // its keyed retry.

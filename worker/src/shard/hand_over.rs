@@ -37,6 +37,8 @@ use crate::shard::sql_store::SqlShardStore;
 const SWEEP_PAGE: u64 = 500;
 /// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
 const PAGES_PER_ALARM: usize = 4;
+/// The shortest pause between two alarms that hand keys over.
+const MIN_PAUSE_MS: u64 = 5;
 /// How long the alarm waits before trying again after a hand-over failed.
 const RETRY_AFTER_MS: u64 = 1_000;
 /// Arrived keys remembered in memory (beyond it, storage is asked again): a bound on the set.
@@ -332,16 +334,22 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
 }
 
 /// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should
-/// fire again (at once while keys remain, a second later after a failure), or `None` when
-/// nothing is left or no change is under way.
+/// fire again (after a pause as long as this sweep took while keys remain, a second later after
+/// a failure), or `None` when nothing is left or no change is under way.
 pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     let state = &object.hand_overs;
     let (Some(migration), Some(shard)) = (state.migration, state.shard.get()) else { return None };
     if !state.pending() {
         return None;
     }
+    let started = now_ms();
     match sweep(object, migration, ShardId(shard)).await {
-        Ok(true) => Some(now_ms()),
+        // Pausing as long as the sweep took leaves the shard at least half its time for its
+        // own requests while keys move.
+        Ok(true) => {
+            let now = now_ms();
+            Some(now + now.saturating_sub(started).max(MIN_PAUSE_MS))
+        }
         Ok(false) => None,
         Err(detail) => {
             console_error!("handing keys over failed; trying again in a second: {detail}");

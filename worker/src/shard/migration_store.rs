@@ -7,15 +7,24 @@
 //! not at all; a parcel for a key already marked is ignored.
 
 use edgecount_core::shard::migration::{Migration, Parcel, ParcelEntry, ParcelRecord};
-use edgecount_core::{CounterStore, Key, Namespace};
+use edgecount_core::{Counter, CounterStore, Key, Namespace};
 use serde::Deserialize;
 use worker::SqlStorageValue;
 
-use crate::shard::sql_store::{describe, integer, json_rows, text, SqlShardStore};
+use crate::shard::sql_store::{
+    describe, integer, json_rows, rows_statement, text, CounterRow, SqlShardStore, ROWS_PER_STATEMENT,
+};
 
 /// The kinds of idempotency record that belong to one key and travel with it (a receipt's
 /// `request` record stays where its request was applied).
 const PER_KEY_RECORDS: &str = "kind IN ('counter', 'cache')";
+
+/// The names of a statement's keys, bound as one JSON array (`?1`), each with its place in it.
+const NAMED: &str = "json_each(?1) AS r";
+/// A key's place among the names.
+const PLACE: &str = "CAST(r.key AS INTEGER) AS place";
+/// Joins a table `t` to the names.
+const ON_NAME: &str = "ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -116,129 +125,232 @@ impl SqlShardStore {
     }
 
     /// The parcels of `keys`, in order, as many as fit `budget` bytes of
-    /// [`Parcel::weight`] (the first one always).
+    /// [`Parcel::weight`] (the first one always). Sizes are read first, so values past the
+    /// budget are never loaded.
     ///
     /// # Errors
     /// A description of the storage failure.
     pub fn parcels(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<Vec<Parcel>> {
-        let mut parcels = Vec::new();
-        let mut weight = 0;
-        for (ns, key) in keys {
-            let parcel = self.parcel(ns, key)?;
-            weight += parcel.weight();
-            if !parcels.is_empty() && weight > budget {
-                break;
-            }
-            parcels.push(parcel);
+        let keys = &keys[..self.fitting(keys, budget)?];
+        let mut parcels: Vec<Parcel> =
+            keys.iter().map(|(ns, key)| Parcel::empty(ns.clone(), key.clone())).collect();
+        if keys.is_empty() {
+            return Ok(parcels);
+        }
+        let names = || json_names(keys);
+        #[derive(Deserialize)]
+        struct PlacedCounter {
+            place: usize,
+            value: String,
+            version: u64,
+            ttl_seconds: Option<u32>,
+            expires_at_ms: Option<u64>,
+            created_ms: Option<u64>,
+            settings: Option<String>,
+        }
+        let counters: Vec<PlacedCounter> = self
+            .rows(
+                &format!(
+                    "SELECT {PLACE}, CAST(t.value AS TEXT) AS value, t.version, t.ttl_seconds, t.expires_at_ms, \
+                     t.created_ms, t.settings FROM {NAMED} JOIN counters AS t {ON_NAME}"
+                ),
+                vec![names()?],
+            )
+            .map_err(|e| describe(&e))?;
+        for row in counters {
+            let counter = CounterRow {
+                value: row.value,
+                version: row.version,
+                ttl_seconds: row.ttl_seconds,
+                expires_at_ms: row.expires_at_ms,
+                created_ms: row.created_ms,
+                settings: row.settings,
+            };
+            parcels.get_mut(row.place).ok_or("a counter row of no asked key")?.counter =
+                Some(counter.counter()?);
+        }
+        let cursor = self
+            .sql()
+            .exec(
+                &format!(
+                    "SELECT {PLACE}, t.value, t.content_type, t.expires_at_ms, t.written_at_ms \
+                     FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
+                ),
+                vec![names()?],
+            )
+            .map_err(|e| describe(&e))?;
+        let rows: Vec<Vec<SqlStorageValue>> =
+            cursor.raw().collect::<std::result::Result<_, _>>().map_err(|e| describe(&e))?;
+        self.tally(&cursor);
+        for row in rows {
+            let (Some(place), Some(columns)) = (row.first().and_then(number), row.get(1..)) else {
+                return Err("unexpected cache row shape".into());
+            };
+            let parcel = usize::try_from(place).ok().and_then(|place| parcels.get_mut(place));
+            parcel.ok_or("a cache row of no asked key")?.cache = Some(entry(columns)?);
+        }
+        #[derive(Deserialize)]
+        struct PlacedRecord {
+            place: usize,
+            kind: String,
+            idempotency_key: String,
+            request_digest: String,
+            result: String,
+            created_at_ms: u64,
+        }
+        let records: Vec<PlacedRecord> = self
+            .rows(
+                &format!(
+                    "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
+                     FROM {NAMED} JOIN idempotency_records AS t {ON_NAME} AND t.{PER_KEY_RECORDS}"
+                ),
+                vec![names()?],
+            )
+            .map_err(|e| describe(&e))?;
+        for row in records {
+            let record = ParcelRecord {
+                kind: row.kind,
+                idempotency_key: row.idempotency_key,
+                request_digest: row.request_digest,
+                result: row.result,
+                created_at_ms: row.created_at_ms,
+            };
+            parcels.get_mut(row.place).ok_or("a record of no asked key")?.records.push(record);
         }
         Ok(parcels)
     }
 
-    fn parcel(&self, ns: &Namespace, key: &Key) -> Result<Parcel> {
-        let names = || vec![text(ns.as_str()), text(key.as_str())];
-        let counter = self.load(ns, key)?;
-        let cursor = self
-            .sql()
-            .exec(
-                "SELECT value, content_type, expires_at_ms, written_at_ms FROM cache_entries \
-                 WHERE ns = ? AND key = ?",
-                names(),
-            )
-            .map_err(|e| describe(&e))?;
-        let row = cursor.raw().next().transpose().map_err(|e| describe(&e))?;
-        self.tally(&cursor);
-        let cache = row.map(|row| entry(&row)).transpose()?;
-        let records: Vec<ParcelRecord> = self
-            .rows(
-                &format!(
-                    "SELECT kind, idempotency_key, request_digest, result, created_at_ms \
-                     FROM idempotency_records WHERE ns = ? AND key = ? AND {PER_KEY_RECORDS}"
-                ),
-                names(),
-            )
-            .map_err(|e| describe(&e))?;
-        Ok(Parcel { counter, cache, records, ..Parcel::empty(ns.clone(), key.clone()) })
+    /// How many of `keys`, from the first, have parcels within `budget` bytes (at least one).
+    fn fitting(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<usize> {
+        #[derive(Deserialize)]
+        struct Size {
+            place: usize,
+            bytes: u64,
+        }
+        // As Parcel::weight counts them: a value in base64, and the content type; each record's
+        // texts plus 96.
+        let sizes = |query: &str| -> Result<Vec<Size>> {
+            self.rows(query, vec![json_names(keys)?]).map_err(|e| describe(&e))
+        };
+        let mut weights: Vec<usize> =
+            keys.iter().map(|(ns, key)| ns.as_str().len() + key.as_str().len() + 256).collect();
+        let entries = sizes(&format!(
+            "SELECT {PLACE}, (length(t.value) + 2) / 3 * 4 + length(CAST(t.content_type AS BLOB)) + 64 AS bytes \
+             FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
+        ))?;
+        let records = sizes(&format!(
+            "SELECT {PLACE}, SUM(length(CAST(t.kind AS BLOB)) + length(CAST(t.idempotency_key AS BLOB)) \
+             + length(CAST(t.request_digest AS BLOB)) + length(CAST(t.result AS BLOB)) + 96) AS bytes \
+             FROM {NAMED} JOIN idempotency_records AS t {ON_NAME} AND t.{PER_KEY_RECORDS} GROUP BY r.key"
+        ))?;
+        for size in entries.into_iter().chain(records) {
+            if let Some(weight) = weights.get_mut(size.place) {
+                *weight += usize::try_from(size.bytes).unwrap_or(usize::MAX);
+            }
+        }
+        let mut total = 0_usize;
+        let fitting = weights.iter().take_while(|&&weight| {
+            total = total.saturating_add(weight);
+            total <= budget
+        });
+        Ok(fitting.count().max(1).min(keys.len()))
     }
 
     /// Stores each parcel whose key has not arrived in `migration` yet, in place of anything
-    /// stored under its name, with the key's arrival mark; answers the keys stored.
+    /// stored under its name, with the key's arrival mark; answers the keys stored. A few
+    /// statements for all of them (one per cache entry).
     ///
     /// # Errors
-    /// A description of the storage failure; parcels stored before it stay stored.
+    /// A description of the storage failure.
     pub fn adopt(&self, parcels: &[Parcel], migration: Migration) -> Result<Vec<(Namespace, Key)>> {
         let names: Vec<(&Namespace, &Key)> = parcels.iter().map(|p| (&p.ns, &p.key)).collect();
-        let unarrived = self.unarrived(&names, migration)?;
-        let mut adopted = Vec::with_capacity(unarrived.len());
-        for place in unarrived {
-            let parcel = &parcels[place];
-            self.remove_key(&parcel.ns, &parcel.key)?;
-            if let Some(counter) = &parcel.counter {
-                self.save(&parcel.ns, &parcel.key, counter)?;
-            }
-            if let Some(entry) = &parcel.cache {
-                self.change(
-                    "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
-                     VALUES (?, ?, ?, ?, ?, ?)",
-                    vec![
-                        text(parcel.ns.as_str()),
-                        text(parcel.key.as_str()),
-                        SqlStorageValue::Blob(entry.value.clone()),
-                        text(&entry.content_type),
-                        integer(entry.expires_at_ms),
-                        integer(Some(entry.written_at_ms)),
-                    ],
-                )
-                .map_err(|e| describe(&e))?;
-            }
-            for record in &parcel.records {
-                self.change(
-                    "INSERT INTO idempotency_records \
-                     (ns, key, kind, idempotency_key, request_digest, result, created_at_ms) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    vec![
-                        text(parcel.ns.as_str()),
-                        text(parcel.key.as_str()),
-                        text(&record.kind),
-                        text(&record.idempotency_key),
-                        text(&record.request_digest),
-                        text(&record.result),
-                        integer(Some(record.created_at_ms)),
-                    ],
-                )
-                .map_err(|e| describe(&e))?;
-            }
+        let fresh: Vec<&Parcel> =
+            self.unarrived(&names, migration)?.into_iter().map(|place| &parcels[place]).collect();
+        let adopted: Vec<(Namespace, Key)> = fresh.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
+        if adopted.is_empty() {
+            return Ok(adopted);
+        }
+        self.release(&adopted)?;
+        let counters: Vec<(Namespace, Key, Counter)> =
+            fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
+        self.save_all(&counters)?;
+        for parcel in &fresh {
+            let Some(entry) = &parcel.cache else { continue };
             self.change(
-                "INSERT INTO arrivals (ns, key, from_shards, to_shards) VALUES (?, ?, ?, ?) \
-                 ON CONFLICT (ns, key) DO UPDATE SET from_shards = excluded.from_shards, \
-                 to_shards = excluded.to_shards",
+                "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?)",
                 vec![
                     text(parcel.ns.as_str()),
                     text(parcel.key.as_str()),
-                    integer(Some(u64::from(migration.from))),
-                    integer(Some(u64::from(migration.to))),
+                    SqlStorageValue::Blob(entry.value.clone()),
+                    text(&entry.content_type),
+                    integer(entry.expires_at_ms),
+                    integer(Some(entry.written_at_ms)),
                 ],
             )
             .map_err(|e| describe(&e))?;
-            adopted.push((parcel.ns.clone(), parcel.key.clone()));
+        }
+        let records: Vec<_> = fresh
+            .iter()
+            .flat_map(|p| {
+                p.records.iter().map(|r| {
+                    (
+                        &p.ns,
+                        &p.key,
+                        &r.kind,
+                        &r.idempotency_key,
+                        &r.request_digest,
+                        &r.result,
+                        r.created_at_ms,
+                    )
+                })
+            })
+            .collect();
+        for chunk in records.chunks(ROWS_PER_STATEMENT) {
+            let insert = "INSERT INTO idempotency_records \
+                          (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)";
+            self.change(&rows_statement(insert, 7, chunk.len(), ""), vec![json_rows(&chunk)?])
+                .map_err(|e| describe(&e))?;
+        }
+        let arrivals: Vec<_> =
+            adopted.iter().map(|(ns, key)| (ns, key, migration.from, migration.to)).collect();
+        for chunk in arrivals.chunks(ROWS_PER_STATEMENT) {
+            self.change(
+                &rows_statement(
+                    "INSERT INTO arrivals (ns, key, from_shards, to_shards)",
+                    4,
+                    chunk.len(),
+                    "ON CONFLICT (ns, key) DO UPDATE SET from_shards = excluded.from_shards, \
+                     to_shards = excluded.to_shards",
+                ),
+                vec![json_rows(&chunk)?],
+            )
+            .map_err(|e| describe(&e))?;
         }
         Ok(adopted)
     }
 
-    /// Deletes what is stored of `keys`: they were handed over, and their new home holds them.
+    /// Deletes what is stored of `keys` (their counters, cache entries and per-key records):
+    /// they were handed over, and their new home holds them.
     ///
     /// # Errors
     /// A description of the storage failure.
     pub fn release(&self, keys: &[(Namespace, Key)]) -> Result<()> {
-        keys.iter().try_for_each(|(ns, key)| self.remove_key(ns, key))
-    }
-
-    fn remove_key(&self, ns: &Namespace, key: &Key) -> Result<()> {
-        for statement in [
-            "DELETE FROM counters WHERE ns = ?1 AND key = ?2".to_owned(),
-            "DELETE FROM cache_entries WHERE ns = ?1 AND key = ?2".to_owned(),
-            format!("DELETE FROM idempotency_records WHERE ns = ?1 AND key = ?2 AND {PER_KEY_RECORDS}"),
-        ] {
-            self.change(&statement, vec![text(ns.as_str()), text(key.as_str())]).map_err(|e| describe(&e))?;
+        for chunk in keys.chunks(ROWS_PER_STATEMENT) {
+            for table in ["counters", "cache_entries", "idempotency_records"] {
+                let only = if table == "idempotency_records" {
+                    format!(" AND {PER_KEY_RECORDS}")
+                } else {
+                    String::new()
+                };
+                self.change(
+                    &format!(
+                        "DELETE FROM {table} WHERE (ns, key) IN (SELECT r.value ->> 0, r.value ->> 1 FROM json_each(?1) AS r){only}"
+                    ),
+                    vec![json_names(chunk)?],
+                )
+                .map_err(|e| describe(&e))?;
+            }
         }
         Ok(())
     }
@@ -273,13 +385,23 @@ impl SqlShardStore {
     }
 }
 
-/// A cache row (`value, content_type, expires_at_ms, written_at_ms`) as a parcel's entry.
-fn entry(row: &[SqlStorageValue]) -> Result<ParcelEntry> {
-    let number = |value: &SqlStorageValue| match value {
+/// `keys` as one JSON array of `[ns, key]`, for `json_each`.
+fn json_names(keys: &[(Namespace, Key)]) -> Result<SqlStorageValue> {
+    let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
+    json_rows(&names)
+}
+
+/// A number column.
+fn number(value: &SqlStorageValue) -> Option<u64> {
+    match value {
         SqlStorageValue::Integer(n) => Some(n.cast_unsigned()),
         SqlStorageValue::Float(n) => Some(*n as u64),
         _ => None,
-    };
+    }
+}
+
+/// A cache row (`value, content_type, expires_at_ms, written_at_ms`) as a parcel's entry.
+fn entry(row: &[SqlStorageValue]) -> Result<ParcelEntry> {
     match row {
         [value, SqlStorageValue::String(content_type), expires, written] => Ok(ParcelEntry {
             // An empty BLOB may come back as an empty string or null.

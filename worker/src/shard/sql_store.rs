@@ -94,14 +94,38 @@ pub struct SqlShardStore {
     rows_written: Cell<u64>,
 }
 
+/// A counter as `load` selects it (see [`CounterRow::counter`]).
 #[derive(Deserialize)]
-struct CounterRow {
-    value: String,
-    version: u64,
-    ttl_seconds: Option<u32>,
-    expires_at_ms: Option<u64>,
-    created_ms: Option<u64>,
-    settings: Option<String>,
+pub(super) struct CounterRow {
+    pub(super) value: String,
+    pub(super) version: u64,
+    pub(super) ttl_seconds: Option<u32>,
+    pub(super) expires_at_ms: Option<u64>,
+    pub(super) created_ms: Option<u64>,
+    pub(super) settings: Option<String>,
+}
+
+/// The columns of `counters` that make a [`CounterRow`], as a `SELECT` lists them.
+const COUNTER_COLUMNS: &str =
+    "CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms, created_ms, settings";
+
+impl CounterRow {
+    /// The counter the row stores.
+    pub(super) fn counter(self) -> std::result::Result<Counter, String> {
+        let value = self.value.parse().map_err(|_| format!("stored value {:?} is not an i64", self.value))?;
+        let settings = self
+            .settings
+            .map(|text| serde_json::from_str(&text).map_err(|e| format!("stored settings {text:?}: {e}")))
+            .transpose()?;
+        Ok(Counter {
+            value,
+            version: self.version,
+            ttl_seconds: self.ttl_seconds,
+            expires_at_ms: self.expires_at_ms,
+            created_ms: self.created_ms,
+            settings,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -129,7 +153,7 @@ pub(super) fn integer(value: Option<u64>) -> SqlStorageValue {
 
 /// Rows written by one multi-row statement at most: it keeps the one bound JSON text well under
 /// SQLite's 2 MB limit on a value, for the longest names and a batch's most ops.
-const ROWS_PER_STATEMENT: usize = 200;
+pub(super) const ROWS_PER_STATEMENT: usize = 200;
 
 /// Rows as one JSON array of arrays, bound as one text that the statement reads with
 /// `json_each`. Integers stay exact: SQLite reads JSON integers as 64-bit integers.
@@ -140,7 +164,7 @@ pub(super) fn json_rows(rows: &impl serde::Serialize) -> std::result::Result<Sql
 /// An upsert of `rows` rows of `columns` columns, all bound as one JSON array of arrays
 /// ([`json_rows`]). One row is read straight from the binding; several through `json_each`,
 /// whose virtual rows SQLite counts as rows read (cheap, but not nothing).
-fn rows_statement(insert: &str, columns: usize, rows: usize, on_conflict: &str) -> String {
+pub(super) fn rows_statement(insert: &str, columns: usize, rows: usize, on_conflict: &str) -> String {
     let fields = |field: &dyn Fn(usize) -> String| (0..columns).map(field).collect::<Vec<_>>().join(", ");
     // Each SELECT has a WHERE so that SQLite reads the ON CONFLICT as the upsert's.
     if rows == 1 {
@@ -353,27 +377,11 @@ impl CounterStore for SqlShardStore {
     fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
         let rows: Vec<CounterRow> = self
             .rows(
-                "SELECT CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms, created_ms, \
-                 settings FROM counters WHERE ns = ? AND key = ?",
+                &format!("SELECT {COUNTER_COLUMNS} FROM counters WHERE ns = ? AND key = ?"),
                 vec![text(ns.as_str()), text(key.as_str())],
             )
             .map_err(|e| describe(&e))?;
-        let Some(row) = rows.into_iter().next() else {
-            return Ok(None);
-        };
-        let value = row.value.parse().map_err(|_| format!("stored value {:?} is not an i64", row.value))?;
-        let settings = row
-            .settings
-            .map(|text| serde_json::from_str(&text).map_err(|e| format!("stored settings {text:?}: {e}")))
-            .transpose()?;
-        Ok(Some(Counter {
-            value,
-            version: row.version,
-            ttl_seconds: row.ttl_seconds,
-            expires_at_ms: row.expires_at_ms,
-            created_ms: row.created_ms,
-            settings,
-        }))
+        rows.into_iter().next().map(CounterRow::counter).transpose()
     }
 
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
