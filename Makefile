@@ -24,7 +24,7 @@ help:
 	@echo "make fuzz   fuzz the core's parsers for 10 minutes (cargo-fuzz, nightly)"
 	@echo "make soak   10 minutes of mixed load, client resets, hostile requests and SIGKILLs through workerd"
 	@echo "make bench-core  the core's micro-benchmarks, native and Wasm, and memory per counter"
-	@echo "make bench-migration  moving 1,000,000 keys from 8 shards to 16 online, and a mixed load during it beside one without"
+	@echo "make bench-migration  moving half of 1,000,000 keys from 8 shards to 16 online, and a mixed load during it beside one without (about 5 minutes)"
 	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
 
 tools:
@@ -70,6 +70,7 @@ test-bench-smoke: build tools-test
 	@echo "[test] benchmark kit smoke run (seconds; checks the kit works, measures nothing)"
 	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --out build/bench-smoke
 	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd js-floor-workerd redis-webdis
+	@MIGRATION_KEYS=3000 MIGRATION_LOAD_SECONDS=2 MIGRATION_OUT=build/bench-smoke/migration node scripts/bench-migration.mjs
 
 test-api-spec: build tools-test
 	@echo "[test] OpenAPI description against the running worker (schemathesis)"
@@ -94,6 +95,7 @@ bench:
 	@scripts/bootstrap.sh bench
 	@scripts/build-worker.sh
 	@$(BENCH_PYTHON) loadtest/bench.py --profile $(BENCH_PROFILE)
+	@node scripts/bench-migration.mjs
 
 clean:
 	rm -rf build target .wrangler

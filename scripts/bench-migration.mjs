@@ -13,7 +13,8 @@
 // the two runs with each other, not with other systems. Writes build/bench-migration/summary.json.
 //
 // Usage: node scripts/bench-migration.mjs   (MIGRATION_KEYS, MIGRATION_FROM, MIGRATION_TO,
-// MIGRATION_LOAD_SECONDS, MIGRATION_CLIENTS, MIGRATION_PORT to change the run)
+// MIGRATION_LOAD_SECONDS, MIGRATION_CLIENTS, MIGRATION_HAND_OVER_KEYS, MIGRATION_PORT,
+// MIGRATION_OUT to change the run)
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -24,11 +25,13 @@ const TO = Number(process.env.MIGRATION_TO ?? 16);
 const LOAD_SECONDS = Number(process.env.MIGRATION_LOAD_SECONDS ?? 20);
 const CLIENTS = Number(process.env.MIGRATION_CLIENTS ?? 16);
 const PORT = Number(process.env.MIGRATION_PORT ?? 8803);
+// EDGECOUNT_HAND_OVER_KEYS of the deployment that makes the change (the default when unset).
+const HAND_OVER_KEYS = process.env.MIGRATION_HAND_OVER_KEYS;
 // Bounds on the whole run, so that it always ends.
 const MAX_LOAD_MS = 15 * 60 * 1000;
 const MAX_MIGRATION_MS = 60 * 60 * 1000;
 const BASE = `http://127.0.0.1:${PORT}`;
-const DIR = resolve("build/bench-migration");
+const DIR = resolve(process.env.MIGRATION_OUT ?? "build/bench-migration");
 const NS = "bench-migration";
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (line) => console.log(`[bench-migration] ${line}`);
@@ -172,6 +175,7 @@ async function main() {
   await start({
     EDGECOUNT_SHARDS: String(TO),
     EDGECOUNT_SHARDS_FROM: String(FROM),
+    ...(HAND_OVER_KEYS ? { EDGECOUNT_HAND_OVER_KEYS: HAND_OVER_KEYS } : {}),
   });
   const declared = Date.now();
   const cpuAtDeclare = cpuSeconds();
@@ -202,6 +206,7 @@ async function main() {
     to: TO,
     clients: CLIENTS,
     load_seconds: loadSeconds,
+    hand_over_keys: HAND_OVER_KEYS ?? "default",
     keys_moved: toMove,
     keys_left: left,
     migration_seconds: Number(migrationSeconds.toFixed(1)),

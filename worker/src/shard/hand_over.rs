@@ -210,10 +210,11 @@ fn unarrived(
     let mut candidates: Vec<(Namespace, Key)> = Vec::new();
     {
         let arrived = object.hand_overs.arrived.borrow();
+        let mut seen = HashSet::new();
         for call in ops {
             let (ns, key) = call.op.target();
             let name = (ns.clone(), key.clone());
-            if migration.moves(ns, key) && !arrived.contains(&name) && !candidates.contains(&name) {
+            if migration.moves(ns, key) && !arrived.contains(&name) && seen.insert(name.clone()) {
                 candidates.push(name);
             }
         }
@@ -223,9 +224,16 @@ fn unarrived(
     }
     let names: Vec<(&Namespace, &Key)> = candidates.iter().map(|(ns, key)| (ns, key)).collect();
     let places = object.store.unarrived(&names, migration)?;
-    let missing: Vec<(Namespace, Key)> = places.iter().map(|&place| candidates[place].clone()).collect();
-    object.hand_overs.remember_arrived(candidates.iter().filter(|name| !missing.contains(name)));
-    Ok(missing)
+    let mut missing_at = vec![false; candidates.len()];
+    for place in places {
+        if let Some(missing) = missing_at.get_mut(place) {
+            *missing = true;
+        }
+    }
+    let (missing, arrived): (Vec<_>, Vec<_>) =
+        candidates.into_iter().zip(missing_at).partition(|(_, missing)| *missing);
+    object.hand_overs.remember_arrived(arrived.iter().map(|(name, _)| name));
+    Ok(missing.into_iter().map(|(name, _)| name).collect())
 }
 
 /// Takes `keys` over from their old homes.
@@ -334,8 +342,8 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
 }
 
 /// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should
-/// fire again (after a pause as long as this sweep took while keys remain, a second later after
-/// a failure), or `None` when nothing is left or no change is under way.
+/// fire again (after a pause twice as long as this sweep took while keys remain, a second later
+/// after a failure), or `None` when nothing is left or no change is under way.
 pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     let state = &object.hand_overs;
     let (Some(migration), Some(shard)) = (state.migration, state.shard.get()) else { return None };
@@ -344,11 +352,11 @@ pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     }
     let started = now_ms();
     match sweep(object, migration, ShardId(shard)).await {
-        // Pausing as long as the sweep took leaves the shard at least half its time for its
-        // own requests while keys move.
+        // Pausing twice as long as the sweep took leaves the shard two thirds of its time for
+        // its own requests while keys move.
         Ok(true) => {
             let now = now_ms();
-            Some(now + now.saturating_sub(started).max(MIN_PAUSE_MS))
+            Some(now + (2 * now.saturating_sub(started)).max(MIN_PAUSE_MS))
         }
         Ok(false) => None,
         Err(detail) => {
