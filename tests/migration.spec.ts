@@ -291,3 +291,56 @@ it("refuses a change declared from a count the keys are not under", async () => 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it("streams a counter that has not reached its new home yet", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-stream-"));
+  const decoder = new TextDecoder();
+  const firstEvent = async (url: string) => {
+    const response = await fetch(url);
+    expect(response.status, url).toBe(200);
+    const reader = response.body!.getReader();
+    const { value } = await reader.read();
+    return { reader, event: decoder.decode(value) };
+  };
+  try {
+    const under4 = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "4" },
+    });
+    const ops = Array.from({ length: 40 }, (_, i) => ({
+      op: "incr",
+      ns: NS,
+      key: key(i),
+      by: i + 1,
+    }));
+    await batch(under4.fetch, ops);
+    await under4.stop();
+
+    // One key per alarm: most keys have not moved when their streams open.
+    const moving = await startService({
+      persistDir: dir,
+      vars: {
+        EDGECOUNT_SHARDS: "7",
+        EDGECOUNT_SHARDS_FROM: "4",
+        EDGECOUNT_HAND_OVER_KEYS: "1",
+      },
+      listen: true,
+    });
+    for (let i = 0; i < 40; i++) {
+      const { reader, event } = await firstEvent(
+        `${moving.url}/stream/${NS}/${key(i)}`,
+      );
+      expect(event).toBe(`data: {"value":${i + 1}}\n\n`);
+      await reader.cancel();
+    }
+    const live = await firstEvent(`${moving.url}/stream/${NS}/${key(7)}`);
+    await moving.fetch(`/v1/counters/${NS}/${key(7)}/incr`, { method: "POST" });
+    const { value } = await live.reader.read();
+    expect(decoder.decode(value)).toBe('data: {"value":9}\n\n');
+    await live.reader.cancel();
+    await settled(moving);
+    await moving.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

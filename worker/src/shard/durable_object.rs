@@ -137,25 +137,22 @@ impl Shard {
         let (Ok(ns), Ok(key)) = (Namespace::new(ns), Key::new(key)) else {
             return Err(JsValue::from_str("invalid_name"));
         };
-        let mut watching = self.object.watchers.borrow_mut();
-        watching.prune(WatchSender::is_read);
         let read = ShardRequest {
             ops: vec![ShardOp::Get { ns: ns.clone(), key: key.clone() }.into()],
             ..Default::default()
         };
-        let ran = self.object.engine.borrow_mut().run(&self.object.store, &read, now_ms());
-        let value = match ran.response.results.first() {
-            Some(OpResult::Value { value, exists: true, .. }) => *value,
-            Some(OpResult::Value { .. }) => return Err(JsValue::from_str("not_found")),
-            _ => return Err(JsValue::from_str("storage_unavailable")),
-        };
-        let (sender, stream) = watcher(value);
-        if watching.add(ns, key, sender).is_err() {
-            return Err(JsValue::from_str("too_many_streams"));
+        match hand_over::route(&self.object, &read) {
+            Ok(Route::Here) => self.object.open_stream(ns, key, &read),
+            // A counter moving here during a change of count is taken over first.
+            Ok(Route::AfterHandOvers) => {
+                let object = Rc::clone(&self.object);
+                Ok(request_task::run(async move {
+                    hand_over::take_over_keys_of(&object, &read).await?;
+                    object.open_stream(ns, key, &read)
+                }))
+            }
+            Err(_) => Err(JsValue::from_str("storage_unavailable")),
         }
-        let events =
-            stream.map(|value| Ok(js_sys::Uint8Array::from(watchers::event(value).as_bytes()).into()));
-        Ok(wasm_streams::ReadableStream::from_stream(events).into_raw().into())
     }
 
     /// Compares an isolate's placement (its JSON [`Kept`]) with the one the keys were placed
@@ -325,6 +322,41 @@ impl ShardObject {
         drop(watching);
         let answer = serde_json::to_string(&ran.response).map_err(|error| error.to_string())?;
         Ok((answer, ran.reclaim_by))
+    }
+
+    /// A stream of `ns`/`key`'s value, read by `read` (see [`Shard::watch_rpc`]).
+    fn open_stream(
+        &self,
+        ns: Namespace,
+        key: Key,
+        read: &ShardRequest,
+    ) -> std::result::Result<JsValue, JsValue> {
+        let mut watching = self.watchers.borrow_mut();
+        watching.prune(WatchSender::is_read);
+        let ran = self.engine.borrow_mut().run(&self.store, read, now_ms());
+        let value = match ran.response.results.first() {
+            Some(OpResult::Value { value, exists: true, .. }) => *value,
+            Some(OpResult::Value { .. }) => return Err(JsValue::from_str("not_found")),
+            _ => return Err(JsValue::from_str("storage_unavailable")),
+        };
+        let (sender, stream) = watcher(value);
+        if watching.add(ns, key, sender).is_err() {
+            return Err(JsValue::from_str("too_many_streams"));
+        }
+        let events =
+            stream.map(|value| Ok(js_sys::Uint8Array::from(watchers::event(value).as_bytes()).into()));
+        Ok(wasm_streams::ReadableStream::from_stream(events).into_raw().into())
+    }
+
+    /// Ends the streams of `keys`, which have left this shard: their readers reconnect to the
+    /// keys' new home.
+    pub(crate) fn end_streams(&self, keys: &[(Namespace, Key)]) {
+        let mut watching = self.watchers.borrow_mut();
+        if !watching.is_empty() {
+            let ended: Vec<watchers::Change> =
+                keys.iter().map(|(ns, key)| (ns.clone(), key.clone(), None)).collect();
+            watching.notify(&ended, WatchSender::send);
+        }
     }
 
     fn stats(&self, shard: u32) -> std::result::Result<ShardStats, String> {

@@ -191,14 +191,21 @@ pub async fn run_placed(object: &Rc<ShardObject>, request: ShardRequest) -> Resu
 
 /// Runs a request whose keys are all this shard's, taking over those that have not arrived.
 async fn run_owned(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
-    if let Some(migration) = object.hand_overs.migration {
-        let missing =
-            unarrived(object, migration, &request.ops).map_err(|detail| JsValue::from_str(&detail))?;
-        if !missing.is_empty() {
-            take_over(object, migration, missing).await?;
-        }
-    }
+    take_over_keys_of(object, request).await?;
     object.run_here(request).await
+}
+
+/// Takes over the keys of `request` (all this shard's) that move here and have not arrived.
+///
+/// # Errors
+/// A storage failure, or an old home that does not hand a key over.
+pub async fn take_over_keys_of(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<(), JsValue> {
+    let Some(migration) = object.hand_overs.migration else { return Ok(()) };
+    let missing = unarrived(object, migration, &request.ops).map_err(|detail| JsValue::from_str(&detail))?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    take_over(object, migration, missing).await
 }
 
 /// The keys of `ops` that move here in `migration` and have not arrived, each once.
@@ -210,11 +217,15 @@ fn unarrived(
     let mut candidates: Vec<(Namespace, Key)> = Vec::new();
     {
         let arrived = object.hand_overs.arrived.borrow();
+        let own = object.hand_overs.shard.get();
         let mut seen = HashSet::new();
         for call in ops {
             let (ns, key) = call.op.target();
             let name = (ns.clone(), key.clone());
-            if migration.moves(ns, key) && !arrived.contains(&name) && seen.insert(name.clone()) {
+            // A key's old home never takes it over from itself (an isolate of the previous
+            // deployment may still ask it for a stream of a key leaving it).
+            let moves_here = migration.moves(ns, key) && Some(migration.old_home(ns, key).0) != own;
+            if moves_here && !arrived.contains(&name) && seen.insert(name.clone()) {
                 candidates.push(name);
             }
         }
@@ -418,6 +429,7 @@ async fn send_away(
                 let (sent, left) = rest.split_at(parcels.len());
                 object.store.release(sent)?;
                 object.engine.borrow_mut().forget_keys(sent.iter().map(|(ns, key)| (ns, key)));
+                object.end_streams(sent);
                 rest = left;
             }
         }
