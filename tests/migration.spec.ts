@@ -160,7 +160,20 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
     expect(before.keys_to_move).toBeGreaterThan(KEYS / 10);
     const acknowledged = await writers(moving, 60);
     acknowledged.forEach((n, i) => (expected[i] += n));
+    // One-way increments through both deployments: each isolate flushes its sums under a
+    // receipt, which the previous deployment's shards forward to the keys' new homes.
+    for (let n = 0; n < 200; n++) {
+      const i = (n * 37) % 97;
+      const send = n % 2 ? moving.fetch : moving.fetchPrevious;
+      const path = `/v1/counters/${NS}/${key(i)}/incr?async=1`;
+      expect((await send(path, { method: "POST" })).status).toBe(202);
+      expected[i] += 1;
+    }
     const after = await settled(moving);
+    for (let wait = 0; wait < 50; wait++) {
+      if ((await values(moving)).every((v, i) => v === expected[i])) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     // Each key stored once: as many stored counters as keys, none left to move.
     expect(after.stored_counters).toBe(KEYS);
     expect(after.cache_entries).toBe(ENTRIES);

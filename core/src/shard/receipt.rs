@@ -25,7 +25,7 @@
 //! then applied again. Closing that needs the call's writes in one transaction, or a sender
 //! that resends only the unsettled ops under a new receipt.
 
-use crate::shard::idempotency::{self, IdempotencyRecord, RecordScope};
+use crate::shard::idempotency::{self, IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::shard::protocol::{ShardCall, ShardOp};
 use crate::{CoreError, IdempotencyKey};
 
@@ -120,10 +120,59 @@ impl Earlier {
     }
 }
 
+/// Which ops of `calls`, sent under `receipt`, an earlier send applied on this shard: what a
+/// shard forwarding the request elsewhere (during a change of the shard count, see
+/// [`crate::shard::migration`]) must not send on, since those ops were applied here before
+/// their keys moved.
+///
+/// # Errors
+/// As [`Earlier::from_record`], or a storage failure.
+pub fn applied_earlier(
+    store: &impl IdempotencyStore,
+    receipt: &IdempotencyKey,
+    calls: &[ShardCall],
+    now_ms: u64,
+) -> Result<Vec<bool>, CoreError> {
+    let Some(first) = calls.first() else { return Ok(Vec::new()) };
+    let record = store.load_record(&scope(receipt, &first.op)).map_err(CoreError::storage)?;
+    let earlier = Earlier::from_record(record, digest(calls), now_ms)?;
+    Ok((0..calls.len()).map(|place| !earlier.runs(place)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shard::cache_table::CacheBounds;
+    use crate::shard::engine::ShardEngine;
+    use crate::shard::memory_store::MemoryStore;
+    use crate::shard::protocol::ShardRequest;
     use crate::{Key, Namespace};
+
+    #[test]
+    fn a_forwarder_learns_which_ops_an_earlier_send_applied() {
+        let store = MemoryStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 1 << 20, entries: 100 });
+        let receipt = IdempotencyKey::new("flush-1").unwrap();
+        let set = ShardOp::Set {
+            ns: Namespace::new("n").unwrap(),
+            key: Key::new("b").unwrap(),
+            value: i64::MAX,
+            ttl: None,
+        };
+        engine.run(&store, &ShardRequest { ops: vec![set.into()], ..Default::default() }, 0);
+        let calls = vec![incr("a", 1), incr("b", 1), incr("c", 1)];
+        assert_eq!(applied_earlier(&store, &receipt, &calls, 1).unwrap(), vec![false; 3], "never sent");
+        let request =
+            ShardRequest { ops: calls.clone(), receipt: Some(receipt.clone()), ..Default::default() };
+        engine.run(&store, &request, 1);
+        // `b` overflowed and was not applied; the others were.
+        assert_eq!(applied_earlier(&store, &receipt, &calls, 2).unwrap(), vec![true, false, true]);
+        assert_eq!(
+            applied_earlier(&store, &receipt, &calls[..2], 2),
+            Err(CoreError::IdempotencyMismatch),
+            "another request under the same receipt"
+        );
+    }
 
     fn incr(key: &str, by: i64) -> ShardCall {
         ShardOp::Incr { ns: Namespace::new("n").unwrap(), key: Key::new(key).unwrap(), by, ttl: None }.into()

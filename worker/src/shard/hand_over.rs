@@ -8,7 +8,8 @@
 //!   by the keys' homes under this deployment's count: the part that is this shard's runs here,
 //!   the rest goes to the other homes, and the answers are put back in order. A forwarded op is
 //!   applied only at the key's home, never here, which is what keeps a handed-over copy from
-//!   changing.
+//!   changing. A receipted request (a one-way flush) that this shard applied before the change
+//!   is forwarded only for the ops it did not apply.
 //! - **Handing over.** While keys that no longer belong here remain, the shard's alarm sweeps
 //!   its names in pages and hands each leaving key to its new home, deleting its own copy only
 //!   after the new home has answered that it holds the key. A sweep that ends with nothing left
@@ -23,6 +24,7 @@ use edgecount_core::shard::migration::{
     self, Migration, Parcel, Placed, MAX_PARCELS_PER_CALL, MAX_PARCEL_BYTES_PER_CALL,
 };
 use edgecount_core::shard::protocol::{ShardCall, ShardRequest, ShardResponse};
+use edgecount_core::shard::receipt;
 use edgecount_core::{Key, Namespace, OpResult, ShardId};
 use futures_util::future::join_all;
 use wasm_bindgen::prelude::JsValue;
@@ -317,7 +319,19 @@ pub fn adopt(object: &ShardObject, parcels: &str) -> Result<(), String> {
 /// Sends each op of a request placed under another count to its home under this one (running
 /// this shard's own part here), and answers the results in the request's order.
 async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
-    let groups = migration::homes(&request.ops, object.shards);
+    // A receipted request this shard applied (in part) before its keys moved is sent on only
+    // for the ops it did not apply; those it did are answered as replayed, with no value.
+    let applied = match &request.receipt {
+        Some(receipt) => receipt::applied_earlier(&object.store, receipt, &request.ops, now_ms())
+            .map_err(|error| JsValue::from_str(&error.to_string()))?,
+        None => Vec::new(),
+    };
+    let was_applied = |place: usize| applied.get(place).copied().unwrap_or(false);
+    let groups: Vec<(ShardId, Vec<usize>)> = migration::homes(&request.ops, object.shards)
+        .into_iter()
+        .map(|(home, places)| (home, places.into_iter().filter(|&place| !was_applied(place)).collect()))
+        .filter(|(_, places): &(ShardId, Vec<usize>)| !places.is_empty())
+        .collect();
     let share = request.answer_budget.map(|budget| budget / groups.len().max(1) as u64);
     let own = object.hand_overs.shard.get();
     let sends = groups.iter().map(|(home, places)| {
@@ -341,7 +355,9 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
         }
     });
     let answers: Vec<Result<Vec<OpResult>, JsValue>> = join_all(sends).await;
-    let mut results: Vec<Option<OpResult>> = vec![None; request.ops.len()];
+    let mut results: Vec<Option<OpResult>> = (0..request.ops.len())
+        .map(|place| was_applied(place).then(|| OpResult::Replayed { first: Box::new(OpResult::Stored) }))
+        .collect();
     for ((_, places), answer) in groups.iter().zip(answers) {
         for (&place, result) in places.iter().zip(answer?) {
             results[place] = Some(result);
