@@ -237,15 +237,31 @@ it("refuses to declare a change over while keys are still to move", async () => 
     expect((await totals(started)).keys_to_move).toBeGreaterThan(500);
     await started.stop();
 
+    // The deployment that declared the change is still rolling out beside it.
     const early = await startService({
       persistDir: dir,
       vars: { EDGECOUNT_SHARDS: "7" },
+      previousDeployment: slow,
     });
     const refused = await early.fetch(`/v1/counters/${NS}/${key(0)}`);
     expect(refused.status).toBe(500);
     const error = (await refused.json()).error;
     expect(error.code).toBe("misconfigured");
     expect(error.message).toContain("Keep EDGECOUNT_SHARDS_FROM=4");
+    // Its isolates pass their own check, but the shards, no longer under the change, refuse
+    // their ops: a key not yet moved would read 0 at its new home, and its writes be lost.
+    for (let i = 0; i < 20; i++) {
+      const write = await early.fetchPrevious(
+        `/v1/counters/${NS}/${key(i)}/incr`,
+        {
+          method: "POST",
+        },
+      );
+      expect(write.status).toBe(500);
+      const refusal = (await write.json()).error;
+      expect(refusal.code).toBe("misconfigured");
+      expect(refusal.message).toContain("Set EDGECOUNT_SHARDS_FROM=4 back");
+    }
     await early.stop();
 
     const resumed = await startService({

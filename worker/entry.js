@@ -90,12 +90,16 @@ export class Shard extends DurableObject {
   }
 
   // A change of the shard count (see worker/src/shard/hand_over.rs).
-  handOver(keys) {
-    return guarded(() => this.#current().handOver(keys));
+  handOver(keys, from, to) {
+    return guarded(() => this.#current().handOver(keys, from, to));
   }
 
-  adopt(parcels) {
-    return guarded(() => this.#current().adopt(parcels));
+  adopt(parcels, from, to) {
+    return guarded(() => this.#current().adopt(parcels, from, to));
+  }
+
+  settleChange(from, to) {
+    return guarded(() => this.#current().settleChange(from, to));
   }
 
   handedOver(from, to) {

@@ -65,6 +65,12 @@ pub enum CoreError {
          EDGECOUNT_SHARDS_FROM={from} until keys_to_move in /v1/stats is 0."
     )]
     ChangeUnfinished { from: u32, to: u32, unfinished: u32 },
+    #[error(
+        "This shard is in the middle of the change of shard count from {from} to {to}, which this \
+         deployment no longer declares; nothing was read or written. Set EDGECOUNT_SHARDS_FROM={from} \
+         back until keys_to_move in /v1/stats is 0."
+    )]
+    ChangeInterrupted { from: u32, to: u32 },
     /// Storage failed; `detail` is for the operator's logs, never shown to clients.
     #[error("The shard could not reach its storage, so nothing was changed; retry shortly.")]
     StorageUnavailable { detail: String },
@@ -110,7 +116,9 @@ impl CoreError {
             Self::OutOfBounds { .. } => "out_of_bounds",
             Self::NoAdminKey => "no_admin_key",
             Self::WrongAdminKey => "wrong_admin_key",
-            Self::PlacementChanged { .. } | Self::ChangeUnfinished { .. } => "misconfigured",
+            Self::PlacementChanged { .. }
+            | Self::ChangeUnfinished { .. }
+            | Self::ChangeInterrupted { .. } => "misconfigured",
             Self::StorageUnavailable { .. } => "storage_unavailable",
         }
     }

@@ -95,9 +95,9 @@ impl CompatError {
             CoreError::ResetDisabled | CoreError::OutOfBounds { .. } => Self::new(403, &error.to_string()),
             CoreError::WrongAdminKey => Self::new(401, "token is invalid"),
             CoreError::StorageUnavailable { .. } => Self::new(500, "Failed to get data. Try again later."),
-            CoreError::PlacementChanged { .. } | CoreError::ChangeUnfinished { .. } => {
-                Self::new(500, &error.to_string())
-            }
+            CoreError::PlacementChanged { .. }
+            | CoreError::ChangeUnfinished { .. }
+            | CoreError::ChangeInterrupted { .. } => Self::new(500, &error.to_string()),
             other => Self::bad_request(other),
         }
     }

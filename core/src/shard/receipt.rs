@@ -27,6 +27,9 @@
 
 use crate::shard::idempotency::{self, IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::shard::protocol::{ShardCall, ShardOp};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::partition::ShardId;
 use crate::{CoreError, IdempotencyKey};
 
 /// Most ops one receipted request may carry.
@@ -139,6 +142,20 @@ pub fn applied_earlier(
     Ok((0..calls.len()).map(|place| !earlier.runs(place)).collect())
 }
 
+/// The receipt a forwarded part of a receipted request travels under to `home` (see
+/// [`crate::shard::migration`]): the same for every resend, another for each home, and never
+/// the whole request's, whose record on the forwarding shard says what it applied itself.
+#[must_use]
+pub fn forwarded(receipt: &IdempotencyKey, home: ShardId) -> IdempotencyKey {
+    let mut hasher = Xxh3::new();
+    hasher.update(receipt.as_str().as_bytes());
+    hasher.update(&[0]);
+    hasher.update(&home.0.to_le_bytes());
+    let derived = format!("forwarded-{:032x}", hasher.digest128());
+    // 42 visible ASCII characters: always a valid key.
+    IdempotencyKey::new(&derived).unwrap_or_else(|_| receipt.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +164,17 @@ mod tests {
     use crate::shard::memory_store::MemoryStore;
     use crate::shard::protocol::ShardRequest;
     use crate::{Key, Namespace};
+
+    #[test]
+    fn a_forwarded_part_has_a_receipt_of_its_own_per_home() {
+        let receipt = IdempotencyKey::new("flush-1").unwrap();
+        let to_three = forwarded(&receipt, ShardId(3));
+        assert_eq!(to_three, forwarded(&receipt, ShardId(3)), "the same on every resend");
+        assert_ne!(to_three, forwarded(&receipt, ShardId(4)));
+        assert_ne!(to_three, forwarded(&IdempotencyKey::new("flush-2").unwrap(), ShardId(3)));
+        assert_ne!(to_three, receipt);
+        assert!(to_three.as_str().starts_with("forwarded-"), "{}", to_three.as_str());
+    }
 
     #[test]
     fn a_forwarder_learns_which_ops_an_earlier_send_applied() {

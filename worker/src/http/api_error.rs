@@ -77,7 +77,11 @@ impl ApiError {
                 | CoreError::AnswerTooLarge { .. }
                 | CoreError::TooManyOps { .. },
             ) => 413,
-            Self::Core(CoreError::PlacementChanged { .. } | CoreError::ChangeUnfinished { .. }) => 500,
+            Self::Core(
+                CoreError::PlacementChanged { .. }
+                | CoreError::ChangeUnfinished { .. }
+                | CoreError::ChangeInterrupted { .. },
+            ) => 500,
             Self::Core(CoreError::AlreadyExists) => 409,
             Self::Core(CoreError::ResetDisabled | CoreError::OutOfBounds { .. }) => 403,
             Self::Core(CoreError::WrongAdminKey) => 401,

@@ -145,11 +145,15 @@ extern "C" {
 
     /// Resolves to the JSON parcels of the JSON keys (see `Shard::hand_over_rpc`).
     #[wasm_bindgen(method, js_name = handOver)]
-    fn hand_over(this: &ShardRpc, keys: &str) -> js_sys::Promise;
+    fn hand_over(this: &ShardRpc, keys: &str, from: u32, to: u32) -> js_sys::Promise;
 
     /// Resolves once the JSON parcels are stored (see `Shard::adopt_rpc`).
     #[wasm_bindgen(method, js_name = adopt)]
-    fn adopt(this: &ShardRpc, parcels: &str) -> js_sys::Promise;
+    fn adopt(this: &ShardRpc, parcels: &str, from: u32, to: u32) -> js_sys::Promise;
+
+    /// Resolves once the shard has forgotten a change declared over.
+    #[wasm_bindgen(method, js_name = settleChange)]
+    fn settle_change(this: &ShardRpc, from: u32, to: u32) -> js_sys::Promise;
 
     /// Resolves to whether the shard has handed over its keys in a change of count.
     #[wasm_bindgen(method, js_name = handedOver)]
@@ -211,10 +215,15 @@ pub async fn handed_over(env: &Env, shard: ShardId, change: Migration) -> Result
 ///
 /// # Errors
 /// A rejected call (its message), or an answer out of protocol.
-pub async fn hand_over(env: &Env, shard: ShardId, keys: &[(Namespace, Key)]) -> Result<Vec<Parcel>, JsValue> {
+pub async fn hand_over(
+    env: &Env,
+    shard: ShardId,
+    keys: &[(Namespace, Key)],
+    change: Migration,
+) -> Result<Vec<Parcel>, JsValue> {
     let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
     let keys = serde_json::to_string(keys).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    let answer = JsFuture::from(rpc.hand_over(&keys)).await?;
+    let answer = JsFuture::from(rpc.hand_over(&keys, change.from, change.to)).await?;
     let text = answer.as_string().ok_or_else(|| JsValue::from_str("a hand-over answered no text"))?;
     serde_json::from_str(&text).map_err(|e| JsValue::from_str(&e.to_string()))
 }
@@ -223,10 +232,19 @@ pub async fn hand_over(env: &Env, shard: ShardId, keys: &[(Namespace, Key)]) -> 
 ///
 /// # Errors
 /// A rejected call (its message).
-pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel]) -> Result<(), JsValue> {
+pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel], change: Migration) -> Result<(), JsValue> {
     let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
     let parcels = serde_json::to_string(parcels).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    JsFuture::from(rpc.adopt(&parcels)).await.map(drop)
+    JsFuture::from(rpc.adopt(&parcels, change.from, change.to)).await.map(drop)
+}
+
+/// Has `shard` forget `change`, declared over (see `Shard::settle_change_rpc`).
+///
+/// # Errors
+/// A rejected call.
+pub async fn settle_change(env: &Env, shard: ShardId, change: Migration) -> Result<(), JsValue> {
+    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    JsFuture::from(rpc.settle_change(change.from, change.to)).await.map(drop)
 }
 
 /// Tells `shard` its index and starts its hand-overs (see `Shard::migrate_rpc`).

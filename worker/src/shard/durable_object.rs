@@ -16,7 +16,7 @@ use std::rc::Rc;
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
 use edgecount_core::shard::migration::Migration;
 use edgecount_core::shard::placement::{self, Kept, Placement};
-use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardStats};
+use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::shard::watchers::{self, Watchers};
 use edgecount_core::{Key, Namespace, ShardEngine};
 use futures_util::StreamExt;
@@ -74,6 +74,11 @@ impl Shard {
         };
         match hand_over::route(&self.object, &request) {
             Ok(Route::Here) => self.object.answer(&request),
+            Ok(Route::Refused(error)) => {
+                let results = vec![OpResult::Failed { error }; request.ops.len()];
+                serde_json::to_string(&ShardResponse { results })
+                    .map_or_else(|e| rejected(&e.to_string()), JsValue::from)
+            }
             Ok(Route::AfterHandOvers) => {
                 let object = Rc::clone(&self.object);
                 request_task::run(
@@ -90,8 +95,9 @@ impl Shard {
     /// # Errors
     /// A malformed list, or a storage failure.
     #[wasm_bindgen(js_name = handOver)]
-    pub fn hand_over_rpc(&self, keys: &str) -> std::result::Result<String, JsValue> {
-        hand_over::hand_over(&self.object, keys).map_err(|detail| JsValue::from_str(&detail))
+    pub fn hand_over_rpc(&self, keys: &str, from: u32, to: u32) -> std::result::Result<String, JsValue> {
+        hand_over::hand_over(&self.object, keys, Migration { from, to })
+            .map_err(|detail| JsValue::from_str(&detail))
     }
 
     /// Stores the JSON parcels handed over by their old home, each unless its key has arrived
@@ -100,8 +106,23 @@ impl Shard {
     /// # Errors
     /// Malformed parcels, no change under way, or a storage failure.
     #[wasm_bindgen(js_name = adopt)]
-    pub fn adopt_rpc(&self, parcels: &str) -> std::result::Result<(), JsValue> {
-        hand_over::adopt(&self.object, parcels).map_err(|detail| JsValue::from_str(&detail))
+    pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> std::result::Result<(), JsValue> {
+        hand_over::adopt(&self.object, parcels, Migration { from, to })
+            .map_err(|detail| JsValue::from_str(&detail))
+    }
+
+    /// Forgets the change from `from` to `to` shards, declared over: its arrival marks, and
+    /// that this shard ran under it (which refuses every op while undeclared).
+    ///
+    /// # Errors
+    /// A storage failure.
+    #[wasm_bindgen(js_name = settleChange)]
+    pub fn settle_change_rpc(&self, from: u32, to: u32) -> std::result::Result<(), JsValue> {
+        let object = &self.object;
+        object
+            .hand_overs
+            .settle(&object.store, Migration { from, to })
+            .map_err(|detail| JsValue::from_str(&detail))
     }
 
     /// Tells this shard its index and, while a change of count is under way, starts its alarm
@@ -143,6 +164,7 @@ impl Shard {
         };
         match hand_over::route(&self.object, &read) {
             Ok(Route::Here) => self.object.open_stream(ns, key, &read),
+            Ok(Route::Refused(_)) => Err(JsValue::from_str("misconfigured")),
             // A counter moving here during a change of count is taken over first.
             Ok(Route::AfterHandOvers) => {
                 let object = Rc::clone(&self.object);
@@ -183,7 +205,10 @@ impl Shard {
             Ok(Placement::Finish { change, settled }) => {
                 let object = Rc::clone(&self.object);
                 request_task::run(async move {
-                    let unfinished = hand_over::shards_unfinished(&object, change).await;
+                    let mut unfinished = hand_over::shards_unfinished(&object, change).await;
+                    if unfinished == 0 {
+                        unfinished = hand_over::settle_everywhere(&object, change).await;
+                    }
                     if unfinished > 0 {
                         let rejection = format!("change_unfinished:{unfinished}:{}", change.from);
                         return Err(JsValue::from_str(&rejection));

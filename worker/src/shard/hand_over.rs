@@ -25,7 +25,7 @@ use edgecount_core::shard::migration::{
 };
 use edgecount_core::shard::protocol::{ShardCall, ShardRequest, ShardResponse};
 use edgecount_core::shard::receipt;
-use edgecount_core::{Key, Namespace, OpResult, ShardId};
+use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardId};
 use futures_util::future::join_all;
 use wasm_bindgen::prelude::JsValue;
 use worker::console_error;
@@ -50,12 +50,15 @@ const MAX_REMEMBERED_ARRIVALS: usize = 100_000;
 pub struct HandOverState {
     /// The change this deployment declares, if any.
     pub migration: Option<Migration>,
+    /// A change this shard ran under, not declared over, that this deployment does not declare:
+    /// every op is refused until it is declared again or over.
+    interrupted: Cell<Option<Migration>>,
     /// This shard's index, once a caller has told it.
     shard: Cell<Option<u32>>,
     /// Whether every key leaving this shard has been handed over.
     done: Cell<bool>,
     /// The last name the alarm's sweep handed over or passed.
-    cursor: RefCell<Option<(Namespace, Key)>>,
+    cursor: RefCell<Option<(String, String)>>,
     /// Keys known to have arrived here: storage need not be asked again.
     arrived: RefCell<HashSet<(Namespace, Key)>>,
     /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
@@ -67,24 +70,55 @@ pub enum Route {
     Here,
     /// After keys are taken over, or once forwarded.
     AfterHandOvers,
+    /// Not at all: the shard is in the middle of a change this deployment no longer declares,
+    /// where a key not yet moved would read 0 at its new home and its writes be lost.
+    Refused(CoreError),
 }
 
 impl HandOverState {
-    /// The state kept in `store` for `migration`; arrivals of any other change are forgotten.
+    /// The state kept in `store` for `migration`. Under a change, arrivals of any other change
+    /// are forgotten and the change is kept as this shard's; without one, a change this shard
+    /// ran under that was never declared over interrupts it (see [`Route::Refused`]).
     pub fn open(store: &SqlShardStore, migration: Option<Migration>, keys_per_alarm: usize) -> Self {
-        if let Err(detail) = store.settle_arrivals(migration) {
-            console_error!("forgetting the arrivals of an earlier change of count failed: {detail}");
+        let declared = store.declared_change().unwrap_or_else(|detail| {
+            console_error!("reading the change of count this shard ran under failed: {detail}");
+            None
+        });
+        if let Some(migration) = migration {
+            let kept = store.settle_arrivals(migration).and_then(|()| {
+                if declared == Some(migration) {
+                    Ok(())
+                } else {
+                    store.declare_change(migration)
+                }
+            });
+            if let Err(detail) = kept {
+                console_error!("keeping the change of count failed: {detail}");
+            }
         }
         let kept =
             if migration.is_some() { store.hand_overs().unwrap_or_default() } else { Default::default() };
         Self {
             migration,
+            interrupted: Cell::new(declared.filter(|_| migration.is_none())),
             shard: Cell::new(kept.shard),
             done: Cell::new(migration.is_some() && kept.done == migration),
             cursor: RefCell::new(None),
             arrived: RefCell::new(HashSet::new()),
             keys_per_alarm: keys_per_alarm.max(1),
         }
+    }
+
+    /// Forgets `change`, declared over: its arrival marks, and that this shard ran under it.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn settle(&self, store: &SqlShardStore, change: Migration) -> Result<(), String> {
+        store.settle_change(change)?;
+        if self.interrupted.get() == Some(change) {
+            self.interrupted.set(None);
+        }
+        Ok(())
     }
 
     /// Remembers this shard's index (kept in storage while a change is under way, for the
@@ -117,12 +151,12 @@ impl HandOverState {
         let (mut after, mut leaving) = (None, 0);
         loop {
             let page = store.names_after(after.as_ref(), SWEEP_PAGE)?;
-            leaving +=
-                page.iter().filter(|(ns, key)| migration.leaves(ShardId(shard), ns, key)).count() as u64;
-            if (page.len() as u64) < SWEEP_PAGE {
+            leaving += page.names.iter().filter(|(ns, key)| migration.leaves(ShardId(shard), ns, key)).count()
+                as u64;
+            if !page.full {
                 return Ok(leaving);
             }
-            after = page.last().cloned();
+            after = page.last;
         }
     }
 
@@ -154,9 +188,19 @@ pub async fn shards_unfinished(object: &ShardObject, change: Migration) -> u32 {
     join_all(asks).await.into_iter().filter(|done| !matches!(done, Ok(true))).count() as u32
 }
 
-/// The count the request's sender placed its keys under.
+/// Has every shard of either count in `change` forget it, declared over; answers how many
+/// could not.
+pub async fn settle_everywhere(object: &ShardObject, change: Migration) -> u32 {
+    let settles = (0..change.from.max(change.to))
+        .map(|shard| shard_client::settle_change(&object.env, ShardId(shard), change));
+    join_all(settles).await.into_iter().filter(Result::is_err).count() as u32
+}
+
+/// The count the request's sender placed its keys under. A sender that does not say is of a
+/// version from before changes of count, so it knows only the count being left.
 fn placed_under(object: &ShardObject, request: &ShardRequest) -> u32 {
-    request.placed.map_or(object.shards, |placed| placed.shards)
+    let unsaid = object.hand_overs.migration.map_or(object.shards, |migration| migration.from);
+    request.placed.map_or(unsaid, |placed| placed.shards)
 }
 
 /// Whether `request` can run at once, or needs keys taken over or forwarding first.
@@ -164,6 +208,9 @@ fn placed_under(object: &ShardObject, request: &ShardRequest) -> u32 {
 /// # Errors
 /// A storage failure.
 pub fn route(object: &ShardObject, request: &ShardRequest) -> Result<Route, String> {
+    if let Some(Migration { from, to }) = object.hand_overs.interrupted.get() {
+        return Ok(Route::Refused(CoreError::ChangeInterrupted { from, to }));
+    }
     if let Some(placed) = request.placed {
         object.hand_overs.learn_shard(&object.store, placed.shard)?;
     }
@@ -260,12 +307,12 @@ async fn take_over(
         for chunk in names.chunks(MAX_PARCELS_PER_CALL) {
             let mut rest = chunk;
             while !rest.is_empty() {
-                let parcels = shard_client::hand_over(&object.env, *old, rest).await?;
+                let parcels = shard_client::hand_over(&object.env, *old, rest, migration).await?;
                 let named_in_order = parcels
                     .iter()
                     .zip(rest)
                     .all(|(parcel, (ns, key))| parcel.ns == *ns && parcel.key == *key);
-                if parcels.is_empty() || !named_in_order {
+                if parcels.is_empty() || parcels.len() > rest.len() || !named_in_order {
                     return Err(JsValue::from_str("the old shard answered parcels for other keys"));
                 }
                 adopt_parcels(object, &parcels, migration).map_err(|detail| JsValue::from_str(&detail))?;
@@ -290,7 +337,8 @@ fn adopt_parcels(object: &ShardObject, parcels: &[Parcel], migration: Migration)
 ///
 /// # Errors
 /// A malformed or too long list, or a storage failure.
-pub fn hand_over(object: &ShardObject, keys: &str) -> Result<String, String> {
+pub fn hand_over(object: &ShardObject, keys: &str, change: Migration) -> Result<String, String> {
+    same_change(object, change)?;
     let keys: Vec<(Namespace, Key)> =
         serde_json::from_str(keys).map_err(|e| format!("malformed keys: {e}"))?;
     if keys.len() > MAX_PARCELS_PER_CALL {
@@ -304,16 +352,25 @@ pub fn hand_over(object: &ShardObject, keys: &str) -> Result<String, String> {
 ///
 /// # Errors
 /// Malformed or too many parcels, no change under way, or a storage failure.
-pub fn adopt(object: &ShardObject, parcels: &str) -> Result<(), String> {
-    let Some(migration) = object.hand_overs.migration else {
-        return Err("no change of the shard count is under way".into());
-    };
+pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<(), String> {
+    same_change(object, change)?;
+    let migration = change;
     let parcels: Vec<Parcel> =
         serde_json::from_str(parcels).map_err(|e| format!("malformed parcels: {e}"))?;
     if parcels.len() > MAX_PARCELS_PER_CALL {
         return Err(format!("at most {MAX_PARCELS_PER_CALL} parcels per call"));
     }
     adopt_parcels(object, &parcels, migration)
+}
+
+/// Refuses a hand-over between shards that are not under the same change: a shard still on
+/// the previous configuration would go on applying ops to a key it handed over.
+fn same_change(object: &ShardObject, change: Migration) -> Result<(), String> {
+    if object.hand_overs.migration == Some(change) {
+        Ok(())
+    } else {
+        Err(format!("this shard is not under the change from {} to {} shards", change.from, change.to))
+    }
 }
 
 /// Sends each op of a request placed under another count to its home under this one (running
@@ -338,7 +395,7 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
         let part = ShardRequest {
             ops: places.iter().map(|&place| request.ops[place].clone()).collect(),
             answer_budget: share,
-            receipt: request.receipt.clone(),
+            receipt: request.receipt.as_ref().map(|whole| receipt::forwarded(whole, *home)),
             placed: Some(Placed { shards: object.shards, shard: home.0 }),
         };
         async move {
@@ -402,7 +459,7 @@ async fn sweep(object: &Rc<ShardObject>, migration: Migration, shard: ShardId) -
         let after = state.cursor.borrow().clone();
         let page = object.store.names_after(after.as_ref(), SWEEP_PAGE)?;
         let (mut leaving, mut passed) = (Vec::new(), 0);
-        for (ns, key) in &page {
+        for (ns, key) in &page.names {
             if leaving.len() == allowance {
                 break;
             }
@@ -413,13 +470,21 @@ async fn sweep(object: &Rc<ShardObject>, migration: Migration, shard: ShardId) -
         }
         allowance -= leaving.len();
         send_away(object, migration, leaving).await?;
-        if passed == page.len() && (page.len() as u64) < SWEEP_PAGE {
+        let whole_page = passed == page.names.len();
+        if whole_page && !page.full {
             object.store.finish_hand_overs(migration)?;
             state.done.set(true);
             state.cursor.replace(None);
             return Ok(false);
         }
-        state.cursor.replace(page.get(passed.saturating_sub(1)).cloned().or(after));
+        let reached = if whole_page {
+            page.last
+        } else {
+            page.names
+                .get(passed.saturating_sub(1))
+                .map(|(ns, key)| (ns.as_str().to_owned(), key.as_str().to_owned()))
+        };
+        state.cursor.replace(reached.or(after));
         if allowance == 0 {
             break;
         }
@@ -439,7 +504,7 @@ async fn send_away(
             let mut rest = chunk;
             while !rest.is_empty() {
                 let parcels = object.store.parcels(rest, MAX_PARCEL_BYTES_PER_CALL)?;
-                shard_client::adopt(&object.env, *home, &parcels)
+                shard_client::adopt(&object.env, *home, &parcels, migration)
                     .await
                     .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
                 let (sent, left) = rest.split_at(parcels.len());

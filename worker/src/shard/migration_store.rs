@@ -38,19 +38,65 @@ pub struct HandOvers {
 }
 
 impl SqlShardStore {
-    /// Forgets the arrivals of any change but `migration` (all of them when none is under way),
-    /// so that a later change starts with none.
+    /// Forgets the arrivals of any change but `migration`, so that a later change starts with
+    /// none.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn settle_arrivals(&self, migration: Option<Migration>) -> Result<()> {
-        let (from, to) = migration.map_or((0, 0), |m| (m.from, m.to));
+    pub fn settle_arrivals(&self, migration: Migration) -> Result<()> {
         self.change(
             "DELETE FROM arrivals WHERE from_shards != ? OR to_shards != ?",
-            vec![integer(Some(u64::from(from))), integer(Some(u64::from(to)))],
+            vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))],
         )
         .map(drop)
         .map_err(|e| describe(&e))
+    }
+
+    /// The change of count this shard last ran under and that has not been declared over
+    /// since (see [`Self::settle_change`]).
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub fn declared_change(&self) -> Result<Option<Migration>> {
+        #[derive(Deserialize)]
+        struct Row {
+            from_shards: u32,
+            to_shards: u32,
+        }
+        let rows: Vec<Row> = self
+            .rows("SELECT from_shards, to_shards FROM declared_change WHERE id = 0", vec![])
+            .map_err(|e| describe(&e))?;
+        Ok(rows.first().map(|row| Migration { from: row.from_shards, to: row.to_shards }))
+    }
+
+    /// Keeps `migration` as the change this shard runs under.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub fn declare_change(&self, migration: Migration) -> Result<()> {
+        self.change(
+            "INSERT INTO declared_change (id, from_shards, to_shards) VALUES (0, ?, ?) ON CONFLICT (id) \
+             DO UPDATE SET from_shards = excluded.from_shards, to_shards = excluded.to_shards",
+            vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))],
+        )
+        .map(drop)
+        .map_err(|e| describe(&e))
+    }
+
+    /// Forgets `migration` once it is declared over: its arrival marks, and that this shard ran
+    /// under it.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub fn settle_change(&self, migration: Migration) -> Result<()> {
+        let (from, to) = (integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to))));
+        for statement in [
+            "DELETE FROM arrivals WHERE from_shards = ? AND to_shards = ?",
+            "DELETE FROM declared_change WHERE from_shards = ? AND to_shards = ?",
+        ] {
+            self.change(statement, vec![from.clone(), to.clone()]).map_err(|e| describe(&e))?;
+        }
+        Ok(())
     }
 
     /// What [`Self::learn_shard`] and [`Self::finish_hand_overs`] kept.
@@ -356,18 +402,18 @@ impl SqlShardStore {
     }
 
     /// Up to `most` names with anything stored (a counter, a cache entry or a per-key record),
-    /// in name order, after `after`.
+    /// in name order, after the name `after`.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn names_after(&self, after: Option<&(Namespace, Key)>, most: u64) -> Result<Vec<(Namespace, Key)>> {
+    pub fn names_after(&self, after: Option<&(String, String)>, most: u64) -> Result<NamePage> {
         #[derive(Deserialize)]
         struct Name {
             ns: String,
             key: String,
         }
         let (ns, key) = after.map_or(("", ""), |(ns, key)| (ns.as_str(), key.as_str()));
-        let names: Vec<Name> = self
+        let rows: Vec<Name> = self
             .rows(
                 &format!(
                     "SELECT ns, key FROM (SELECT ns, key FROM counters UNION SELECT ns, key FROM cache_entries \
@@ -377,12 +423,26 @@ impl SqlShardStore {
                 vec![text(ns), text(key), integer(Some(most))],
             )
             .map_err(|e| describe(&e))?;
-        // Names were validated when written; any that no longer pass the rules is skipped.
-        Ok(names
+        let last = rows.last().map(|n| (n.ns.clone(), n.key.clone()));
+        let full = rows.len() as u64 >= most;
+        // Names were validated when written; any that no longer pass the rules is skipped (the
+        // page's fullness and last name still count it, so the sweep neither stops early nor
+        // reads it again).
+        let names = rows
             .into_iter()
             .filter_map(|n| Some((Namespace::new(&n.ns).ok()?, Key::new(&n.key).ok()?)))
-            .collect())
+            .collect();
+        Ok(NamePage { names, last, full })
     }
+}
+
+/// A page of [`SqlShardStore::names_after`].
+pub struct NamePage {
+    pub names: Vec<(Namespace, Key)>,
+    /// The last name read, valid or not: where the next page starts.
+    pub last: Option<(String, String)>,
+    /// Whether the page holds as many names as asked for: more may follow.
+    pub full: bool,
 }
 
 /// `keys` as one JSON array of `[ns, key]`, for `json_each`.

@@ -21,7 +21,7 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 // converted: converting a day of full requests at start-up could outlast what a start may
 // take. Instead it is read as a fallback while its records can still be replayed, reclaimed by
 // the alarm as they lapse, and dropped once empty, within 24 hours of the upgrade.
-const SCHEMA: [&str; 6] = [
+const SCHEMA: [&str; 7] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -58,8 +58,9 @@ const SCHEMA: [&str; 6] = [
         id INTEGER PRIMARY KEY CHECK (id = 0),
         shards INTEGER NOT NULL
     )",
-    // Keys taken over from another shard during the change of count named with each (see
-    // crate::shard::migration_store), and how far this shard has got with its own hand-overs.
+    // Keys taken over from another shard during the change of count named with each, the
+    // change this shard last ran under until it is declared over, and how far this shard has
+    // got with its own hand-overs (see crate::shard::migration_store).
     "CREATE TABLE IF NOT EXISTS arrivals (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -67,6 +68,11 @@ const SCHEMA: [&str; 6] = [
         to_shards INTEGER NOT NULL,
         PRIMARY KEY (ns, key)
     ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS declared_change (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        from_shards INTEGER NOT NULL,
+        to_shards INTEGER NOT NULL
+    )",
     "CREATE TABLE IF NOT EXISTS hand_overs (
         id INTEGER PRIMARY KEY CHECK (id = 0),
         shard INTEGER NOT NULL,
