@@ -373,3 +373,50 @@ it("streams a counter that has not reached its new home yet", async () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it("hands over cache entries of the largest size, several calls' worth, intact", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-large-"));
+  // 16 entries of the 1 MiB most, all on one shard, then about half of them moving to a second:
+  // 1.4 MB each as parcels, where one hand-over carries 4 MiB.
+  const MAX_VALUE_BYTES = 1024 * 1024;
+  const large = (i: number) => ({
+    path: `/v1/cache/${NS}/large-${i}`,
+    bytes: Uint8Array.from(
+      { length: MAX_VALUE_BYTES },
+      (_, b) => (b * 31 + i) % 251,
+    ),
+  });
+  try {
+    const underOne = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "1" },
+    });
+    for (let i = 0; i < 16; i++) {
+      const { path, bytes } = large(i);
+      const put = await underOne.fetch(path, { method: "PUT", body: bytes });
+      expect(put.status).toBe(204);
+    }
+    await underOne.stop();
+    const moving = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "2", EDGECOUNT_SHARDS_FROM: "1" },
+    });
+    const before = await totals(moving);
+    // More than one call's worth leaves for the same shard.
+    expect(before.keys_to_move).toBeGreaterThanOrEqual(4);
+    const after = await settled(moving);
+    expect(after.cache_entries).toBe(16);
+    for (let i = 0; i < 16; i++) {
+      const { path, bytes } = large(i);
+      const read = await moving.fetch(path);
+      expect(read.status, path).toBe(200);
+      expect(
+        Buffer.from(await read.arrayBuffer()).equals(Buffer.from(bytes)),
+        path,
+      ).toBe(true);
+    }
+    await moving.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
