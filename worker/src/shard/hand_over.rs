@@ -63,6 +63,8 @@ pub struct HandOverState {
     arrived: RefCell<HashSet<(Namespace, Key)>>,
     /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
     keys_per_alarm: usize,
+    /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
+    leaving_left: Cell<Option<u64>>,
 }
 
 /// Whether a request can run at once.
@@ -106,6 +108,7 @@ impl HandOverState {
             cursor: RefCell::new(None),
             arrived: RefCell::new(HashSet::new()),
             keys_per_alarm: keys_per_alarm.max(1),
+            leaving_left: Cell::new(None),
         }
     }
 
@@ -142,18 +145,25 @@ impl HandOverState {
         self.migration.is_some() && !self.done.get()
     }
 
-    /// How many keys stored here belong elsewhere under the count being reached.
+    /// How many keys stored here belong elsewhere under the count being reached. Counted by
+    /// reading every name once per start of the object, then kept by subtracting what the
+    /// sweep hands over (no key starts to leave during a change), so that `/v1/stats` stays
+    /// cheap while keys move.
     ///
     /// # Errors
     /// A storage failure.
     pub fn keys_to_move(&self, store: &SqlShardStore, shard: u32) -> Result<u64, String> {
         let Some(migration) = self.migration.filter(|_| self.pending()) else { return Ok(0) };
+        if let Some(left) = self.leaving_left.get() {
+            return Ok(left);
+        }
         let (mut after, mut leaving) = (None, 0);
         loop {
             let page = store.names_after(after.as_ref(), SWEEP_PAGE)?;
             leaving += page.names.iter().filter(|(ns, key)| migration.leaves(ShardId(shard), ns, key)).count()
                 as u64;
             if !page.full {
+                self.leaving_left.set(Some(leaving));
                 return Ok(leaving);
             }
             after = page.last;
@@ -509,6 +519,8 @@ async fn send_away(
                     .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
                 let (sent, left) = rest.split_at(parcels.len());
                 object.store.release(sent)?;
+                let counted = &object.hand_overs.leaving_left;
+                counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
                 object.engine.borrow_mut().forget_keys(sent.iter().map(|(ns, key)| (ns, key)));
                 object.end_streams(sent);
                 rest = left;
