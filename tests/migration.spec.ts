@@ -12,6 +12,8 @@ const persistDir = mkdtempSync(join(tmpdir(), "edgecount-migration-"));
 afterAll(() => rmSync(persistDir, { recursive: true, force: true }));
 
 const NS = "moving";
+const RULED_NS = "moving-ruled";
+const RULED = 10;
 const KEYS = 5000;
 const key = (i: number) => `key-${i}`;
 
@@ -142,6 +144,24 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
     });
     expect(put.status).toBe(204);
   }
+  // Counters with rules of their own (CountAPI's /create): their rules, creation time and
+  // expiry travel with them.
+  const ruledInfo = async (service: Service) => {
+    const infos = [];
+    for (let i = 0; i < RULED; i++) {
+      const info = await service.fetch(`/info/${RULED_NS}/ruled-${i}`);
+      expect(info.status).toBe(200);
+      infos.push(await info.json());
+    }
+    return infos;
+  };
+  for (let i = 0; i < RULED; i++) {
+    const made = await under4.fetch(
+      `/create?namespace=${RULED_NS}&key=ruled-${i}&value=${i}&enable_reset=1&update_lowerbound=-3&update_upperbound=9`,
+    );
+    expect(made.status).toBe(200);
+  }
+  const ruled = await ruledInfo(under4);
   await under4.stop();
 
   for (const [from, to] of [
@@ -175,10 +195,18 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
       await new Promise((r) => setTimeout(r, 100));
     }
     // Each key stored once: as many stored counters as keys, none left to move.
-    expect(after.stored_counters).toBe(KEYS);
+    expect(after.stored_counters).toBe(KEYS + RULED);
     expect(after.cache_entries).toBe(ENTRIES);
     expect(await values(moving)).toEqual(expected);
     await expectEntries(moving);
+    const ruledNow = await ruledInfo(moving);
+    ruledNow.forEach((info, i) => {
+      const { ttl, ...rest } = info;
+      const { ttl: ttlBefore, ...restBefore } = ruled[i];
+      expect(rest).toEqual(restBefore);
+      expect(ttl).toBeLessThanOrEqual(ttlBefore);
+      expect(ttl).toBeGreaterThan(ttlBefore - 120_000);
+    });
     // A keyed put sent again after its entry moved is a replay, not a second write.
     const { path, bytes, type } = entry(5);
     const again = await moving.fetch(path, {
@@ -208,7 +236,7 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
       vars: { EDGECOUNT_SHARDS: String(to) },
     });
     expect(await values(settledCount)).toEqual(expected);
-    expect((await totals(settledCount)).stored_counters).toBe(KEYS);
+    expect((await totals(settledCount)).stored_counters).toBe(KEYS + RULED);
     await settledCount.stop();
   }
 }, 240_000);

@@ -62,6 +62,12 @@ fn stub(env: &Env, shard: ShardId) -> Result<ShardRpc, ApiError> {
     })
 }
 
+/// [`stub`] for the calls shards make to each other during a change of count, which report
+/// failures as the rejection they pass on.
+fn shard_to_shard_stub(env: &Env, shard: ShardId) -> Result<ShardRpc, JsValue> {
+    stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))
+}
+
 /// `edgecount_core::shard::protocol::ShardRequest` borrowing its ops, so callers keep theirs without a copy.
 #[derive(Serialize)]
 struct ShardRequestRef<'a> {
@@ -205,7 +211,7 @@ fn change_unfinished(message: &str) -> Option<(u32, u32)> {
 /// # Errors
 /// A rejected call.
 pub async fn handed_over(env: &Env, shard: ShardId, change: Migration) -> Result<bool, JsValue> {
-    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    let rpc = shard_to_shard_stub(env, shard)?;
     let answer = JsFuture::from(rpc.handed_over(change.from, change.to)).await?;
     Ok(answer.as_bool() == Some(true))
 }
@@ -221,7 +227,7 @@ pub async fn hand_over(
     keys: &[(Namespace, Key)],
     change: Migration,
 ) -> Result<Vec<Parcel>, JsValue> {
-    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    let rpc = shard_to_shard_stub(env, shard)?;
     let keys = serde_json::to_string(keys).map_err(|e| JsValue::from_str(&e.to_string()))?;
     let answer = JsFuture::from(rpc.hand_over(&keys, change.from, change.to)).await?;
     let text = answer.as_string().ok_or_else(|| JsValue::from_str("a hand-over answered no text"))?;
@@ -233,7 +239,7 @@ pub async fn hand_over(
 /// # Errors
 /// A rejected call (its message).
 pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel], change: Migration) -> Result<(), JsValue> {
-    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    let rpc = shard_to_shard_stub(env, shard)?;
     let parcels = serde_json::to_string(parcels).map_err(|e| JsValue::from_str(&e.to_string()))?;
     JsFuture::from(rpc.adopt(&parcels, change.from, change.to)).await.map(drop)
 }
@@ -243,7 +249,7 @@ pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel], change: Migrat
 /// # Errors
 /// A rejected call.
 pub async fn settle_change(env: &Env, shard: ShardId, change: Migration) -> Result<(), JsValue> {
-    let rpc = stub(env, shard).map_err(|e| JsValue::from_str(&format!("{e:?}")))?;
+    let rpc = shard_to_shard_stub(env, shard)?;
     JsFuture::from(rpc.settle_change(change.from, change.to)).await.map(drop)
 }
 

@@ -184,17 +184,7 @@ impl SqlShardStore {
             return Ok(parcels);
         }
         let names = || json_names(keys);
-        #[derive(Deserialize)]
-        struct PlacedCounter {
-            place: usize,
-            value: String,
-            version: u64,
-            ttl_seconds: Option<u32>,
-            expires_at_ms: Option<u64>,
-            created_ms: Option<u64>,
-            settings: Option<String>,
-        }
-        let counters: Vec<PlacedCounter> = self
+        let counters: Vec<Placed<CounterRow>> = self
             .rows(
                 &format!(
                     "SELECT {PLACE}, CAST(t.value AS TEXT) AS value, t.version, t.ttl_seconds, t.expires_at_ms, \
@@ -203,17 +193,8 @@ impl SqlShardStore {
                 vec![names()?],
             )
             .map_err(|e| describe(&e))?;
-        for row in counters {
-            let counter = CounterRow {
-                value: row.value,
-                version: row.version,
-                ttl_seconds: row.ttl_seconds,
-                expires_at_ms: row.expires_at_ms,
-                created_ms: row.created_ms,
-                settings: row.settings,
-            };
-            parcels.get_mut(row.place).ok_or("a counter row of no asked key")?.counter =
-                Some(counter.counter()?);
+        for Placed { place, row } in counters {
+            parcels.get_mut(place).ok_or("a counter row of no asked key")?.counter = Some(row.counter()?);
         }
         let cursor = self
             .sql()
@@ -235,16 +216,7 @@ impl SqlShardStore {
             let parcel = usize::try_from(place).ok().and_then(|place| parcels.get_mut(place));
             parcel.ok_or("a cache row of no asked key")?.cache = Some(entry(columns)?);
         }
-        #[derive(Deserialize)]
-        struct PlacedRecord {
-            place: usize,
-            kind: String,
-            idempotency_key: String,
-            request_digest: String,
-            result: String,
-            created_at_ms: u64,
-        }
-        let records: Vec<PlacedRecord> = self
+        let records: Vec<Placed<ParcelRecord>> = self
             .rows(
                 &format!(
                     "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
@@ -253,15 +225,8 @@ impl SqlShardStore {
                 vec![names()?],
             )
             .map_err(|e| describe(&e))?;
-        for row in records {
-            let record = ParcelRecord {
-                kind: row.kind,
-                idempotency_key: row.idempotency_key,
-                request_digest: row.request_digest,
-                result: row.result,
-                created_at_ms: row.created_at_ms,
-            };
-            parcels.get_mut(row.place).ok_or("a record of no asked key")?.records.push(record);
+        for Placed { place, row } in records {
+            parcels.get_mut(place).ok_or("a record of no asked key")?.records.push(row);
         }
         Ok(parcels)
     }
@@ -443,6 +408,14 @@ pub struct NamePage {
     pub last: Option<(String, String)>,
     /// Whether the page holds as many names as asked for: more may follow.
     pub full: bool,
+}
+
+/// A row of a table joined to the names (see [`NAMED`]), with the place of its key among them.
+#[derive(Deserialize)]
+struct Placed<T> {
+    place: usize,
+    #[serde(flatten)]
+    row: T,
 }
 
 /// `keys` as one JSON array of `[ns, key]`, for `json_each`.
