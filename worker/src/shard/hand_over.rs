@@ -70,7 +70,8 @@ pub struct HandOverState {
 /// Whether a request can run at once.
 pub enum Route {
     Here,
-    /// After keys are taken over, or once forwarded.
+    /// Once storage has said which of its moving keys have arrived and the rest are taken
+    /// over, or once forwarded.
     AfterHandOvers,
     /// Not at all: the shard is in the middle of a change this deployment no longer declares,
     /// where a key not yet moved would read 0 at its new home and its writes be lost.
@@ -228,7 +229,8 @@ pub fn route(object: &ShardObject, request: &ShardRequest) -> Result<Route, Stri
         return Ok(Route::AfterHandOvers);
     }
     match object.hand_overs.migration {
-        Some(migration) if !unarrived(object, migration, &request.ops)?.is_empty() => {
+        // Storage is asked which of them have arrived once, on the way that takes them over.
+        Some(migration) if !not_known_arrived(object, migration, &request.ops).is_empty() => {
             Ok(Route::AfterHandOvers)
         }
         _ => Ok(Route::Here),
@@ -273,22 +275,7 @@ fn unarrived(
     migration: Migration,
     ops: &[ShardCall],
 ) -> Result<Vec<(Namespace, Key)>, String> {
-    let mut candidates: Vec<(Namespace, Key)> = Vec::new();
-    {
-        let arrived = object.hand_overs.arrived.borrow();
-        let own = object.hand_overs.shard.get();
-        let mut seen = HashSet::new();
-        for call in ops {
-            let (ns, key) = call.op.target();
-            let name = (ns.clone(), key.clone());
-            // A key's old home never takes it over from itself (an isolate of the previous
-            // deployment may still ask it for a stream of a key leaving it).
-            let moves_here = migration.moves(ns, key) && Some(migration.old_home(ns, key).0) != own;
-            if moves_here && !arrived.contains(&name) && seen.insert(name.clone()) {
-                candidates.push(name);
-            }
-        }
-    }
+    let candidates = not_known_arrived(object, migration, ops);
     if candidates.is_empty() {
         return Ok(candidates);
     }
@@ -304,6 +291,26 @@ fn unarrived(
         candidates.into_iter().zip(missing_at).partition(|(_, missing)| *missing);
     object.hand_overs.remember_arrived(arrived.iter().map(|(name, _)| name));
     Ok(missing.into_iter().map(|(name, _)| name).collect())
+}
+
+/// The keys of `ops` that move here in `migration` and are not known in memory to have
+/// arrived, each once: those storage has to be asked about.
+fn not_known_arrived(object: &ShardObject, migration: Migration, ops: &[ShardCall]) -> Vec<(Namespace, Key)> {
+    let arrived = object.hand_overs.arrived.borrow();
+    let own = object.hand_overs.shard.get();
+    let mut seen = HashSet::new();
+    let mut candidates = Vec::new();
+    for call in ops {
+        let (ns, key) = call.op.target();
+        let name = (ns.clone(), key.clone());
+        // A key's old home never takes it over from itself (an isolate of the previous
+        // deployment may still ask it for a stream of a key leaving it).
+        let moves_here = migration.moves(ns, key) && Some(migration.old_home(ns, key).0) != own;
+        if moves_here && !arrived.contains(&name) && seen.insert(name.clone()) {
+            candidates.push(name);
+        }
+    }
+    candidates
 }
 
 /// Takes `keys` over from their old homes.
