@@ -428,12 +428,42 @@ it("hands over cache entries of the largest size, several calls' worth, intact",
     const moving = await startService({
       persistDir: dir,
       vars: { EDGECOUNT_SHARDS: "2", EDGECOUNT_SHARDS_FROM: "1" },
+      previousDeployment: { EDGECOUNT_SHARDS: "1" },
     });
     const before = await totals(moving);
     // More than one call's worth leaves for the same shard.
     expect(before.keys_to_move).toBeGreaterThanOrEqual(4);
     const after = await settled(moving);
     expect(after.cache_entries).toBe(16);
+    // A batch of the previous deployment, forwarded to both homes, still answers within the
+    // batch answer budget (8 MiB, `MAX_BATCH_ANSWER_BYTES`): the reads past it are refused.
+    const reads = Array.from({ length: 16 }, (_, i) => ({
+      op: "cache_get",
+      ns: NS,
+      key: `large-${i}`,
+    }));
+    const answer = await moving.fetchPrevious("/v1/batch", {
+      method: "POST",
+      body: JSON.stringify({ ops: reads }),
+    });
+    expect(answer.status).toBe(200);
+    const text = await answer.text();
+    expect(text.length).toBeLessThanOrEqual(8 * 1024 * 1024 + 64 * 1024);
+    const results: { value_base64?: string; error?: { code: string } }[] =
+      JSON.parse(text).results;
+    const read = results.filter((r) => r.value_base64 !== undefined).length;
+    const refused = results.filter(
+      (r) => r.error?.code === "payload_too_large",
+    ).length;
+    expect(read).toBeGreaterThanOrEqual(1);
+    expect(read + refused).toBe(16);
+    // The reads that fit come first, whole.
+    expect(
+      Buffer.from(results[0].value_base64!, "base64").equals(
+        Buffer.from(large(0).bytes),
+      ),
+    ).toBe(true);
+    expect(results.findIndex((r) => r.error)).toBe(read);
     for (let i = 0; i < 16; i++) {
       const { path, bytes } = large(i);
       const read = await moving.fetch(path);
