@@ -91,7 +91,11 @@ async function settled(service: Service): Promise<Totals> {
  * deployment or the previous one, some with an Idempotency-Key and sent twice. Answers the
  * increments acknowledged per key (a repeat of a keyed write counts once).
  */
-async function writers(service: Service, rounds: number): Promise<number[]> {
+async function writers(
+  service: Service,
+  rounds: number,
+  change: string,
+): Promise<number[]> {
   const acknowledged = new Array<number>(KEYS).fill(0);
   const writer = async (w: number) => {
     for (let round = 0; round < rounds; round++) {
@@ -101,7 +105,10 @@ async function writers(service: Service, rounds: number): Promise<number[]> {
       const keyed = round % 4 === 0;
       const init: RequestInit = {
         method: "POST",
-        headers: keyed ? { "idempotency-key": `w${w}-r${round}` } : {},
+        // Unique across both changes: a key used again on the same counter is a replay.
+        headers: keyed
+          ? { "idempotency-key": `${change}-w${w}-r${round}` }
+          : {},
       };
       const path = `/v1/counters/${NS}/${key(i)}/incr`;
       const first = await send(path, init);
@@ -178,7 +185,7 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
     });
     const before = await totals(moving);
     expect(before.keys_to_move).toBeGreaterThan(KEYS / 10);
-    const acknowledged = await writers(moving, 60);
+    const acknowledged = await writers(moving, 60, `${from}-${to}`);
     acknowledged.forEach((n, i) => (expected[i] += n));
     // One-way increments through both deployments: each isolate flushes its sums under a
     // receipt, which the previous deployment's shards forward to the keys' new homes.
