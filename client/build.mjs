@@ -4,6 +4,7 @@
 // dist/ is committed: `node client/build.mjs --check` builds into a temporary folder and
 // fails when the committed files differ from a fresh build.
 import {
+  existsSync,
   mkdtempSync,
   mkdirSync,
   readdirSync,
@@ -165,8 +166,13 @@ async function build(outDir) {
   const dts = await prettier.format(merged, { parser: "typescript" });
   mkdirSync(outDir, { recursive: true });
   const files = { "edgecount.js": js.text, "edgecount.d.ts": dts };
-  for (const [name, text] of Object.entries(files))
-    writeFileSync(join(outDir, name), text);
+  // A file already as built is left alone: the worker compiles dist/ in, and a new
+  // modification time would make cargo compile it again.
+  for (const [name, text] of Object.entries(files)) {
+    const path = join(outDir, name);
+    if (!existsSync(path) || readFileSync(path, "utf8") !== text)
+      writeFileSync(path, text);
+  }
   checkDeclarations(join(outDir, "edgecount.d.ts"), js.exports);
   return files;
 }
@@ -194,8 +200,9 @@ if (process.argv.includes("--check")) {
     rmSync(temp, { recursive: true, force: true });
   }
 } else {
-  rmSync(dist, { recursive: true, force: true });
   const files = await build(dist);
+  for (const name of readdirSync(dist))
+    if (!(name in files)) rmSync(join(dist, name), { recursive: true });
   const js = Buffer.from(files["edgecount.js"]);
   console.log(
     `client/dist/edgecount.js: ${js.length} bytes minified, ${gzipSync(js, { level: 9 }).length} gzipped`,

@@ -14,7 +14,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-WORKER_BUILD_VERSION=0.8.7
 K6_VERSION=v1.8.1
 MATPLOTLIB_VERSION=3.10.7
 SCHEMATHESIS_VERSION=4.32.5
@@ -45,14 +44,6 @@ rust_targets() {
       rustup component add "$component"
     fi
   done
-}
-
-worker_build() {
-  if [ "$("$TOOLS/bin/worker-build" --version 2>/dev/null)" = "$WORKER_BUILD_VERSION" ]; then
-    return
-  fi
-  say "installing worker-build $WORKER_BUILD_VERSION (about 8 minutes on 2 cores)"
-  cargo install --quiet --root "$TOOLS" worker-build --version "$WORKER_BUILD_VERSION" --locked
 }
 
 wasm_bindgen() {
@@ -230,7 +221,7 @@ run_jobs() {
 mode="${1:-dev}"
 link_tools_dir
 rust_targets
-jobs=(worker_build wasm_bindgen node_packages compile_cache)
+jobs=(wasm_bindgen node_packages compile_cache)
 debs=()
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
   jobs+=(k6 bench_python api_check_python compat_clients)

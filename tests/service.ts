@@ -33,7 +33,7 @@ export async function startService(
   const { workerOptions, main } =
     unstable_getMiniflareWorkerOptions("wrangler.toml");
   if (!main) throw new Error("wrangler.toml has no `main`");
-  // The entry module, worker-build's JS shim it wraps, and the Wasm module.
+  // The entry module, the wasm-bindgen glue it wraps, and the Wasm module.
   const code = {
     modulesRoot: dirname(main),
     modules: [

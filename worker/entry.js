@@ -1,22 +1,17 @@
-// The worker's entry module, over worker-build's output (index.js). scripts/build-worker.sh
-// copies it next to index.js.
+// The worker's entry module, over wasm-bindgen's glue (index.js; scripts/build-worker.sh builds
+// both into build/).
 //
-// index.js exports its classes wrapped in Proxies that, on every construction and on every
-// method of every instance, check whether a trap has poisoned the Wasm instance and, if so,
-// start a new one. That costs a Proxy, a wrapped function and an extra promise per call, on
-// every request and every shard call. This module exports plain entry points instead and keeps
-// the recovery: it notes a trap itself (a `WebAssembly.RuntimeError` thrown or rejected) and
-// lets the Proxies restart the instance on the next request.
+// A trap (a Rust panic, with panic = "abort") poisons the Wasm instance: the glue then refuses
+// every call. This module notes a trap (a `WebAssembly.RuntimeError` thrown or rejected) and
+// starts a new instance before the next request or shard call, as workers-rs' worker-build
+// shim does; unlike that shim it puts no Proxy around the classes and no wrapped function and
+// extra promise around each call, which cost every request and every shard call.
 import { DurableObject } from "cloudflare:workers";
-import worker, { Shard as ProxiedShard } from "./index.js";
+import * as wasm from "./index.js";
 
-// What index.js keeps about its Wasm instance: whether a trap poisoned it, and which instance
-// is current (it counts up on every restart).
-const instance = globalThis.__worker_init_state;
-
-// The classes behind the Proxies (a Proxy passes `prototype` through to its target).
-const WasmShard = ProxiedShard.prototype.constructor;
-const fetchWasm = worker.prototype.fetch;
+// Whether a trap poisoned the instance, and which instance is current (counted up on every
+// restart); kept by the worker crate.
+const instance = wasm.__worker_init_state();
 
 function noteTrap(error) {
   if (error instanceof WebAssembly.RuntimeError) instance.criticalError = true;
@@ -25,9 +20,12 @@ function noteTrap(error) {
 // A trap inside a request's later turns surfaces as an unhandled rejection.
 addEventListener("unhandledrejection", (event) => noteTrap(event.reason));
 
-// Constructing through index.js's Proxy restarts a poisoned instance.
-function restartIfTrapped(ctx, env) {
-  if (instance.criticalError) new worker(ctx, env);
+function restartIfTrapped() {
+  if (!instance.criticalError) return;
+  console.log("restarting the Wasm instance after a trap");
+  wasm.__wbg_reset_state();
+  instance.criticalError = false;
+  instance.instanceId++;
 }
 
 function guarded(call) {
@@ -52,8 +50,8 @@ function guardedAsync(call) {
 
 export default {
   fetch(request, env, ctx) {
-    restartIfTrapped(ctx, env);
-    return guarded(() => fetchWasm.call({ env, ctx }, request));
+    restartIfTrapped();
+    return guarded(() => wasm.fetch(request, env, ctx));
   },
 };
 
@@ -69,9 +67,9 @@ export class Shard extends DurableObject {
   }
 
   #current() {
-    restartIfTrapped(this.ctx, this.env);
+    restartIfTrapped();
     if (this.#wasm === undefined || this.#instanceId !== instance.instanceId) {
-      this.#wasm = new WasmShard(this.ctx, this.env);
+      this.#wasm = new wasm.Shard(this.ctx, this.env);
       this.#instanceId = instance.instanceId;
     }
     return this.#wasm;
