@@ -15,6 +15,9 @@ BENCH_PYTHON := .tools/bench-venv/bin/python
 PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/profile.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md
 BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
+# `make test` runs its parts through scripts/test-suite.sh, with SUITE_READY=1 once the tools
+# are installed: a part then needs nothing first (the suite builds the worker once itself).
+needs = $(if $(SUITE_READY),,$(1))
 
 help:
 	@echo "make dev    build and serve the API on http://127.0.0.1:8787 (state kept in .dev-state/)"
@@ -33,7 +36,7 @@ tools:
 tools-test:
 	@scripts/bootstrap.sh test
 
-build: tools
+build: $(call needs,tools)
 	@scripts/build-worker.sh
 
 dev: build
@@ -42,7 +45,7 @@ dev: build
 deploy: build
 	wrangler deploy
 
-lint: tools-test
+lint: $(call needs,tools-test)
 	@echo "[lint] cargo fmt --check"
 	@cargo fmt --all -- --check
 	@echo "[lint] cargo clippy -D warnings"
@@ -57,26 +60,29 @@ fmt: tools
 	prettier --write --log-level warn $(PRETTIER_PATHS)
 	node client/build.mjs
 
-test-native: tools
+test-native: $(call needs,tools)
 	@echo "[test] native Rust tests"
 	@cargo test --locked --workspace --quiet
 
-test-worker: build tools-test
+test-worker: $(call needs,build tools-test)
 	@echo "[test] vitest in workerd"
 	@vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-report.json
 	@node -e 'const r = require("./build/vitest-report.json"); console.log(`vitest: $${r.numPassedTests} passed, $${r.numFailedTests} failed`)'
 
-test-bench-smoke: build tools-test
+test-bench-smoke: $(call needs,build tools-test)
 	@echo "[test] benchmark kit smoke run (seconds; checks the kit works, measures nothing)"
 	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --out build/bench-smoke
 	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd js-floor-workerd redis-webdis
 	@MIGRATION_KEYS=3000 MIGRATION_LOAD_SECONDS=2 MIGRATION_OUT=build/bench-smoke/migration node scripts/bench-migration.mjs
 
-test-api-spec: build tools-test
+test-api-spec: $(call needs,build tools-test)
 	@echo "[test] OpenAPI description against the running worker (schemathesis)"
 	@scripts/check-openapi.sh
 
-test: lint test-native test-worker test-api-spec test-bench-smoke
+# The whole suite; its parts run at once where they do not depend on each other (see
+# scripts/test-suite.sh), and each can also be run alone: `make test-worker`, say.
+test: tools-test
+	@scripts/test-suite.sh
 
 fuzz:
 	@scripts/fuzz.sh

@@ -22,7 +22,7 @@ WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/,
 
 SCCACHE_VERSION=0.16.0
 
-# Inside a parallel job (see run_jobs), JOB names it.
+# Inside a parallel step (see scripts/jobs.sh), JOB names it.
 say() { printf '[bootstrap%s] %s\n' "${JOB:+/$JOB}" "$*"; }
 
 link_tools_dir() {
@@ -168,55 +168,13 @@ ehcache_baseline() {
   (cd "$dir" && mvn -B -q package -DskipTests)
 }
 
-# Runs install steps at once (they do not depend on each other; the two cargo installs share
-# cargo's package cache, which cargo locks itself). A step is a function name, optionally
-# followed by its arguments after a colon. Each output line is prefixed with the step's name;
-# at the end comes how long each took and whether it installed anything. Fails if any step
-# failed, once all have ended.
-run_jobs() {
-  local logs
-  logs="$(mktemp -d)"
-  local started=$SECONDS
-  local pids=() names=()
-  for job in "$@"; do
-    local name="${job%%:*}" args=()
-    [[ $job == *:* ]] && read -r -a args <<< "${job#*:}"
-    names+=("$name")
-    (
-      export JOB="$name"
-      start=$SECONDS
-      # The step runs in a subshell of its own with `set -e` in force (under `||` bash would
-      # ignore it), so its first failing command ends it.
-      set +e
-      (set -e; "$name" "${args[@]}") > >(sed -u "/^\[bootstrap/! s/^/[bootstrap\/$name] /" | tee "$logs/$name.out") 2>&1
-      status=$?
-      wait # for the prefixing sed, so the output is complete before the summary reads it
-      echo "$status $((SECONDS - start))" > "$logs/$name.status"
-      exit "$status"
-    ) &
-    pids+=($!)
-  done
-  local failed=0
-  for pid in "${pids[@]}"; do
-    wait "$pid" || failed=1
-  done
-  local summary=""
-  for name in "${names[@]}"; do
-    local status=1 seconds="?" what
-    read -r status seconds < "$logs/$name.status" 2>/dev/null || true
-    if [ "$status" != 0 ]; then
-      what="FAILED (exit $status)"
-    elif [ -s "$logs/$name.out" ]; then
-      what="installed"
-    else
-      what="present"
-    fi
-    summary+="${summary:+; }$name $what in ${seconds}s"
-  done
-  rm -rf "$logs"
-  say "$summary; all in $((SECONDS - started))s"
-  return "$failed"
-}
+# The installs run at once (see scripts/jobs.sh): they do not depend on each other, and the two
+# cargo installs share cargo's package cache, which cargo locks itself. A step that printed
+# nothing found its tool present.
+# shellcheck source=scripts/jobs.sh
+source "$ROOT/scripts/jobs.sh"
+installed_or_present() { [ -s "$2" ] && echo installed || echo present; }
+export JOBS_LABEL=bootstrap JOBS_DESCRIBE=installed_or_present
 
 mode="${1:-dev}"
 link_tools_dir

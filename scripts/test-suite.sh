@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make test`: every part of the suite, those that do not depend on each other at once, each
+# output line prefixed with its part, and a summary of how each ended and how long it took.
+#
+#   lint, then the native tests  |  the Wasm build, then at once: vitest in workerd,
+#   (both build natively, in     |  the OpenAPI check and the benchmark smoke run
+#   target/debug)                |  (they only read build/)
+#
+# Most of the workerd parts' time is waiting (timers, processes starting, k6's fixed holds), so
+# on two cores they take little longer side by side than the longest alone. Each part is a
+# target of the Makefile, run with SUITE_READY=1 so that it neither installs tools nor builds
+# the worker again: the Makefile's `test` has installed them, and the build runs once, here.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+# shellcheck source=scripts/jobs.sh
+source "$ROOT/scripts/jobs.sh"
+export JOBS_LABEL=test SUITE_READY=1
+
+part() { make --no-print-directory "$@"; }
+
+rust_checks() {
+  part lint
+  part test-native
+}
+
+vitest() { part test-worker; }
+api_spec() { part test-api-spec; }
+bench_smoke() { part test-bench-smoke; }
+
+worker_suites() {
+  part build
+  run_jobs vitest api_spec bench_smoke
+}
+
+run_jobs rust_checks worker_suites
