@@ -6,8 +6,10 @@
 #   (both build natively, in     |  the OpenAPI check and the benchmark smoke run
 #   target/debug)                |  (they only read build/)
 #
-# Most of the workerd parts' time is waiting (timers, processes starting, k6's fixed holds), so
-# on two cores they take little longer side by side than the longest alone. Each part is a
+# The Wasm build and then vitest are the longest path, so every other part runs at a lower CPU
+# priority (`nice`) and takes what they leave: on two cores the native builds fit beside the
+# Wasm build's single-threaded link and wasm-opt, and the OpenAPI check and the benchmark smoke
+# run (mostly waiting: k6's holds at a fixed rate) beside vitest. Each part is a
 # target of the Makefile, run with SUITE_READY=1 so that it neither installs tools nor builds
 # the worker again: the Makefile's `test` has installed them, and the build runs once, here.
 set -euo pipefail
@@ -19,15 +21,17 @@ source "$ROOT/scripts/jobs.sh"
 export JOBS_LABEL=test SUITE_READY=1
 
 part() { make --no-print-directory "$@"; }
+# A part off the longest path.
+beside() { nice -n 10 make --no-print-directory "$@"; }
 
 rust_checks() {
-  part lint
-  part test-native
+  beside lint
+  beside test-native
 }
 
 vitest() { part test-worker; }
-api_spec() { part test-api-spec; }
-bench_smoke() { part test-bench-smoke; }
+api_spec() { beside test-api-spec; }
+bench_smoke() { beside test-bench-smoke; }
 
 worker_suites() {
   part build
