@@ -96,12 +96,17 @@ export async function startService(
       );
     },
     async value(ns, key) {
-      const response = await service.fetch(
-        `/v1/counters/${ns}/${encodeURIComponent(key)}`,
-        {
+      const read = () =>
+        service.fetch(`/v1/counters/${ns}/${encodeURIComponent(key)}`, {
           headers: { accept: "text/plain" },
-        },
-      );
+        });
+      // A read is safe to send again, and may have to be: after the worker refuses a body it
+      // did not read in full (413), it closes that connection, which can still be in the
+      // client's pool when the next request takes it ("other side closed").
+      const response = await read().catch((error) => {
+        if (error?.cause?.code !== "UND_ERR_SOCKET") throw error;
+        return read();
+      });
       if (response.status !== 200) {
         throw new Error(
           `reading ${ns}/${key}: ${response.status} ${await response.text()}`,
