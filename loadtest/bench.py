@@ -79,7 +79,7 @@ PROFILES = {
                      ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async"), (), True,
                      pair_rounds=2),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
-    "smoke": Profile(1, 2, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
+    "smoke": Profile(1, 1, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
                      ("read", "write-async", "mixed", "batch"), (), False, pair_rounds=1),
 }
 

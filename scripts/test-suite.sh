@@ -6,10 +6,10 @@
 #   (both build natively, in     |  the OpenAPI check and the benchmark smoke run
 #   target/debug)                |  (they only read build/)
 #
-# The Wasm build and then vitest are the longest path, so every other part runs at a lower CPU
-# priority (`nice`) and takes what they leave: on two cores the native builds fit beside the
-# Wasm build's single-threaded link and wasm-opt, and the OpenAPI check and the benchmark smoke
-# run (mostly waiting: k6's holds at a fixed rate) beside vitest. Each part is a
+# The Wasm build, then vitest and the benchmark smoke run (mostly waiting: k6 holds for fixed
+# times) are the longest paths, so the other parts run at a lower CPU priority (`nice`) and
+# take what those leave: on two cores the native builds fit beside the Wasm build's
+# single-threaded link and wasm-opt, and the OpenAPI check beside the rest. Each part is a
 # target of the Makefile, run with SUITE_READY=1 so that it neither installs tools nor builds
 # the worker again: the Makefile's `test` has installed them, and the build runs once, here.
 set -euo pipefail
@@ -31,7 +31,7 @@ rust_checks() {
 
 vitest() { part test-worker; }
 api_spec() { beside test-api-spec; }
-bench_smoke() { beside test-bench-smoke; }
+bench_smoke() { part test-bench-smoke; }
 
 worker_suites() {
   part build
