@@ -11,7 +11,8 @@
 #   3. wasm-opt -O (binaryen, from node_modules) with the features workerd supports;
 #   4. esbuild bundles the glue and its inline snippets into one module.
 # worker-build also wraps the exports in Proxies; worker/entry.js does without them (see there).
-# Steps 2-4 are skipped when cargo's output and worker/entry.js are what the last build used.
+# Steps 2-4 are skipped when cargo's output and worker/entry.js are what the last build used,
+# and their result is shared by the clones on a machine (see below).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +23,9 @@ export PATH="$ROOT/node_modules/.bin:$PATH"
 OUT="$ROOT/build"
 WASM="$ROOT/target/wasm32-unknown-unknown/release/edgecount_worker.wasm"
 STAMP="$OUT/.built-from"
+# Where the results of steps 2-4 are kept for other clones (see below), and how many.
+CACHE="${EDGECOUNT_BUILD_CACHE:-$HOME/.cache/edgecount/worker-builds}"
+KEEP_BUILDS=8
 
 # The worker compiles client/dist in (served at /v1/client.js): bring it up to date first.
 echo "[build] browser client -> client/dist/"
@@ -33,31 +37,49 @@ started=$SECONDS
 WASM_BINDGEN_USE_JS_SYS=1 cargo build --locked --quiet --release --lib --target wasm32-unknown-unknown \
   -p edgecount-worker
 
-inputs="$(sha256sum "$WASM" worker/entry.js "${BASH_SOURCE[0]}" | cut -d' ' -f1 | tr '\n' ' ')"
+# Steps 2-4 turn cargo's output into the same files every time, so their result is kept under
+# a key made of everything they read: cargo's output, this script and the three tools'
+# versions. Another clone building the same sources takes it from there instead of running
+# wasm-opt (tens of seconds) again; any other input makes another key.
+package_version() { node -p "require('./node_modules/$1/package.json').version"; }
+key="$( (sha256sum "$WASM" "${BASH_SOURCE[0]}" | cut -d' ' -f1
+  echo "wasm-bindgen $WASM_BINDGEN_VERSION binaryen $(package_version binaryen) esbuild $(package_version esbuild)") |
+  sha256sum | cut -c1-32)"
+inputs="$key $(sha256sum worker/entry.js | cut -d' ' -f1)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$inputs" ] && [ -f "$OUT/index.js" ] \
   && [ -f "$OUT/index_bg.wasm" ] && [ -f "$OUT/entry.js" ]; then
   echo "[build] up to date ($((SECONDS - started)) s)"
   exit 0
 fi
 
-staging="$(mktemp -d "$OUT.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
-"$WASM_BINDGEN" "$WASM" --out-dir "$staging" --out-name index --target module --no-typescript \
-  --experimental-reset-state-function --force-enable-abort-handler
-echo "[build] wasm-opt -O"
-features=(mutable-globals sign-ext nontrapping-float-to-int bulk-memory multivalue reference-types
-  exception-handling)
-wasm-opt "$staging/index_bg.wasm" -o "$staging/index_bg.opt.wasm" -O "${features[@]/#/--enable-}" --debuginfo
-mv "$staging/index_bg.opt.wasm" "$staging/index_bg.wasm"
-esbuild "$staging/index.js" --bundle --format=esm --minify --log-level=warning \
-  --external:./index_bg.wasm --external:'cloudflare:*' --outfile="$staging/bundle.js"
-# The glue imports the Wasm module in the source phase (`import source`); workerd and wrangler
-# take a plain import of a .wasm file as the compiled module.
-sed 's/import source /import /' "$staging/bundle.js" > "$staging/index.bundled.js"
-
-mkdir -p "$OUT"
-mv "$staging/index.bundled.js" "$OUT/index.js"
-mv "$staging/index_bg.wasm" "$OUT/index_bg.wasm"
+kept="$CACHE/$key"
+mkdir -p "$OUT" "$CACHE"
+if [ -f "$kept/index.js" ] && [ -f "$kept/index_bg.wasm" ]; then
+  echo "[build] glue and optimized Wasm for these sources kept from an earlier build"
+  touch "$kept"
+else
+  staging="$(mktemp -d "$CACHE/.building.XXXXXX")"
+  trap 'rm -rf "$staging"' EXIT
+  "$WASM_BINDGEN" "$WASM" --out-dir "$staging" --out-name index --target module --no-typescript \
+    --experimental-reset-state-function --force-enable-abort-handler
+  echo "[build] wasm-opt -O"
+  features=(mutable-globals sign-ext nontrapping-float-to-int bulk-memory multivalue reference-types
+    exception-handling)
+  wasm-opt "$staging/index_bg.wasm" -o "$staging/index_bg.opt.wasm" -O "${features[@]/#/--enable-}" --debuginfo
+  mv "$staging/index_bg.opt.wasm" "$staging/index_bg.wasm"
+  esbuild "$staging/index.js" --bundle --format=esm --minify --log-level=warning \
+    --external:./index_bg.wasm --external:'cloudflare:*' --outfile="$staging/bundle.js"
+  # The glue imports the Wasm module in the source phase (`import source`); workerd and
+  # wrangler take a plain import of a .wasm file as the compiled module.
+  sed 's/import source /import /' "$staging/bundle.js" > "$staging/index.js"
+  rm -rf "$staging/bundle.js" "$staging/snippets"
+  # Whole or not at all: another build may be reading the cache meanwhile.
+  mv -T "$staging" "$kept" 2>/dev/null || rm -rf "$staging"
+  # The cache keeps the KEEP_BUILDS most recently used results.
+  ls -1td "$CACHE"/*/ | tail -n +$((KEEP_BUILDS + 1)) | xargs -r rm -rf
+fi
+cp "$kept/index.js" "$OUT/index.js"
+cp "$kept/index_bg.wasm" "$OUT/index_bg.wasm"
 cp worker/entry.js "$OUT/entry.js"
 echo "$inputs" > "$STAMP"
 echo "[build] done in $((SECONDS - started)) s: $(wc -c < "$OUT/index_bg.wasm") bytes of Wasm"
