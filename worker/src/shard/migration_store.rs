@@ -44,12 +44,7 @@ impl SqlShardStore {
     /// # Errors
     /// A description of the storage failure.
     pub fn settle_arrivals(&self, migration: Migration) -> Result<()> {
-        self.change(
-            "DELETE FROM arrivals WHERE from_shards != ? OR to_shards != ?",
-            vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))],
-        )
-        .map(drop)
-        .map_err(|e| describe(&e))
+        self.write("DELETE FROM arrivals WHERE from_shards != ? OR to_shards != ?", counts_of(migration))
     }
 
     /// The change of count this shard last ran under and that has not been declared over
@@ -74,13 +69,11 @@ impl SqlShardStore {
     /// # Errors
     /// A description of the storage failure.
     pub fn declare_change(&self, migration: Migration) -> Result<()> {
-        self.change(
+        self.write(
             "INSERT INTO declared_change (id, from_shards, to_shards) VALUES (0, ?, ?) ON CONFLICT (id) \
              DO UPDATE SET from_shards = excluded.from_shards, to_shards = excluded.to_shards",
-            vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))],
+            counts_of(migration),
         )
-        .map(drop)
-        .map_err(|e| describe(&e))
     }
 
     /// Forgets `migration` once it is declared over: its arrival marks, and that this shard ran
@@ -89,12 +82,11 @@ impl SqlShardStore {
     /// # Errors
     /// A description of the storage failure.
     pub fn settle_change(&self, migration: Migration) -> Result<()> {
-        let (from, to) = (integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to))));
         for statement in [
             "DELETE FROM arrivals WHERE from_shards = ? AND to_shards = ?",
             "DELETE FROM declared_change WHERE from_shards = ? AND to_shards = ?",
         ] {
-            self.change(statement, vec![from.clone(), to.clone()]).map_err(|e| describe(&e))?;
+            self.write(statement, counts_of(migration))?;
         }
         Ok(())
     }
@@ -124,12 +116,10 @@ impl SqlShardStore {
     /// # Errors
     /// A description of the storage failure.
     pub fn learn_shard(&self, shard: u32) -> Result<()> {
-        self.change(
+        self.write(
             "INSERT INTO hand_overs (id, shard) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET shard = excluded.shard",
             vec![integer(Some(u64::from(shard)))],
         )
-        .map(drop)
-        .map_err(|e| describe(&e))
     }
 
     /// Keeps that every key leaving this shard in `migration` has been handed over.
@@ -137,12 +127,7 @@ impl SqlShardStore {
     /// # Errors
     /// A description of the storage failure.
     pub fn finish_hand_overs(&self, migration: Migration) -> Result<()> {
-        self.change(
-            "UPDATE hand_overs SET done_from = ?, done_to = ? WHERE id = 0",
-            vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))],
-        )
-        .map(drop)
-        .map_err(|e| describe(&e))
+        self.write("UPDATE hand_overs SET done_from = ?, done_to = ? WHERE id = 0", counts_of(migration))
     }
 
     /// The places in `keys` of those not yet taken over in `migration`.
@@ -160,11 +145,7 @@ impl SqlShardStore {
                 "SELECT CAST(r.key AS INTEGER) AS place FROM json_each(?1) AS r WHERE NOT EXISTS \
                  (SELECT 1 FROM arrivals AS a WHERE a.ns = r.value ->> 0 AND a.key = r.value ->> 1 \
                  AND a.from_shards = ?2 AND a.to_shards = ?3)",
-                vec![
-                    json_rows(&names)?,
-                    integer(Some(u64::from(migration.from))),
-                    integer(Some(u64::from(migration.to))),
-                ],
+                [vec![json_rows(&names)?], counts_of(migration)].concat(),
             )
             .map_err(|e| describe(&e))?;
         Ok(places.into_iter().map(|p| p.place).collect())
@@ -287,7 +268,7 @@ impl SqlShardStore {
         self.save_all(&counters)?;
         for parcel in &fresh {
             let Some(entry) = &parcel.cache else { continue };
-            self.change(
+            self.write(
                 "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?)",
                 vec![
@@ -298,8 +279,7 @@ impl SqlShardStore {
                     integer(entry.expires_at_ms),
                     integer(Some(entry.written_at_ms)),
                 ],
-            )
-            .map_err(|e| describe(&e))?;
+            )?;
         }
         let records: Vec<_> = fresh
             .iter()
@@ -320,13 +300,12 @@ impl SqlShardStore {
         for chunk in records.chunks(ROWS_PER_STATEMENT) {
             let insert = "INSERT INTO idempotency_records \
                           (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)";
-            self.change(&rows_statement(insert, 7, chunk.len(), ""), vec![json_rows(&chunk)?])
-                .map_err(|e| describe(&e))?;
+            self.write(&rows_statement(insert, 7, chunk.len(), ""), vec![json_rows(&chunk)?])?;
         }
         let arrivals: Vec<_> =
             adopted.iter().map(|(ns, key)| (ns, key, migration.from, migration.to)).collect();
         for chunk in arrivals.chunks(ROWS_PER_STATEMENT) {
-            self.change(
+            self.write(
                 &rows_statement(
                     "INSERT INTO arrivals (ns, key, from_shards, to_shards)",
                     4,
@@ -335,8 +314,7 @@ impl SqlShardStore {
                      to_shards = excluded.to_shards",
                 ),
                 vec![json_rows(&chunk)?],
-            )
-            .map_err(|e| describe(&e))?;
+            )?;
         }
         Ok(adopted)
     }
@@ -354,13 +332,12 @@ impl SqlShardStore {
                 } else {
                     String::new()
                 };
-                self.change(
+                self.write(
                     &format!(
                         "DELETE FROM {table} WHERE (ns, key) IN (SELECT r.value ->> 0, r.value ->> 1 FROM json_each(?1) AS r){only}"
                     ),
                     vec![json_names(chunk)?],
-                )
-                .map_err(|e| describe(&e))?;
+                )?;
             }
         }
         Ok(())
@@ -416,6 +393,11 @@ struct Placed<T> {
     place: usize,
     #[serde(flatten)]
     row: T,
+}
+
+/// The counts of `migration`, bound as two integers: the count left, then the one reached.
+fn counts_of(migration: Migration) -> Vec<SqlStorageValue> {
+    vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))]
 }
 
 /// `keys` as one JSON array of `[ns, key]`, for `json_each`.

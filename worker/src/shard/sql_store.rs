@@ -252,13 +252,11 @@ impl SqlShardStore {
     /// # Errors
     /// A description of the storage failure.
     pub fn keep_placement(&self, kept: Kept) -> std::result::Result<(), String> {
-        self.change(
+        self.write(
             "INSERT INTO placement (id, shards, from_shards) VALUES (0, ?, ?) ON CONFLICT (id) \
              DO UPDATE SET shards = excluded.shards, from_shards = excluded.from_shards",
             vec![integer(Some(u64::from(kept.shards))), integer(kept.from.map(u64::from))],
         )
-        .map(drop)
-        .map_err(|e| describe(&e))
     }
 
     /// The object's SQL storage, for statements of the other store modules.
@@ -307,6 +305,16 @@ impl SqlShardStore {
         let _ = cursor.raw().count();
         self.tally(&cursor);
         Ok(cursor.rows_written() as u64)
+    }
+
+    /// Runs a statement that answers no rows, for its effect alone; a failure as its
+    /// description.
+    pub(super) fn write(
+        &self,
+        query: &str,
+        bindings: Vec<SqlStorageValue>,
+    ) -> std::result::Result<(), String> {
+        self.change(query, bindings).map(drop).map_err(|e| describe(&e))
     }
 
     pub(super) fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
@@ -406,7 +414,7 @@ impl CounterStore for SqlShardStore {
                     Ok((ns, key, c.value, c.version, c.ttl_seconds, c.expires_at_ms, c.created_ms, settings))
                 })
                 .collect::<std::result::Result<Vec<_>, String>>()?;
-            self.change(
+            self.write(
                 &rows_statement(
                     "INSERT INTO counters \
                      (ns, key, value, version, ttl_seconds, expires_at_ms, created_ms, settings)",
@@ -418,19 +426,16 @@ impl CounterStore for SqlShardStore {
                      created_ms = excluded.created_ms, settings = excluded.settings",
                 ),
                 vec![json_rows(&rows)?],
-            )
-            .map_err(|e| describe(&e))?;
+            )?;
         }
         Ok(())
     }
 
     fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
-        self.change(
+        self.write(
             "DELETE FROM counters WHERE ns = ? AND key = ?",
             vec![text(ns.as_str()), text(key.as_str())],
         )
-        .map(drop)
-        .map_err(|e| describe(&e))
     }
 }
 
@@ -452,7 +457,7 @@ impl IdempotencyStore for SqlShardStore {
                     )
                 })
                 .collect();
-            self.change(
+            self.write(
                 &rows_statement(
                     "INSERT INTO idempotency_records \
                      (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)",
@@ -463,8 +468,7 @@ impl IdempotencyStore for SqlShardStore {
                      created_at_ms = excluded.created_at_ms",
                 ),
                 vec![json_rows(&rows)?],
-            )
-            .map_err(|e| describe(&e))?;
+            )?;
         }
         Ok(())
     }
@@ -615,7 +619,7 @@ impl CacheStore for SqlShardStore {
         expires_at_ms: Option<u64>,
         now_ms: u64,
     ) -> std::result::Result<(), String> {
-        self.change(
+        self.write(
             "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
                  value = excluded.value, content_type = excluded.content_type, \
@@ -629,16 +633,12 @@ impl CacheStore for SqlShardStore {
                 integer(Some(now_ms)),
             ],
         )
-        .map(drop)
-        .map_err(|e| describe(&e))
     }
 
     fn remove_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
-        self.change(
+        self.write(
             "DELETE FROM cache_entries WHERE ns = ? AND key = ?",
             vec![text(ns.as_str()), text(key.as_str())],
         )
-        .map(drop)
-        .map_err(|e| describe(&e))
     }
 }
