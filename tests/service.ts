@@ -82,9 +82,18 @@ export async function startService(
   const service: Service = {
     url: options.listen ? ready.origin : undefined,
     async fetch(path, init) {
-      return buffered(
-        await mf.dispatchFetch(`http://edgecount.test${path}`, init as never),
-      );
+      const send = () =>
+        mf.dispatchFetch(`http://edgecount.test${path}`, init as never);
+      // A read is safe to send again, and may have to be: after the worker refuses a body it
+      // did not read in full (413), it closes that connection, which can still be in the
+      // client's pool when the next request takes it ("other side closed").
+      const method = (init?.method ?? "GET").toUpperCase();
+      const safe = method === "GET" || method === "HEAD";
+      const response = await send().catch((error) => {
+        if (!safe || error?.cause?.code !== "UND_ERR_SOCKET") throw error;
+        return send();
+      });
+      return buffered(response as unknown as Response);
     },
     async fetchPrevious(path, init) {
       const worker = await mf.getWorker(`${name}-previous`);
@@ -96,17 +105,10 @@ export async function startService(
       );
     },
     async value(ns, key) {
-      const read = () =>
-        service.fetch(`/v1/counters/${ns}/${encodeURIComponent(key)}`, {
-          headers: { accept: "text/plain" },
-        });
-      // A read is safe to send again, and may have to be: after the worker refuses a body it
-      // did not read in full (413), it closes that connection, which can still be in the
-      // client's pool when the next request takes it ("other side closed").
-      const response = await read().catch((error) => {
-        if (error?.cause?.code !== "UND_ERR_SOCKET") throw error;
-        return read();
-      });
+      const response = await service.fetch(
+        `/v1/counters/${ns}/${encodeURIComponent(key)}`,
+        { headers: { accept: "text/plain" } },
+      );
       if (response.status !== 200) {
         throw new Error(
           `reading ${ns}/${key}: ${response.status} ${await response.text()}`,
