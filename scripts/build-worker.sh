@@ -12,7 +12,8 @@
 #   4. esbuild bundles the glue and its inline snippets into one module.
 # worker-build also wraps the exports in Proxies; worker/entry.js does without them (see there).
 # Steps 2-4 are skipped when cargo's output and worker/entry.js are what the last build used,
-# and their result is shared by the clones on a machine (see below).
+# and their result is shared by the clones on a machine (see below); a clone whose sources
+# are those of a kept result skips step 1 as well.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,26 +34,47 @@ node client/build.mjs
 
 echo "[build] worker -> build/ (release Wasm)"
 started=$SECONDS
-# Tells wasm-bindgen's macros to use js_sys' futures, as worker-build does.
-WASM_BINDGEN_USE_JS_SYS=1 cargo build --locked --quiet --release --lib --target wasm32-unknown-unknown \
-  -p edgecount-worker
-
-# Steps 2-4 turn cargo's output into the same files every time, so their result is kept under
-# a key made of everything they read: cargo's output, this script and the three tools'
-# versions. Another clone building the same sources takes it from there instead of running
-# wasm-opt (tens of seconds) again; any other input makes another key.
 package_version() { node -p "require('./node_modules/$1/package.json').version"; }
-key="$( (sha256sum "$WASM" "${BASH_SOURCE[0]}" | cut -d' ' -f1
-  echo "wasm-bindgen $WASM_BINDGEN_VERSION binaryen $(package_version binaryen) esbuild $(package_version esbuild)") |
-  sha256sum | cut -c1-32)"
+tool_versions="wasm-bindgen $WASM_BINDGEN_VERSION binaryen $(package_version binaryen) esbuild $(package_version esbuild)"
+
+# A key of everything cargo reads (scripts/worker-source-key.sh); empty outside git.
+sources="$(scripts/worker-source-key.sh || true)"
+kept_for_sources=""
+if [ -n "$sources" ] && [ -d "$CACHE" ]; then
+  kept_for_sources="$(grep -lx "$sources" "$CACHE"/*/source-keys 2>/dev/null | head -n 1 || true)"
+fi
+
+if [ -n "$kept_for_sources" ] && [ -f "$(dirname "$kept_for_sources")/index_bg.wasm" ]; then
+  # A build of these very sources was kept: cargo would make the same Wasm.
+  key="$(basename "$(dirname "$kept_for_sources")")"
+  echo "[build] these sources were built before on this machine; cargo skipped"
+else
+  # Tells wasm-bindgen's macros to use js_sys' futures, as worker-build does.
+  WASM_BINDGEN_USE_JS_SYS=1 cargo build --locked --quiet --release --lib --target wasm32-unknown-unknown \
+    -p edgecount-worker
+
+  # Steps 2-4 turn cargo's output into the same files every time, so their result is kept under
+  # a key made of everything they read: cargo's output, this script and the three tools'
+  # versions. Another clone building the same sources takes it from there instead of running
+  # wasm-opt (tens of seconds) again; any other input makes another key.
+  key="$( (sha256sum "$WASM" "${BASH_SOURCE[0]}" | cut -d' ' -f1
+    echo "$tool_versions") | sha256sum | cut -c1-32)"
+fi
 inputs="$key $(sha256sum worker/entry.js | cut -d' ' -f1)"
+kept="$CACHE/$key"
+# Notes that these sources made the kept result, so that the next clone of them skips cargo.
+remember_sources() {
+  if [ -n "$sources" ] && [ -d "$kept" ] && ! grep -qx "$sources" "$kept/source-keys" 2>/dev/null; then
+    echo "$sources" >> "$kept/source-keys"
+  fi
+}
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$inputs" ] && [ -f "$OUT/index.js" ] \
   && [ -f "$OUT/index_bg.wasm" ] && [ -f "$OUT/entry.js" ]; then
+  remember_sources
   echo "[build] up to date ($((SECONDS - started)) s)"
   exit 0
 fi
 
-kept="$CACHE/$key"
 mkdir -p "$OUT" "$CACHE"
 if [ -f "$kept/index.js" ] && [ -f "$kept/index_bg.wasm" ]; then
   echo "[build] glue and optimized Wasm for these sources kept from an earlier build"
@@ -78,6 +100,7 @@ else
   # The cache keeps the KEEP_BUILDS most recently used results.
   ls -1td "$CACHE"/*/ | tail -n +$((KEEP_BUILDS + 1)) | xargs -r rm -rf
 fi
+remember_sources
 cp "$kept/index.js" "$OUT/index.js"
 cp "$kept/index_bg.wasm" "$OUT/index_bg.wasm"
 cp worker/entry.js "$OUT/entry.js"
