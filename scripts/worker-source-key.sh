@@ -22,9 +22,11 @@ wasm_bindgen="$(awk '/^name = "wasm-bindgen"$/ {getline; print; exit}' Cargo.loc
 
 {
   # A listed file that was deleted is left out; the list itself then differs.
+  existing=()
   while IFS= read -r file; do
-    if [ -f "$file" ]; then sha256sum "$file"; fi
+    if [ -f "$file" ]; then existing+=("$file"); fi
   done <<< "$files"
+  sha256sum "${existing[@]}"
   rustc -vV
   cargo -V
   env | grep -E '^(RUSTFLAGS|RUSTC|CARGO_ENCODED_RUSTFLAGS|CARGO_BUILD_|CARGO_PROFILE_|CARGO_TARGET_|WASM_BINDGEN_)' \
