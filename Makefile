@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools tools-test build dev deploy test lint fmt test-native test-worker test-api-spec test-bench-smoke bench bench-core bench-migration fuzz soak clean
+.PHONY: help tools tools-test tools-rust build dev deploy test lint lint-rust lint-js fmt test-native test-worker test-api-spec test-bench-smoke bench bench-core bench-migration fuzz soak clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
@@ -36,6 +36,9 @@ tools:
 tools-test:
 	@scripts/bootstrap.sh test
 
+tools-rust:
+	@scripts/bootstrap.sh rust
+
 build: $(call needs,tools)
 	@scripts/build-worker.sh
 
@@ -45,11 +48,15 @@ dev: build
 deploy: build
 	wrangler deploy
 
-lint: $(call needs,tools-test)
+lint: lint-rust lint-js
+
+lint-rust: $(call needs,tools-rust)
 	@echo "[lint] cargo fmt --check"
 	@cargo fmt --all -- --check
 	@echo "[lint] cargo clippy -D warnings"
 	@cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
+
+lint-js: $(call needs,tools-test)
 	@echo "[lint] prettier --check"
 	@prettier --check --log-level warn $(PRETTIER_PATHS)
 	@echo "[lint] client/dist matches a fresh build of client/src"
@@ -60,7 +67,7 @@ fmt: tools
 	prettier --write --log-level warn $(PRETTIER_PATHS)
 	node client/build.mjs
 
-test-native: $(call needs,tools)
+test-native: $(call needs,tools-rust)
 	@echo "[test] native Rust tests"
 	@cargo test --locked --workspace --quiet
 
@@ -79,9 +86,10 @@ test-api-spec: $(call needs,build tools-test)
 	@echo "[test] OpenAPI description against the running worker (schemathesis)"
 	@scripts/check-openapi.sh
 
-# The whole suite; its parts run at once where they do not depend on each other (see
-# scripts/test-suite.sh), and each can also be run alone: `make test-worker`, say.
-test: tools-test
+# The whole suite; its parts, and the installs they need, run at once where they do not depend
+# on each other (see scripts/test-suite.sh), and each can also be run alone: `make
+# test-worker`, say.
+test:
 	@scripts/test-suite.sh
 
 fuzz:

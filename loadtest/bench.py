@@ -61,6 +61,8 @@ class Profile:
     ceilings: bool
     # Rounds of paired holds of edgecount against its floors (see pairs.py); 0 for none.
     pair_rounds: int = 0
+    # How many of the paths with a floor get paired holds, in the scenarios' order; 0 for all.
+    pair_paths: int = 0
 
 
 ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-workerd-cdn-5s", "edgecount-wrangler-dev",
@@ -80,7 +82,7 @@ PROFILES = {
                      pair_rounds=2),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
     "smoke": Profile(1, 1, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
-                     ("read", "write-async", "mixed", "batch"), (), False, pair_rounds=1),
+                     ("read", "write-async", "mixed", "batch"), (), False, pair_rounds=1, pair_paths=1),
 }
 
 
@@ -204,6 +206,8 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
               cpu_quota: float) -> list[dict]:
     """The paired holds (pairs.py), on fresh state of their own in `run_dir/pairs`."""
     wanted = [s for s in scenarios if s in pairs.FLOOR_OF and {pairs.EDGECOUNT, pairs.FLOOR_OF[s]} <= set(systems)]
+    if profile.pair_paths:
+        wanted = wanted[:profile.pair_paths]
     names = [pairs.EDGECOUNT, *sorted({pairs.FLOOR_OF[s] for s in wanted})]
     if not profile.pair_rounds or not wanted or any(available(name) for name in names):
         return []

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# `make test`: every part of the suite, those that do not depend on each other at once, each
-# output line prefixed with its part, and a summary of how each ended and how long it took.
+# `make test`: every part of the suite, and the installs it needs, those that do not depend on
+# each other at once, each output line prefixed with its part, and a summary of how each ended
+# and how long it took.
 #
-#   lint, then the native tests  |  the Wasm build, then at once: vitest in workerd,
-#   (both build natively, in     |  the OpenAPI check and the benchmark smoke run
-#   target/debug)                |  (they only read build/)
+#   the toolchain's parts and sccache (scripts/bootstrap.sh rust), then at once:
+#   rustfmt and clippy, then the      |  the other installs (k6, npm, ...), prettier, the Wasm
+#   native tests (natively, in        |  build, then at once: vitest in workerd, the OpenAPI
+#   target/debug)                     |  check and the benchmark smoke run (they only read build/)
 #
-# The Wasm build, then vitest and the benchmark smoke run (mostly waiting: k6 holds for fixed
-# times) are the longest paths, so the other parts run at a lower CPU priority (`nice`) and
-# take what those leave: on two cores the native builds fit beside the Wasm build's
-# single-threaded link and wasm-opt, and the OpenAPI check beside the rest. Each part is a
-# target of the Makefile, run with SUITE_READY=1 so that it neither installs tools nor builds
-# the worker again: the Makefile's `test` has installed them, and the build runs once, here.
+# The right-hand side, mostly waiting (installs, timers, k6 holding for fixed times), is the
+# longer, so the Rust checks and the OpenAPI check run at a lower CPU priority (`nice`) and take
+# what it leaves. Each part is a target of the Makefile, run with SUITE_READY=1 so that it
+# neither installs tools nor builds the worker again: this script installs them, and the
+# build runs once, here.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +26,7 @@ part() { make --no-print-directory "$@"; }
 beside() { nice -n 10 make --no-print-directory "$@"; }
 
 rust_checks() {
-  beside lint
+  beside lint-rust
   beside test-native
 }
 
@@ -34,8 +35,11 @@ api_spec() { beside test-api-spec; }
 bench_smoke() { part test-bench-smoke; }
 
 worker_suites() {
+  scripts/bootstrap.sh test
+  part lint-js
   part build
   run_jobs vitest api_spec bench_smoke
 }
 
+scripts/bootstrap.sh rust
 run_jobs rust_checks worker_suites
