@@ -108,6 +108,67 @@ describe("idempotency keys", () => {
   });
 });
 
+describe("rows written for a keyed write", () => {
+  // Each op's idempotency record is one row beside what the op writes anyway: a keyed
+  // increment writes its counter's row and its record, a replay writes nothing, and a keyed
+  // batch writes its keys' rows and one record per op.
+  it("writes at most one row more than the same write without a key, and none to replay", async () => {
+    const ns = freshNamespace("idem-rows");
+    const first = await service.fetch(`/v1/counters/${ns}/k/incr`, {
+      method: "POST",
+    });
+    const shard = Number(first.headers.get("x-edgecount-shard"));
+    const rowsWritten = async () =>
+      (await (await service.fetch("/v1/stats")).json()).shards[shard]
+        .rows_written as number;
+
+    let before = await rowsWritten();
+    for (let i = 0; i < 5; i++) {
+      await service.fetch(`/v1/counters/${ns}/k/incr`, { method: "POST" });
+    }
+    const unkeyed = (await rowsWritten()) - before;
+
+    before = await rowsWritten();
+    for (let i = 0; i < 5; i++) {
+      const keyedWrite = await service.fetch(
+        `/v1/counters/${ns}/k/incr`,
+        keyed(`rows-${i}`, { method: "POST" }),
+      );
+      expect(keyedWrite.status).toBe(200);
+    }
+    const keyedRows = (await rowsWritten()) - before;
+    expect(unkeyed).toBe(5);
+    // Exactly one record per keyed op (at most one is the promise; fewer would be news).
+    expect(keyedRows).toBe(unkeyed + 5);
+
+    before = await rowsWritten();
+    for (let i = 0; i < 5; i++) {
+      const replay = await service.fetch(
+        `/v1/counters/${ns}/k/incr`,
+        keyed(`rows-${i}`, { method: "POST" }),
+      );
+      expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    }
+    expect((await rowsWritten()) - before).toBe(0);
+
+    // Ten keyed increments of one key in one batch: its row once, and ten records.
+    before = await rowsWritten();
+    const ops = Array.from({ length: 10 }, (_, i) => ({
+      op: "incr",
+      ns,
+      key: "k",
+      idempotency_key: `batch-${i}`,
+    }));
+    const batch = await service.fetch("/v1/batch", {
+      method: "POST",
+      body: JSON.stringify({ ops }),
+    });
+    expect(batch.status).toBe(200);
+    expect((await rowsWritten()) - before).toBe(1 + 10);
+    expect(await service.value(ns, "k")).toBe(21n);
+  });
+});
+
 describe("idempotency across a restart", () => {
   const dir = mkdtempSync(join(tmpdir(), "edgecount-idem-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
