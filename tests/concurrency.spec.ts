@@ -3,6 +3,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import {
   exactValue,
   freshNamespace,
+  shardOfNewCounter,
   startService,
   type Service,
 } from "./service";
@@ -43,15 +44,7 @@ it("1,000 concurrent increments on one key give exactly 1,000, distinct values, 
 
 it("100 concurrent increments of one key write its row once per shard call, not 100 times", async () => {
   const ns = freshNamespace("rows");
-  const first = await service.fetch(`/v1/counters/${ns}/hot/incr`, {
-    method: "POST",
-  });
-  const shard = Number(first.headers.get("x-edgecount-shard"));
-  const shardStats = async () =>
-    (await (await service.fetch("/v1/stats")).json()).shards[shard] as {
-      calls: number;
-      rows_written: number;
-    };
+  const { shardStats } = await shardOfNewCounter(service, ns, "hot");
   const before = await shardStats();
   const responses = await Promise.all(
     Array.from({ length: 100 }, () =>

@@ -6,7 +6,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freshNamespace, startService, type Service } from "./service";
+import {
+  freshNamespace,
+  shardOfNewCounter,
+  startService,
+  type Service,
+} from "./service";
 
 let service: Service;
 beforeAll(async () => {
@@ -114,13 +119,8 @@ describe("rows written for a keyed write", () => {
   // batch writes its keys' rows and one record per op.
   it("writes at most one row more than the same write without a key, and none to replay", async () => {
     const ns = freshNamespace("idem-rows");
-    const first = await service.fetch(`/v1/counters/${ns}/k/incr`, {
-      method: "POST",
-    });
-    const shard = Number(first.headers.get("x-edgecount-shard"));
-    const rowsWritten = async () =>
-      (await (await service.fetch("/v1/stats")).json()).shards[shard]
-        .rows_written as number;
+    const { shardStats } = await shardOfNewCounter(service, ns, "k");
+    const rowsWritten = async () => (await shardStats()).rows_written;
 
     let before = await rowsWritten();
     for (let i = 0; i < 5; i++) {

@@ -1,6 +1,11 @@
 // Health, stats, metrics and CORS.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freshNamespace, startService, type Service } from "./service";
+import {
+  freshNamespace,
+  shardOfNewCounter,
+  startService,
+  type Service,
+} from "./service";
 
 let service: Service;
 beforeAll(async () => {
@@ -38,12 +43,7 @@ describe("operations", () => {
 
   it("counts the SQLite rows each shard reads and writes, and not those of its own statistics", async () => {
     const ns = freshNamespace("rows");
-    const first = await service.fetch(`/v1/counters/${ns}/a/incr`, {
-      method: "POST",
-    });
-    const shard = Number(first.headers.get("x-edgecount-shard"));
-    const shardStats = async () =>
-      (await (await service.fetch("/v1/stats")).json()).shards[shard];
+    const { shardStats } = await shardOfNewCounter(service, ns, "a");
     const before = await shardStats();
     // Asking counts every stored row, and must not show up in the counts it reports.
     const again = await shardStats();

@@ -128,6 +128,36 @@ export function exactValue(body: string): bigint {
   return BigInt(match[1]);
 }
 
+/** One shard's figures in `/v1/stats` (the README lists them all). */
+export interface ShardStats {
+  calls: number;
+  ops: number;
+  rows_read: number;
+  rows_written: number;
+  counters_in_memory: number;
+  [figure: string]: unknown;
+}
+
+/** Increments `ns/key` once, so that its shard holds it, and answers that shard's number and a
+ * reader of its figures. */
+export async function shardOfNewCounter(
+  service: Service,
+  ns: string,
+  key: string,
+): Promise<{ shard: number; shardStats: () => Promise<ShardStats> }> {
+  const first = await service.fetch(`/v1/counters/${ns}/${key}/incr`, {
+    method: "POST",
+  });
+  if (first.status !== 200)
+    throw new Error(`incr ${ns}/${key}: ${first.status}`);
+  const shard = Number(first.headers.get("x-edgecount-shard"));
+  const shardStats = async () =>
+    (await (await service.fetch("/v1/stats")).json()).shards[
+      shard
+    ] as ShardStats;
+  return { shard, shardStats };
+}
+
 /** A namespace unique to one test, so tests never see each other's counters. */
 export function freshNamespace(label: string): string {
   return `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
