@@ -50,6 +50,7 @@ DEFAULT_LATENCY_RATE = 300.0
 
 @dataclass(frozen=True)
 class Profile:
+    # Seconds of the warm-up before each hold (0: none), and of each hold and latency run.
     probe_s: int
     measure_s: int
     keyspace: int
@@ -80,8 +81,9 @@ PROFILES = {
     "quick": Profile(3, 6, 100_000, 0, 200_000, QUICK_SYSTEMS,
                      ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async"), (), True,
                      pair_rounds=2),
-    # A few seconds, for `make test`: keeps the kit from rotting; not a measurement.
-    "smoke": Profile(1, 1, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
+    # A few seconds, for `make test`: keeps the kit from rotting; not a measurement, so no
+    # warm-up holds (a probe of 0 s is none).
+    "smoke": Profile(0, 1, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
                      ("read", "write-async", "mixed", "batch"), (), False, pair_rounds=1, pair_paths=1),
 }
 
@@ -162,8 +164,9 @@ def latency_rate(scenario: str) -> float:
 def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys_dir: Path,
             cpu_quota: float | None) -> dict:
     value_bytes = 1024 if scenario == "cache-1k" else 100
-    k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32, value_bytes=value_bytes,
-           phase="warmup")
+    if profile.probe_s:
+        k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32, value_bytes=value_bytes,
+               phase="warmup")
     row = capacity_hold(system, scenario, profile, run_dir, keys_dir, cpu_quota, value_bytes)
     # The latency run, uncapped, at the scenario's common offered rate.
     rate = latency_rate(scenario)
@@ -226,7 +229,8 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
             preload_and_settle(SYSTEMS[name], profile.keyspace, 0)
 
         def warm(system: System, scenario: str) -> None:
-            k6_run(system, scenario, "closed", pairs_dir, keys_dir, profile.probe_s, vus=32, phase="pair-warmup")
+            if profile.probe_s:
+                k6_run(system, scenario, "closed", pairs_dir, keys_dir, profile.probe_s, vus=32, phase="pair-warmup")
 
         def hold(system: System, scenario: str, turn: int) -> dict:
             return capacity_hold(system, scenario, profile, pairs_dir, keys_dir, cpu_quota, phase=f"pair{turn}",
