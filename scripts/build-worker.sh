@@ -34,8 +34,21 @@ node client/build.mjs
 
 echo "[build] worker -> build/ (release Wasm)"
 started=$SECONDS
-package_version() { node -p "require('./node_modules/$1/package.json').version"; }
-tool_versions="wasm-bindgen $WASM_BINDGEN_VERSION binaryen $(package_version binaryen) esbuild $(package_version esbuild)"
+# Step 1. Tells wasm-bindgen's macros to use js_sys' futures, as worker-build does.
+cargo_build() {
+  WASM_BINDGEN_USE_JS_SYS=1 cargo build --locked --quiet --release --lib --target wasm32-unknown-unknown \
+    -p edgecount-worker
+}
+# Steps 2-4 turn cargo's output into the same files every time, so their result is kept under a
+# key made of everything they read: cargo's output, this script and the three tools' versions.
+# Another clone building the same sources takes it from there instead of running wasm-opt (tens
+# of seconds) again; any other input makes another key.
+wasm_key() {
+  (sha256sum "$WASM" "${BASH_SOURCE[0]}" | cut -d' ' -f1
+    scripts/worker-source-key.sh --tools) | sha256sum | cut -c1-32
+}
+# A kept result is whole: written to a staging folder and moved into place in one step.
+kept_whole() { [ -f "$1/index.js" ] && [ -f "$1/index_bg.wasm" ]; }
 
 # A key of everything cargo reads (scripts/worker-source-key.sh); empty outside git.
 sources="$(scripts/worker-source-key.sh || true)"
@@ -44,23 +57,18 @@ if [ -n "$sources" ] && [ -d "$CACHE" ]; then
   kept_for_sources="$(grep -lx "$sources" "$CACHE"/*/source-keys 2>/dev/null | head -n 1 || true)"
 fi
 
-if [ -n "$kept_for_sources" ] && [ -f "$(dirname "$kept_for_sources")/index_bg.wasm" ]; then
+if [ -n "$kept_for_sources" ] && kept_whole "$(dirname "$kept_for_sources")"; then
   # A build of these very sources was kept: cargo would make the same Wasm.
   key="$(basename "$(dirname "$kept_for_sources")")"
+  cargo_ran=false
   echo "[build] these sources were built before on this machine; cargo skipped"
 else
-  # Tells wasm-bindgen's macros to use js_sys' futures, as worker-build does.
-  WASM_BINDGEN_USE_JS_SYS=1 cargo build --locked --quiet --release --lib --target wasm32-unknown-unknown \
-    -p edgecount-worker
-
-  # Steps 2-4 turn cargo's output into the same files every time, so their result is kept under
-  # a key made of everything they read: cargo's output, this script and the three tools'
-  # versions. Another clone building the same sources takes it from there instead of running
-  # wasm-opt (tens of seconds) again; any other input makes another key.
-  key="$( (sha256sum "$WASM" "${BASH_SOURCE[0]}" | cut -d' ' -f1
-    echo "$tool_versions") | sha256sum | cut -c1-32)"
+  cargo_build
+  cargo_ran=true
+  key="$(wasm_key)"
 fi
-inputs="$key $(sha256sum worker/entry.js | cut -d' ' -f1)"
+# What build/ was made from: the kept result's key and the entry module.
+inputs() { echo "$key $(sha256sum worker/entry.js | cut -d' ' -f1)"; }
 kept="$CACHE/$key"
 # Notes that these sources made the kept result, so that the next clone of them skips cargo.
 remember_sources() {
@@ -68,7 +76,7 @@ remember_sources() {
     echo "$sources" >> "$kept/source-keys"
   fi
 }
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$inputs" ] && [ -f "$OUT/index.js" ] \
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(inputs)" ] && [ -f "$OUT/index.js" ] \
   && [ -f "$OUT/index_bg.wasm" ] && [ -f "$OUT/entry.js" ]; then
   remember_sources
   echo "[build] up to date ($((SECONDS - started)) s)"
@@ -76,10 +84,17 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$inputs" ] && [ -f "$OUT/index.js" 
 fi
 
 mkdir -p "$OUT" "$CACHE"
-if [ -f "$kept/index.js" ] && [ -f "$kept/index_bg.wasm" ]; then
+if kept_whole "$kept"; then
   echo "[build] glue and optimized Wasm for these sources kept from an earlier build"
   touch "$kept"
 else
+  if ! $cargo_ran; then
+    # The kept result these sources matched was evicted meanwhile: target/ may hold an older
+    # build, so cargo runs after all (it makes the same Wasm, hence the same key).
+    cargo_build
+    key="$(wasm_key)"
+    kept="$CACHE/$key"
+  fi
   staging="$(mktemp -d "$CACHE/.building.XXXXXX")"
   trap 'rm -rf "$staging"' EXIT
   "$WASM_BINDGEN" "$WASM" --out-dir "$staging" --out-name index --target module --no-typescript \
@@ -104,5 +119,5 @@ remember_sources
 cp "$kept/index.js" "$OUT/index.js"
 cp "$kept/index_bg.wasm" "$OUT/index_bg.wasm"
 cp worker/entry.js "$OUT/entry.js"
-echo "$inputs" > "$STAMP"
+inputs > "$STAMP"
 echo "[build] done in $((SECONDS - started)) s: $(wc -c < "$OUT/index_bg.wasm") bytes of Wasm"

@@ -8,17 +8,25 @@
 # of the tools that turn cargo's output into build/. Registry crates are fixed by Cargo.lock's
 # checksums. Exits 1, printing nothing, outside a git work tree (a source tarball): there is no
 # such key there, and the build always runs cargo.
+#
+# `--tools` prints only the tools' versions, as one line: scripts/build-worker.sh keys its
+# later steps by them too.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+package_version() { node -p "require('./node_modules/$1/package.json').version"; }
+tools="wasm-bindgen $(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, "", $0); print; exit}' Cargo.lock)"
+tools+=" binaryen $(package_version binaryen) esbuild $(package_version esbuild)"
+if [ "${1:-}" = --tools ]; then
+  echo "$tools"
+  exit 0
+fi
+
 files="$(git ls-files -z --cached --others --exclude-standard -- \
   Cargo.toml Cargo.lock .cargo core worker client/dist 2>/dev/null | tr '\0' '\n')" || exit 1
 [ -n "$files" ] || exit 1
-
-package_version() { node -p "require('./node_modules/$1/package.json').version"; }
-wasm_bindgen="$(awk '/^name = "wasm-bindgen"$/ {getline; print; exit}' Cargo.lock)"
 
 {
   # A listed file that was deleted is left out; the list itself then differs.
@@ -32,5 +40,5 @@ wasm_bindgen="$(awk '/^name = "wasm-bindgen"$/ {getline; print; exit}' Cargo.loc
   env | grep -E '^(RUSTFLAGS|RUSTC|CARGO_ENCODED_RUSTFLAGS|CARGO_BUILD_|CARGO_PROFILE_|CARGO_TARGET_|WASM_BINDGEN_)' \
     | sort || true
   sha256sum scripts/build-worker.sh scripts/worker-source-key.sh
-  echo "wasm-bindgen $wasm_bindgen binaryen $(package_version binaryen) esbuild $(package_version esbuild)"
+  echo "$tools"
 } | sha256sum | cut -c1-32
