@@ -6,7 +6,9 @@
 #   the toolchain's parts and sccache (scripts/bootstrap.sh rust), then at once:
 #   rustfmt and clippy, then the      |  the other installs (k6, npm, ...), prettier, the Wasm
 #   native tests (natively, in        |  build, then at once: vitest in workerd, the OpenAPI
-#   target/debug)                     |  check and the benchmark smoke run (they only read build/)
+#   target/debug, which a fresh clone |  check and the benchmark smoke run (they only read build/)
+#   takes from the machine's seed:    |
+#   scripts/native-seed.sh)           |
 #
 # The right-hand side, mostly waiting (installs, timers, k6 holding for fixed times), is the
 # longer, so the Rust checks and the OpenAPI check run at a lower CPU priority (`nice`) and take
@@ -26,8 +28,10 @@ part() { make --no-print-directory "$@"; }
 beside() { nice -n 10 make --no-print-directory "$@"; }
 
 rust_checks() {
+  scripts/native-seed.sh restore
   beside lint-rust
   beside test-native
+  nice -n 10 scripts/native-seed.sh save
 }
 
 vitest() { part test-worker; }

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# A per-machine seed of target/debug, so that a fresh clone's native checks (clippy and the
+# tests, see scripts/test-suite.sh) do not compile again what a clone of the same sources
+# compiled before.
+#
+#   scripts/native-seed.sh restore   before the native checks
+#   scripts/native-seed.sh save      after they passed
+#
+# `restore` acts only where target/debug does not exist yet (a fresh clone). It copies the
+# seed kept for this Cargo.lock and toolchain into target/debug (a real copy: cargo and rustc
+# write into their outputs, and a link would write through into the seed), then gives every
+# file whose contents are those the seed was built from the modification time it had then.
+# Cargo decides freshness by comparing modification times (a fresh clone's files are all
+# new), so without that step it would rebuild every crate of the workspace; with it, cargo
+# rebuilds exactly the crates whose files differ, and its own fingerprints still rebuild
+# whatever another compiler, flag, feature or dependency version would change. A file whose
+# contents differ keeps its new time, so nothing built from other contents is ever taken.
+#
+# `save` keeps target/debug as the seed, but only when `restore` started it in this run (an
+# existing target/debug may hold outputs of other commands, built from other contents) and no
+# file changed during the checks. The KEEP_SEEDS most recently saved seeds are kept, in
+# EDGECOUNT_NATIVE_SEEDS (default ~/.cache/edgecount/native-seeds).
+set -euo pipefail
+# One collation for sort, comm and cmp.
+export LC_ALL=C
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+SEEDS="${EDGECOUNT_NATIVE_SEEDS:-$HOME/.cache/edgecount/native-seeds}"
+KEEP_SEEDS=2
+# This run's record: the contents of the files when the checks began (files.sha256) and the
+# time every output in target/debug is newer than (sources-time).
+RUN="$ROOT/target/.native-seed"
+
+say() { printf '[native-seed] %s\n' "$*"; }
+
+# The contents of every file git does not ignore, one `sha256sum` line each, sorted by path.
+contents() {
+  git ls-files -z --cached --others --exclude-standard \
+    | while IFS= read -r -d '' file; do [ -f "$file" ] && printf '%s\0' "$file"; done \
+    | xargs -0 -r sha256sum | sort
+}
+
+# One seed per Cargo.lock and toolchain: a seed of another is only partly of use.
+seed_dir() {
+  local key
+  key="$({ sha256sum Cargo.lock; rustc -vV; cargo -V; } | sha256sum | cut -c1-32)"
+  echo "$SEEDS/$key"
+}
+
+restore() {
+  if [ -e target/debug ]; then
+    say "target/debug exists: no seed taken, and none saved from this run"
+    rm -rf "$RUN"
+    return
+  fi
+  mkdir -p "$RUN"
+  contents > "$RUN/files.sha256"
+  date +%s > "$RUN/sources-time"
+  local seed
+  seed="$(seed_dir)"
+  if [ ! -f "$seed/sources-time" ]; then
+    say "no seed for this Cargo.lock and toolchain yet: cargo builds everything"
+    return
+  fi
+  local started=$SECONDS
+  # A seed replaced while it is copied makes a failed copy: then there is no seed.
+  if ! cp -a "$seed/debug" target/debug.partial 2> /dev/null; then
+    rm -rf target/debug.partial
+    say "the seed changed while it was copied: cargo builds everything"
+    return
+  fi
+  local seed_time same other
+  seed_time="$(cat "$seed/sources-time")"
+  # Files with the seed's contents get a time before any of its outputs; the others a time
+  # after all of them (the clone may be older than the seed).
+  same="$(comm -12 "$seed/files.sha256" "$RUN/files.sha256" | cut -c67-)"
+  other="$(comm -13 "$seed/files.sha256" "$RUN/files.sha256" | cut -c67-)"
+  if [ -n "$same" ]; then
+    tr '\n' '\0' <<< "$same" | xargs -0 touch -m -d "@$((seed_time - 1))"
+  fi
+  if [ -n "$other" ]; then
+    tr '\n' '\0' <<< "$other" | xargs -0 touch -m
+  fi
+  mv target/debug.partial target/debug
+  # Every output now in target/debug is newer than that time too.
+  echo "$seed_time" > "$RUN/sources-time"
+  say "target/debug from the seed of $(date -u -d "@$seed_time" '+%F %T') UTC in $((SECONDS - started)) s;" \
+    "$(grep -c . <<< "$same") of $(wc -l < "$RUN/files.sha256") files as it was built from"
+}
+
+save() {
+  if [ ! -f "$RUN/files.sha256" ]; then
+    return
+  fi
+  if ! contents | cmp -s - "$RUN/files.sha256"; then
+    say "files changed during the checks: no seed saved"
+    return
+  fi
+  local seed
+  seed="$(seed_dir)"
+  if cmp -s "$seed/files.sha256" "$RUN/files.sha256" 2> /dev/null; then
+    touch "$seed"
+    say "the seed was built from these very files: kept as it is"
+    return
+  fi
+  local started=$SECONDS
+  mkdir -p "$SEEDS"
+  # Global: the trap runs after this function has returned.
+  staging="$(mktemp -d "$SEEDS/.saving.XXXXXX")"
+  old="$(mktemp -d "$SEEDS/.replaced.XXXXXX")"
+  trap 'rm -rf "$staging" "$old"' EXIT
+  cp -a target/debug "$staging/debug"
+  cp "$RUN/files.sha256" "$RUN/sources-time" "$staging/"
+  # Whole or not at all: a restore may be reading the seed it replaces.
+  if [ -d "$seed" ]; then mv -T "$seed" "$old/seed"; fi
+  mv -T "$staging" "$seed" 2> /dev/null || true
+  ls -1td "$SEEDS"/*/ | tail -n +$((KEEP_SEEDS + 1)) | xargs -r rm -rf
+  say "target/debug saved as this machine's seed in $((SECONDS - started)) s ($(du -sh "$seed" | cut -f1))"
+}
+
+case "${1:-}" in
+  restore) restore ;;
+  save) save ;;
+  *)
+    echo "usage: $0 restore|save" >&2
+    exit 2
+    ;;
+esac
