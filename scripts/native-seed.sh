@@ -114,7 +114,7 @@ save() {
   # Without incremental/: rustc's incremental state is for rebuilding a crate in place, it is a
   # third of the size, and a fresh clone's crates are either fresh or built anew.
   mkdir "$staging/debug"
-  find target/debug -mindepth 1 -maxdepth 1 ! -name incremental -exec cp -a {} "$staging/debug/" +
+  find target/debug -mindepth 1 -maxdepth 1 ! -name incremental -exec cp -a -t "$staging/debug/" {} +
   cp "$RUN/files.sha256" "$RUN/sources-time" "$staging/"
   # Whole or not at all: a restore may be reading the seed it replaces.
   if [ -d "$seed" ]; then mv -T "$seed" "$old/seed"; fi
