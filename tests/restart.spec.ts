@@ -35,6 +35,15 @@ it("keeps every acknowledged counter write and cache entry across a restart", as
     body: '{"value":-9223372036854775808}',
   });
   await first.fetch(`/v1/counters/${ns}/key-0`, { method: "DELETE" });
+  // A counter with rules (CountAPI's create) and one with a time to live: after the restart
+  // they come back through the shard's read of many counters at once (a batch), rules and all.
+  await first.fetch(
+    `/create?namespace=${ns}&key=ruled&value=5&update_lowerbound=-2&update_upperbound=10`,
+  );
+  await first.fetch(`/v1/counters/${ns}/lasting/incr?by=7&ttl=3600`, {
+    method: "POST",
+  });
+  const ruledInfo = await (await first.fetch(`/info/${ns}/ruled`)).json();
   const blob = new Uint8Array([9, 8, 7, 0, 255]);
   const put = await first.fetch(`/v1/cache/${ns}/blob`, {
     method: "PUT",
@@ -46,6 +55,28 @@ it("keeps every acknowledged counter write and cache entry across a restart", as
 
   const second = await startService({ persistDir });
   try {
+    const read = [...keys, "big", "ruled", "lasting"];
+    const batch = await second.fetch("/v1/batch", {
+      method: "POST",
+      body: JSON.stringify({
+        ops: read.map((key) => ({ op: "get", ns, key })),
+      }),
+    });
+    expect(batch.status).toBe(200);
+    // Values as text: the smallest i64 is no exact JavaScript number.
+    const values = [...(await batch.text()).matchAll(/"value":(-?\d+)/g)];
+    expect(values.map((match) => match[1])).toEqual([
+      ...keys.map((_, i) => (i === 0 ? "0" : String(i + 1))),
+      "-9223372036854775808",
+      "5",
+      "7",
+    ]);
+    // What the batch read: its rules, creation time and time to live too.
+    const info = await (await second.fetch(`/info/${ns}/ruled`)).json();
+    expect(info.ttl).toBeGreaterThan(0);
+    expect(info).toEqual({ ...ruledInfo, ttl: info.ttl });
+    const outside = await second.fetch(`/update/${ns}/ruled?amount=11`);
+    expect(outside.status).toBe(403);
     for (const [i, key] of keys.entries()) {
       expect(await second.value(ns, key)).toBe(i === 0 ? 0n : BigInt(i + 1));
     }

@@ -20,6 +20,14 @@ pub trait CounterStore {
     /// # Errors
     /// A description of the storage failure.
     fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String>;
+    /// The stored counters of several keys, one answer per key in order. A store that can read
+    /// many rows in one statement does so here.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn load_many(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Option<Counter>>, String> {
+        keys.iter().map(|(ns, key)| self.load(ns, key)).collect()
+    }
     /// Saves `counter` in place of any stored one.
     ///
     /// # Errors
@@ -89,6 +97,17 @@ impl CounterTable {
     #[must_use]
     pub fn cached_len(&self) -> usize {
         self.cached.len()
+    }
+
+    /// Of `keys`, those memory does not hold (whose first op will read storage).
+    pub fn uncached<'a>(
+        &self,
+        keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>,
+    ) -> Vec<(Namespace, Key)> {
+        keys.into_iter()
+            .map(|(ns, key)| (ns.clone(), key.clone()))
+            .filter(|slot| !self.cached.contains(slot))
+            .collect()
     }
 
     /// Reads a counter; one that does not exist reads 0.

@@ -65,7 +65,7 @@ impl ShardEngine {
         }
         self.calls += 1;
         let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
-        let pending = PendingWrites::over(store);
+        let pending = self.read_ahead(store, &request.ops);
         let mut results: Vec<OpResult> =
             request.ops.iter().map(|call| budget.admit(self.execute_call(&pending, call, now_ms))).collect();
         let failures = pending.commit();
@@ -104,7 +104,7 @@ impl ShardEngine {
             Ok(earlier) => earlier,
             Err(error) => return refuse_all(error),
         };
-        let pending = PendingWrites::over(store);
+        let pending = self.read_ahead(store, calls);
         let mut results: Vec<OpResult> = calls
             .iter()
             .enumerate()
@@ -236,6 +236,17 @@ impl ShardEngine {
             self.counters.forget(ns, key);
         }
         self.cache.unload();
+    }
+
+    /// A call's view of `store`, with the counters its ops name that memory does not hold read
+    /// in one go: a flush or batch over many keys reads storage once instead of once per key.
+    fn read_ahead<'s, S: ShardStore>(&self, store: &'s S, calls: &[ShardCall]) -> PendingWrites<'s, S> {
+        let pending = PendingWrites::over(store);
+        if calls.len() > 1 {
+            let counters = calls.iter().filter(|call| !call.op.is_cache()).map(|call| call.op.target());
+            pending.prefetch(self.counters.uncached(counters));
+        }
+        pending
     }
 
     /// Runs one call at `now_ms`: a keyed write seen before is answered from its record.

@@ -25,6 +25,9 @@ pub struct PendingWrites<'a, S> {
     store: &'a S,
     /// Each written counter's final state in this call; `None` is a removal.
     counters: RefCell<BTreeMap<(Namespace, Key), Option<Counter>>>,
+    /// Counters read ahead for this call ([`PendingWrites::prefetch`]); `None`: none stored.
+    /// Storage changes only at the commit, so they stay what storage holds until then.
+    prefetched: RefCell<BTreeMap<(Namespace, Key), Option<Counter>>>,
     records: RefCell<Vec<(RecordScope, IdempotencyRecord)>>,
 }
 
@@ -54,7 +57,30 @@ impl CommitFailures {
 impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
     /// Nothing pending over `store`.
     pub fn over(store: &'a S) -> Self {
-        Self { store, counters: RefCell::default(), records: RefCell::default() }
+        Self {
+            store,
+            counters: RefCell::default(),
+            prefetched: RefCell::default(),
+            records: RefCell::default(),
+        }
+    }
+
+    /// Reads the stored counters of `keys` at once (one statement for many rows, where the
+    /// store has one), so that the call's ops find them here instead of reading storage one
+    /// key at a time. Fewer than two keys to read change nothing. A failure changes nothing
+    /// either: each op then reads its key itself and reports that read's failure.
+    pub fn prefetch(&self, mut keys: Vec<(Namespace, Key)>) {
+        keys.sort_unstable();
+        keys.dedup();
+        keys.retain(|slot| {
+            !self.counters.borrow().contains_key(slot) && !self.prefetched.borrow().contains_key(slot)
+        });
+        if keys.len() < 2 {
+            return;
+        }
+        if let Ok(found) = self.store.load_many(&keys) {
+            self.prefetched.borrow_mut().extend(keys.into_iter().zip(found));
+        }
     }
 
     /// Stores every pending write: the counters first, then the records of keys whose counter
@@ -95,8 +121,12 @@ impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
 
 impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
     fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String> {
-        if let Some(pending) = self.counters.borrow().get(&(ns.clone(), key.clone())) {
+        let slot = (ns.clone(), key.clone());
+        if let Some(pending) = self.counters.borrow().get(&slot) {
             return Ok(*pending);
+        }
+        if let Some(stored) = self.prefetched.borrow().get(&slot) {
+            return Ok(*stored);
         }
         self.store.load(ns, key)
     }
@@ -211,6 +241,49 @@ mod tests {
 
     fn engine() -> ShardEngine {
         ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 })
+    }
+
+    #[test]
+    fn a_call_reads_the_counters_memory_lacks_in_one_go_and_answers_as_before() {
+        let store = MemoryStore::default();
+        run(&mut engine(), &store, vec![incr("a", 1).into(), incr("b", 2).into(), incr("c", 3).into()]);
+        // A restarted shard: memory holds nothing, storage a, b and c.
+        let mut restarted = engine();
+        let (single, many) = (store.counter_loads.get(), store.counter_loads_many.get());
+        let results = run(
+            &mut restarted,
+            &store,
+            vec![
+                incr("a", 10).into(),
+                get("b").into(),
+                incr("new", 5).into(),
+                incr("a", 100).into(),
+                get("c").into(),
+                get("new").into(),
+            ],
+        );
+        assert_eq!(
+            results,
+            vec![value(11, 2), value(2, 1), value(5, 1), value(111, 3), value(3, 1), value(5, 1)]
+        );
+        assert_eq!(store.counter_loads_many.get() - many, 1);
+        assert_eq!(store.counter_loads.get() - single, 0, "no key read on its own");
+        // Now in memory: the next call reads nothing, and a call of one op reads its key alone.
+        run(&mut restarted, &store, vec![incr("a", 1).into(), incr("b", 1).into()]);
+        assert_eq!(store.counter_loads_many.get() - many, 1);
+        run(&mut engine(), &store, vec![incr("c", 1).into()]);
+        assert_eq!((store.counter_loads.get() - single, store.counter_loads_many.get() - many), (1, 1));
+    }
+
+    #[test]
+    fn a_failed_read_ahead_leaves_each_op_to_read_its_own_key() {
+        let store = MemoryStore::default();
+        run(&mut engine(), &store, vec![incr("a", 1).into(), incr("b", 2).into()]);
+        store.loads_many_fail.set(true);
+        let loads = store.counter_loads.get();
+        let results = run(&mut engine(), &store, vec![incr("a", 1).into(), incr("b", 1).into()]);
+        assert_eq!(results, vec![value(2, 2), value(3, 2)]);
+        assert_eq!(store.counter_loads.get() - loads, 2);
     }
 
     fn value(value: i64, version: u64) -> OpResult {

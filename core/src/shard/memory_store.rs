@@ -40,6 +40,11 @@ pub struct MemoryStore {
     pub rows_written: Cell<u64>,
     /// Scans of the cache entries (index rebuilds) so far.
     pub entry_scans: Cell<u64>,
+    /// Reads of one counter, and reads of several at once, so far.
+    pub counter_loads: Cell<u64>,
+    pub counter_loads_many: Cell<u64>,
+    /// While set, reads of several counters at once fail and reads of one still work.
+    pub loads_many_fail: Cell<bool>,
 }
 
 fn row(ns: &Namespace, key: &Key) -> u64 {
@@ -79,11 +84,26 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    fn stored_counter(&self, ns: &Namespace, key: &Key) -> Option<Counter> {
+        let counters = self.counters.borrow();
+        counters.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key)).map(|(_, c)| *c)
+    }
+}
+
 impl CounterStore for MemoryStore {
     fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String> {
         self.check()?;
-        let counters = self.counters.borrow();
-        Ok(counters.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key)).map(|(_, c)| *c))
+        self.counter_loads.set(self.counter_loads.get() + 1);
+        Ok(self.stored_counter(ns, key))
+    }
+    fn load_many(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Option<Counter>>, String> {
+        self.check()?;
+        if self.loads_many_fail.get() {
+            return Err("storage refuses reads of several rows".into());
+        }
+        self.counter_loads_many.set(self.counter_loads_many.get() + 1);
+        Ok(keys.iter().map(|(ns, key)| self.stored_counter(ns, key)).collect())
     }
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
         self.check_write()?;

@@ -398,6 +398,43 @@ impl CounterStore for SqlShardStore {
         rows.into_iter().next().map(CounterRow::counter).transpose()
     }
 
+    /// One statement per [`ROWS_PER_STATEMENT`] keys: the keys go in as one JSON array, and the
+    /// rows found come back as one JSON text (one value across the boundary, not a JavaScript
+    /// object per row with a crossing per field), each row led by its key's place in the list.
+    fn load_many(&self, keys: &[(Namespace, Key)]) -> std::result::Result<Vec<Option<Counter>>, String> {
+        #[derive(Deserialize)]
+        struct Found {
+            rows: String,
+        }
+        type FoundRow = (usize, String, u64, Option<u32>, Option<u64>, Option<u64>, Option<String>);
+        let mut counters = vec![None; keys.len()];
+        for (chunk, slots) in keys.chunks(ROWS_PER_STATEMENT).zip(counters.chunks_mut(ROWS_PER_STATEMENT)) {
+            let names: Vec<(&str, &str)> =
+                chunk.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
+            // CROSS JOIN keeps the key list as the outer loop, each key then found by the
+            // primary key, whatever the planner would guess for a table-valued function.
+            let found: Vec<Found> = self
+                .rows(
+                    "SELECT json_group_array(json_array(r.key, CAST(c.value AS TEXT), c.version, \
+                     c.ttl_seconds, c.expires_at_ms, c.created_ms, c.settings)) AS rows \
+                     FROM json_each(?1) AS r CROSS JOIN counters AS c \
+                     ON c.ns = r.value ->> 0 AND c.key = r.value ->> 1",
+                    vec![json_rows(&names)?],
+                )
+                .map_err(|e| describe(&e))?;
+            let rows = found.into_iter().next().map_or_else(|| "[]".to_owned(), |found| found.rows);
+            let rows: Vec<FoundRow> = serde_json::from_str(&rows).map_err(|e| e.to_string())?;
+            for (place, value, version, ttl_seconds, expires_at_ms, created_ms, settings) in rows {
+                let row = CounterRow { value, version, ttl_seconds, expires_at_ms, created_ms, settings };
+                let slot = slots.get_mut(place).ok_or_else(|| {
+                    format!("a found row names key {place}, beyond the {} asked", chunk.len())
+                })?;
+                *slot = Some(row.counter()?);
+            }
+        }
+        Ok(counters)
+    }
+
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
         self.save_all(&[(ns.clone(), key.clone(), *counter)])
     }
