@@ -9,7 +9,7 @@
 #   dev    what building and serving need (the default)
 #   test   adds k6, the report's Python packages, Redis + webdis for the benchmark smoke test,
 #          Chromium for the browser tests and schemathesis for the API spec check
-#   bench  adds nginx and the Ehcache-style Java baseline
+#   bench  adds nginx, memcached and the Ehcache-style Java baseline
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -195,7 +195,7 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
 fi
 if [ "$mode" = bench ]; then
   jobs+=(ehcache_baseline)
-  debs+=(nginx:nginx-light)
+  debs+=(nginx:nginx-light memcached:memcached)
 fi
 # One apt step for all packages: apt takes one lock at a time.
 [ ${#debs[@]} -gt 0 ] && jobs+=("debian_packages:${debs[*]}")
