@@ -82,9 +82,8 @@ impl MemoryStore {
         names.sort();
         names
     }
-}
 
-impl MemoryStore {
+    /// The stored counter of a key, read without counting a load.
     fn stored_counter(&self, ns: &Namespace, key: &Key) -> Option<Counter> {
         let counters = self.counters.borrow();
         counters.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key)).map(|(_, c)| *c)
