@@ -78,7 +78,7 @@ test-worker: $(call needs,build tools-test)
 
 test-bench-smoke: $(call needs,build tools-test)
 	@echo "[test] benchmark kit smoke run (seconds; checks the kit works, measures nothing)"
-	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --out build/bench-smoke
+	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --pair-rounds 2 --out build/bench-smoke
 	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd js-floor-workerd redis-webdis
 	@MIGRATION_KEYS=3000 MIGRATION_LOAD_SECONDS=2 MIGRATION_OUT=build/bench-smoke/migration node scripts/bench-migration.mjs
 

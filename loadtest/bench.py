@@ -10,8 +10,10 @@ For each system and scenario, three runs, one after the other:
    scenario that is the same for every system, so latencies compare.
 k6 runs on core 0, servers on core 1.
 
+Then the paired holds of edgecount against the floor of each path (pairs.py).
+
 Usage: bench.py [--profile full|quick|smoke] [--systems a,b] [--scenarios x,y] [--out DIR]
-                [--cpu-quota CORES]
+                [--cpu-quota CORES] [--pair-rounds N] [--pairs-only]
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -428,10 +430,10 @@ def machine(cpu_quota: float) -> dict:
 
 
 def write_summary(run_dir: Path, rows: list[dict], profile: str, skipped: dict[str, str],
-                  cpu_quota: float, paired: list[dict] | None = None) -> None:
+                  cpu_quota: float, paired: list[dict] | None = None, pair_rounds: int = 0) -> None:
     """Written after every row, so an interrupted run keeps what it measured."""
     summary = {"rows": rows, "machine": machine(cpu_quota), "profile": profile, "skipped": skipped,
-               "pairs": paired or []}
+               "pairs": paired or [], "pair_rounds": pair_rounds}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
@@ -443,8 +445,14 @@ def main() -> int:
     parser.add_argument("--out", help="results folder (default loadtest/results/<timestamp>)")
     parser.add_argument("--cpu-quota", type=float, default=DEFAULT_CPU_QUOTA,
                         help=f"each server's CPU cap in capacity holds, in cores (default {DEFAULT_CPU_QUOTA})")
+    parser.add_argument("--pair-rounds", type=int,
+                        help="rounds of paired holds per path (default: the profile's; 0 for none)")
+    parser.add_argument("--pairs-only", action="store_true",
+                        help="only the paired holds of edgecount against its floors, no per-system rows")
     args = parser.parse_args()
     profile = PROFILES[args.profile]
+    if args.pair_rounds is not None:
+        profile = replace(profile, pair_rounds=max(0, args.pair_rounds))
     systems = args.systems.split(",") if args.systems else list(profile.systems)
     scenarios = args.scenarios.split(",") if args.scenarios else list(profile.scenarios)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -457,7 +465,7 @@ def main() -> int:
 
     rows: list[dict] = []
     skipped: dict[str, str] = {}
-    for name in systems:
+    for name in ([] if args.pairs_only else systems):
         reason = available(name)
         if reason:
             skipped[name] = reason
@@ -515,7 +523,7 @@ def main() -> int:
             system.stop()
 
     paired = run_pairs(profile, systems, scenarios, run_dir, keys_dir, args.cpu_quota)
-    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota, paired)
+    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota, paired, profile.pair_rounds)
     say(f"wrote {run_dir / 'summary.json'} ({len(rows)} rows, {len(paired)} paired)")
     report = subprocess.run([sys.executable, str(LOADTEST / "report.py"), str(run_dir)])
     return report.returncode

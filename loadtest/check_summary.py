@@ -48,6 +48,9 @@ def main() -> int:
         if not summary.get("pairs"):
             problems.append("no paired holds of edgecount against its floor")
         for pair in summary.get("pairs", []):
+            if len(pair["rounds"]) != summary.get("pair_rounds"):
+                problems.append(f"pair {pair['scenario']} has {len(pair['rounds'])} rounds, "
+                                f"not the {summary.get('pair_rounds')} asked for")
             for turn in pair["rounds"]:
                 if not (turn["edgecount_us"] and turn["floor_us"]):
                     problems.append(f"pair {pair['scenario']} has a round without CPU figures: {turn}")
