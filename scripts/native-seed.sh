@@ -103,7 +103,11 @@ restore() {
   mv target/debug.partial target/debug
   # Every output now in target/debug is newer than that time too.
   echo "$seed_time" > "$RUN/sources-time"
-  say "target/debug from the seed of $(date -u -d "@$seed_time" '+%F %T') UTC in $((SECONDS - started)) s;" \
+  # The seed's outputs keep the times of the build that first made them (a seed saved from a
+  # restored seed inherits them), so the seed is named by when it was saved.
+  local saved_at="$seed_time"
+  [ -f "$seed/saved-at" ] && saved_at="$(cat "$seed/saved-at")"
+  say "target/debug from the seed saved $(date -u -d "@$saved_at" '+%F %T') UTC, in $((SECONDS - started)) s;" \
     "$(grep -c . <<< "$same") of $(wc -l < "$RUN/files.sha256") files as it was built from"
 }
 
@@ -132,6 +136,7 @@ save() {
   mkdir "$staging/debug"
   find target/debug -mindepth 1 -maxdepth 1 ! -name incremental -exec cp -a -t "$staging/debug/" {} +
   cp "$RUN/files.sha256" "$RUN/sources-time" "$staging/"
+  date +%s > "$staging/saved-at"
   # Whole or not at all (another clone may have saved the same seed meanwhile).
   mv -T "$staging" "$seed" 2> /dev/null || true
   # The most recently saved or taken are kept.

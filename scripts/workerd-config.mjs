@@ -1,7 +1,9 @@
 // Writes a workerd config (Cap'n Proto text) that serves the built worker the way production
 // does: the same script, vars and SQLite Durable Objects as wrangler.toml, with no dev proxy and
 // no inspector. Usage: node workerd-config.mjs <port> <state-dir> <out.capnp> [NAME=value ...]
-// (each NAME=value overrides or adds one of wrangler.toml's vars).
+// (each NAME=value overrides or adds one of wrangler.toml's vars). WORKERD_V8_FLAGS, if set,
+// is a comma-separated list of V8 flags for the config's `v8Flags` (scripts/profile-process.py
+// sets `--perf-basic-prof` so that perf can name the Wasm's functions).
 import { writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { unstable_readConfig } from "wrangler";
@@ -20,6 +22,7 @@ const index = resolve(main, "../index.js");
 const fromConfig = (path) => relative(dirname(resolve(out)), path);
 const wasm = resolve(main, "../index_bg.wasm");
 const text = (value) => JSON.stringify(String(value));
+const v8Flags = (process.env.WORKERD_V8_FLAGS ?? "").split(",").filter(Boolean);
 
 const overridden = Object.fromEntries(
   overrides.map((pair) => [
@@ -44,6 +47,7 @@ writeFileSync(
   `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
+  v8Flags = [${v8Flags.map(text).join(", ")}],
   services = [
     (name = "edgecount", worker = .edgecount),
     (name = "do-storage", disk = (path = ${text(resolve(stateDir))}, writable = true)),

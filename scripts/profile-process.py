@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Where a request path's CPU goes in the whole workerd process, the runtime included.
+
+`scripts/profile.mjs` samples inside the isolate, so it cannot see what the runtime does
+outside V8 (HTTP, `Headers`, jsg wrappers, SQLite, the allocator, the kernel's sockets), and
+that is most of a request's cost. This samples the whole process with `perf` (the software
+`cpu-clock` event, which needs no hardware counters), with V8 writing a perf map so that the
+Wasm's Rust functions and the JavaScript glue have names, and workerd's own symbols read from
+its binary. It starts the built worker on workerd pinned to core 1, sends a fixed rate of
+requests from k6 on core 0 (not saturated: the server's CPU per request, split by where it
+goes, not a capacity figure), records a bounded number of seconds, and prints the CPU per
+request in each part of the process and the functions with the most samples.
+
+Usage (after `make build`; k6 comes with `make bench` or `make test`):
+  python3 scripts/profile-process.py <path> [--method M] [--rate R] [--seconds S] [--top N]
+                                     [--hello]
+`{i}` in the path becomes the request's number, to spread requests over keys. `--hello`
+profiles the JavaScript hello world of the bench (loadtest/baselines/js-hello) instead, the
+floor of the request-only paths: profile both to see what edgecount adds to a request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+K6 = ROOT / ".tools" / "bin" / "k6"
+WORKERD = ROOT / "node_modules" / ".bin" / "workerd"
+NODE = ROOT / "node_modules" / ".bin" / "node"
+PORT = 8798
+SAMPLE_HZ = 1999
+WARM_UP_S = 5
+
+# The parts of the process, first match wins: (label, pattern on perf's symbol column).
+PARTS = [
+    ("edgecount Wasm (Rust)", r"\[\.\] JS:(?!.*\.js:)(?!wasm-to-js|js-to-wasm)"),
+    ("Wasm/JS call stubs", r"Stub:|JS:wasm-to-js|JS:js-to-wasm|Builtins_Wasm|Builtins_JSToWasm"),
+    ("JavaScript (glue, or the hello world)", r"\[\.\] JS:"),
+    ("V8 (builtins, heap, compiler)", r"Builtins_|v8::|\[\.\] v8|cppgc|_ZN2v8"),
+    ("SQLite", r"sqlite3|json[A-Z]"),
+    ("allocator", r"tcmalloc|TCMalloc"),
+    ("runtime API (workerd::api, jsg)", r"workerd::api|workerd::jsg|jsg::"),
+    ("runtime HTTP and I/O (kj, hyper, tokio)", r"kj::|kj_|hyper|tokio|futures_|http::|httparse|mio::|bytes::"),
+    ("runtime other (workerd)", r"workerd"),
+    ("kernel", r"\[k\]"),
+    ("libc", r"libc|GLIBC|__GI_|__mem|__str|epoll|clock_gettime"),
+]
+
+HELLO_CONFIG = """using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  v8Flags = ["--perf-basic-prof"],
+  services = [(name = "hello", worker = .hello)],
+  sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "hello")],
+);
+const hello :Workerd.Worker = (
+  modules = [(name = "worker.js", esModule = embed "{module}")],
+  compatibilityDate = "2026-11-01",
+);
+"""
+
+K6_SCRIPT = """import http from "k6/http";
+import exec from "k6/execution";
+export const options = {
+  scenarios: { fixed: { executor: "constant-arrival-rate", rate: Number(__ENV.RATE),
+    timeUnit: "1s", duration: __ENV.DURATION, preAllocatedVUs: 50, maxVUs: 400 } },
+  summaryTrendStats: ["med", "p(99)"],
+};
+export default function () {
+  const path = __ENV.PATH_TEMPLATE.replaceAll("{i}", String(exec.scenario.iterationInTest));
+  http.request(__ENV.METHOD, `${__ENV.BASE}${path}`);
+}
+"""
+
+
+def need(path: Path, what: str) -> None:
+    if not path.exists():
+        sys.exit(f"profile-process: {what} is missing ({path.relative_to(ROOT)}); {hint(path)}")
+
+
+def hint(path: Path) -> str:
+    return "run `make build` first" if "build" in str(path) else "run `make test` or `make bench` once"
+
+
+def write_config(work: Path, hello: bool) -> Path:
+    config = work / "config.capnp"
+    if hello:
+        module = ROOT / "loadtest" / "baselines" / "js-hello" / "worker.js"
+        config.write_text(HELLO_CONFIG.format(port=PORT, module=os.path.relpath(module, work)))
+    else:
+        (work / "state").mkdir()
+        env = {**os.environ, "WORKERD_V8_FLAGS": "--perf-basic-prof"}
+        subprocess.run([str(NODE), "scripts/workerd-config.mjs", str(PORT), str(work / "state"), str(config)],
+                       cwd=ROOT, env=env, check=True)
+    return config
+
+
+def wait_until_up(base: str) -> None:
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(base + "/", timeout=1).read()
+            return
+        except OSError as error:
+            if getattr(error, "code", None):
+                return  # an HTTP error answer: it is up
+            time.sleep(0.1)
+    sys.exit("profile-process: workerd did not start")
+
+
+def k6(work: Path, args: argparse.Namespace, seconds: int) -> subprocess.Popen:
+    script = work / "fixed-rate.js"
+    script.write_text(K6_SCRIPT)
+    env = {"RATE": str(args.rate), "DURATION": f"{seconds}s", "PATH_TEMPLATE": args.path,
+           "METHOD": args.method, "BASE": f"http://127.0.0.1:{PORT}"}
+    command = ["taskset", "-c", "0", str(K6), "run", "--quiet", "--no-usage-report"]
+    for name, value in env.items():
+        command += ["-e", f"{name}={value}"]
+    return subprocess.Popen([*command, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def requests_sent(k6_output: str) -> int:
+    match = re.search(r"http_reqs\.*:\s*(\d+)", k6_output)
+    return int(match.group(1)) if match else 0
+
+
+def samples_by_symbol(data: Path) -> collections.Counter:
+    report = subprocess.run(["perf", "report", "-i", str(data), "-n", "--no-children", "--sort", "sym", "--stdio",
+                             "-g", "none"], capture_output=True, text=True, check=True).stdout
+    counts: collections.Counter = collections.Counter()
+    for line in report.splitlines():
+        fields = line.split(None, 2)
+        if len(fields) == 3 and fields[0].endswith("%") and fields[1].isdigit():
+            # A function's tier and number vary from run to run; its name does not.
+            name = re.sub(r"-\d+-(turbofan|liftoff|maglev|sparkplug)$", "", fields[2].strip())
+            counts[name] += int(fields[1])
+    return counts
+
+
+def part_of(symbol: str) -> str:
+    return next((label for label, pattern in PARTS if re.search(pattern, symbol)), "other")
+
+
+def report(counts: collections.Counter, requests: int, seconds: float, top: int) -> None:
+    per_sample_us = 1e6 / SAMPLE_HZ
+    total = sum(counts.values())
+    per_request = lambda samples: samples * per_sample_us / requests  # noqa: E731
+    print(f"\n{requests} requests in {seconds:.0f} s, {total} samples: "
+          f"{per_request(total):.0f} µs of CPU per request in the whole process")
+    parts: collections.Counter = collections.Counter()
+    for symbol, samples in counts.items():
+        parts[part_of(symbol)] += samples
+    print("\nby part (µs per request, share)")
+    for label, samples in parts.most_common():
+        print(f"{per_request(samples):8.1f}  {100 * samples / total:5.1f}%  {label}")
+    print(f"\nfunctions (µs per request, part)")
+    for symbol, samples in counts.most_common(top):
+        print(f"{per_request(samples):8.1f}  {symbol[:110]}  [{part_of(symbol)}]")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path")
+    parser.add_argument("--method", default="GET")
+    parser.add_argument("--rate", type=int, default=700, help="requests per second (default 700)")
+    parser.add_argument("--seconds", type=int, default=10, help="seconds recorded, at most 60 (default 10)")
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--hello", action="store_true", help="profile the JavaScript hello world instead")
+    args = parser.parse_args()
+    args.seconds = max(1, min(args.seconds, 60))
+    if not shutil.which("perf"):
+        sys.exit("profile-process: perf is not installed (Debian: linux-perf)")
+    for path, what in ((WORKERD, "workerd"), (K6, "k6"), (NODE, "node")):
+        need(path, what)
+    if not args.hello:
+        need(ROOT / "build" / "index_bg.wasm", "the built worker")
+    work = Path(tempfile.mkdtemp(prefix="edgecount-profile-process-"))
+    server = None
+    try:
+        config = write_config(work, args.hello)
+        server = subprocess.Popen(["taskset", "-c", "1", str(WORKERD), "serve", str(config)],
+                                  stdout=subprocess.DEVNULL, stderr=(work / "workerd.log").open("w"))
+        wait_until_up(f"http://127.0.0.1:{PORT}")
+        print(f"warming up for {WARM_UP_S} s, then recording {args.seconds} s at {args.rate} requests/s")
+        k6(work, args, WARM_UP_S).wait()
+        # k6 runs a second longer on each side, so the recording sees only the steady rate.
+        load = k6(work, args, args.seconds + 2)
+        time.sleep(1)
+        data = work / "perf.data"
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(SAMPLE_HZ), "-p", str(server.pid),
+                        "-o", str(data), "--", "sleep", str(args.seconds)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        output, _ = load.communicate()
+        sent = requests_sent(output)
+        if sent == 0:
+            sys.exit(f"profile-process: k6 sent nothing:\n{output[-2000:]}")
+        # Requests within the recorded seconds, at the fixed rate.
+        report(samples_by_symbol(data), args.rate * args.seconds, args.seconds, args.top)
+    finally:
+        if server:
+            server.terminate()
+            server.wait()
+        # V8's perf maps name the process that wrote them; they are of no use once it is gone.
+        if server:
+            Path(f"/tmp/perf-{server.pid}.map").unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
