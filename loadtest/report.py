@@ -211,16 +211,17 @@ def write_report(run_dir: Path, summary: dict) -> None:
         "scenario, the same for every system; `goals met`: that run had no dropped iterations and "
         "under 0.1% errors. A batch request counts 50 ops.",
         "",
-        "Persistence: " + "; ".join(f"{s}: {p}" for s, p in persistence.items()) + ".",
-        "",
     ]
+    if persistence:
+        lines += ["Persistence: " + "; ".join(f"{s}: {p}" for s, p in persistence.items()) + ".", ""]
     if summary.get("skipped"):
         lines += ["Not run: " + "; ".join(f"{s} ({why})" for s, why in summary["skipped"].items()) + ".", ""]
     lines += prices_note()
     lines += where_time_goes(rows)
     lines += pairs.report_lines(summary.get("pairs", []))
     lines += tables(rows)
-    lines += ["![ops/s and p99 per system and scenario](chart.png)", ""]
+    if rows:  # a run of the paired holds only has no rows to chart
+        lines += ["![ops/s and p99 per system and scenario](chart.png)", ""]
     (run_dir / "report.md").write_text("\n".join(lines))
 
 
@@ -259,7 +260,7 @@ def main() -> int:
     run_dir = Path(sys.argv[1])
     summary = json.loads((run_dir / "summary.json").read_text())
     write_report(run_dir, summary)
-    charted = write_chart(run_dir, summary["rows"])
+    charted = bool(summary["rows"]) and write_chart(run_dir, summary["rows"])
     print(f"report: {run_dir / 'report.md'}" + (f", {run_dir / 'chart.png'}" if charted else ""))
     return 0
 
