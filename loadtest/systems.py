@@ -386,9 +386,11 @@ class NginxStatic(System):
         wait_until_up(f"{self.base_url}/")
 
 
-def write_js_worker_config(run_dir: Path, name: str, script: Path, port: int, sql_objects: str | None = None) -> Path:
+def write_js_worker_config(run_dir: Path, name: str, script: Path, port: int, sql_objects: str | None = None,
+                           v8_flags: tuple[str, ...] = ()) -> Path:
     """A workerd config serving one JavaScript module on `port`; with `sql_objects`, that class as
-    a SQLite Durable Object namespace bound as SHARDS, stored under the run folder."""
+    a SQLite Durable Object namespace bound as SHARDS, stored under the run folder; `v8_flags`
+    for V8 (scripts/profile-process.py asks for a perf map)."""
     config = run_dir / f"{name}.capnp"
     module = os.path.relpath(script, run_dir)
     services = [f'(name = "{name}", worker = .worker)']
@@ -403,6 +405,7 @@ def write_js_worker_config(run_dir: Path, name: str, script: Path, port: int, sq
   durableObjectStorage = (localDisk = "storage"),"""
     config.write_text(f"""using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
+  v8Flags = [{", ".join(json.dumps(flag) for flag in v8_flags)}],
   services = [{", ".join(services)}],
   sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "{name}")],
 );

@@ -13,10 +13,12 @@ request in each part of the process and the functions with the most samples.
 
 Usage (after `make build`; k6 comes with `make bench` or `make test`):
   python3 scripts/profile-process.py <path> [--method M] [--rate R] [--seconds S] [--top N]
-                                     [--hello]
+                                     [--hello | --floor]
 `{i}` in the path becomes the request's number, to spread requests over keys. `--hello`
-profiles the JavaScript hello world of the bench (loadtest/baselines/js-hello) instead, the
-floor of the request-only paths: profile both to see what edgecount adds to a request.
+profiles the bench's JavaScript hello world (loadtest/baselines/js-hello) instead, the floor of
+the request-only paths, and `--floor` its JavaScript worker and Durable Objects
+(loadtest/baselines/js-floor), the floor of the shard paths: profile both to see what edgecount
+adds to a request.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BASELINES = ROOT / "loadtest" / "baselines"
+sys.path.insert(0, str(ROOT / "loadtest"))
+import systems  # noqa: E402  (the bench's configs of its JavaScript floors)
+
 K6 = ROOT / ".tools" / "bin" / "k6"
 WORKERD = ROOT / "node_modules" / ".bin" / "workerd"
 NODE = ROOT / "node_modules" / ".bin" / "node"
@@ -55,18 +61,6 @@ PARTS = [
     ("kernel", r"\[k\]"),
     ("libc", r"libc|GLIBC|__GI_|__mem|__str|epoll|clock_gettime"),
 ]
-
-HELLO_CONFIG = """using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  v8Flags = ["--perf-basic-prof"],
-  services = [(name = "hello", worker = .hello)],
-  sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "hello")],
-);
-const hello :Workerd.Worker = (
-  modules = [(name = "worker.js", esModule = embed "{module}")],
-  compatibilityDate = "2026-11-01",
-);
-"""
 
 K6_SCRIPT = """import http from "k6/http";
 import exec from "k6/execution";
@@ -91,16 +85,17 @@ def hint(path: Path) -> str:
     return "run `make build` first" if "build" in str(path) else "run `make test` or `make bench` once"
 
 
-def write_config(work: Path, hello: bool) -> Path:
+def write_config(work: Path, floor: str | None) -> Path:
+    """The config of the bench's JavaScript floor `floor` (js-hello, js-floor), or else edgecount's."""
+    if floor:
+        return systems.write_js_worker_config(work, floor, BASELINES / floor / "worker.js", PORT,
+                                              sql_objects="FloorShard" if floor == "js-floor" else None,
+                                              v8_flags=("--perf-basic-prof",))
     config = work / "config.capnp"
-    if hello:
-        module = ROOT / "loadtest" / "baselines" / "js-hello" / "worker.js"
-        config.write_text(HELLO_CONFIG.format(port=PORT, module=os.path.relpath(module, work)))
-    else:
-        (work / "state").mkdir()
-        env = {**os.environ, "WORKERD_V8_FLAGS": "--perf-basic-prof"}
-        subprocess.run([str(NODE), "scripts/workerd-config.mjs", str(PORT), str(work / "state"), str(config)],
-                       cwd=ROOT, env=env, check=True)
+    (work / "state").mkdir()
+    env = {**os.environ, "WORKERD_V8_FLAGS": "--perf-basic-prof"}
+    subprocess.run([str(NODE), "scripts/workerd-config.mjs", str(PORT), str(work / "state"), str(config)],
+                   cwd=ROOT, env=env, check=True)
     return config
 
 
@@ -173,19 +168,23 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=700, help="requests per second (default 700)")
     parser.add_argument("--seconds", type=int, default=10, help="seconds recorded, at most 60 (default 10)")
     parser.add_argument("--top", type=int, default=30)
-    parser.add_argument("--hello", action="store_true", help="profile the JavaScript hello world instead")
+    floors = parser.add_mutually_exclusive_group()
+    floors.add_argument("--hello", action="store_const", const="js-hello", dest="floor",
+                        help="profile the JavaScript hello world instead (the floor of request-only paths)")
+    floors.add_argument("--floor", action="store_const", const="js-floor", dest="floor",
+                        help="profile the JavaScript worker and Durable Objects instead (the floor of shard paths)")
     args = parser.parse_args()
     args.seconds = max(1, min(args.seconds, 60))
     if not shutil.which("perf"):
         sys.exit("profile-process: perf is not installed (Debian: linux-perf)")
     for path, what in ((WORKERD, "workerd"), (K6, "k6"), (NODE, "node")):
         need(path, what)
-    if not args.hello:
+    if not args.floor:
         need(ROOT / "build" / "index_bg.wasm", "the built worker")
     work = Path(tempfile.mkdtemp(prefix="edgecount-profile-process-"))
     server = None
     try:
-        config = write_config(work, args.hello)
+        config = write_config(work, args.floor)
         server = subprocess.Popen(["taskset", "-c", "1", str(WORKERD), "serve", str(config)],
                                   stdout=subprocess.DEVNULL, stderr=(work / "workerd.log").open("w"))
         wait_until_up(f"http://127.0.0.1:{PORT}")
