@@ -14,7 +14,12 @@
 # Steps 2-4 are skipped when cargo's output and worker/entry.js are what the last build used,
 # and their result is shared by the clones on a machine (see below); a clone whose sources
 # are those of a kept result skips step 1 as well.
+#
+# `--compile-only` runs step 1 alone, when it would run at all: `make test` starts it beside the
+# installs (which steps 2-4 need), so that a change to the Rust sources compiles meanwhile.
 set -euo pipefail
+compile_only=false
+[ "${1:-}" = --compile-only ] && compile_only=true
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -28,11 +33,15 @@ STAMP="$OUT/.built-from"
 CACHE="${EDGECOUNT_BUILD_CACHE:-$HOME/.cache/edgecount/worker-builds}"
 KEEP_BUILDS=8
 
-# The worker compiles client/dist in (served at /v1/client.js): bring it up to date first.
-echo "[build] browser client -> client/dist/"
-node client/build.mjs
+# The worker compiles client/dist in (served at /v1/client.js): bring it up to date first. (A
+# compile-only run goes without, before node_modules exist: the committed client/dist is what
+# the build makes, and were it not, cargo would compile the worker again after it.)
+if ! $compile_only; then
+  echo "[build] browser client -> client/dist/"
+  node client/build.mjs
+fi
 
-echo "[build] worker -> build/ (release Wasm)"
+echo "[build] worker -> build/ (release Wasm$($compile_only && echo ", cargo only"))"
 started=$SECONDS
 # Step 1. Tells wasm-bindgen's macros to use js_sys' futures, as worker-build does.
 cargo_build() {
@@ -57,6 +66,15 @@ if [ -n "$sources" ] && [ -d "$CACHE" ]; then
   kept_for_sources="$(grep -lx "$sources" "$CACHE"/*/source-keys 2>/dev/null | head -n 1 || true)"
 fi
 
+if $compile_only; then
+  if [ -n "$kept_for_sources" ] && kept_whole "$(dirname "$kept_for_sources")"; then
+    echo "[build] these sources were built before on this machine: nothing to compile"
+  else
+    cargo_build
+    echo "[build] cargo done in $((SECONDS - started)) s"
+  fi
+  exit 0
+fi
 if [ -n "$kept_for_sources" ] && kept_whole "$(dirname "$kept_for_sources")"; then
   # A build of these very sources was kept: cargo would make the same Wasm.
   key="$(basename "$(dirname "$kept_for_sources")")"

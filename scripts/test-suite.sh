@@ -4,10 +4,10 @@
 # and how long it took.
 #
 #   the toolchain's parts and sccache (scripts/bootstrap.sh rust), then at once:
-#   rustfmt and clippy, then the      |  the other installs (k6, npm, ...), prettier, the Wasm
-#   native tests (natively, in        |  build, then at once: vitest in workerd, the OpenAPI
-#   target/debug, which a fresh clone |  check and the benchmark smoke run (they only read build/)
-#   takes from the machine's seed:    |
+#   rustfmt and clippy, then the      |  the other installs (k6, npm, ...) and prettier, beside
+#   native tests (natively, in        |  cargo's Wasm compile; the rest of the Wasm build, then
+#   target/debug, which a fresh clone |  at once: vitest in workerd, the OpenAPI check and the
+#   takes from the machine's seed:    |  benchmark smoke run (they only read build/)
 #   scripts/native-seed.sh)           |
 #
 # The right-hand side, mostly waiting (installs, timers, k6 holding for fixed times), is the
@@ -38,9 +38,15 @@ vitest() { part test-worker; }
 api_spec() { beside test-api-spec; }
 bench_smoke() { part test-bench-smoke; }
 
-worker_suites() {
+installs_and_lint() {
   scripts/bootstrap.sh test
   part lint-js
+}
+# cargo's part of the build needs none of those installs: a Rust change compiles meanwhile.
+wasm_compile() { scripts/build-worker.sh --compile-only; }
+
+worker_suites() {
+  run_jobs installs_and_lint wasm_compile
   part build
   run_jobs vitest api_spec bench_smoke
 }
