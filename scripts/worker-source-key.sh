@@ -16,7 +16,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-package_version() { node -p "require('./node_modules/$1/package.json').version"; }
+# From the lockfile that node_modules is installed from, so that the key can be made before the
+# install (make test compiles the Wasm beside it).
+package_version() {
+  python3 -c 'import json, sys; print(json.load(open("package-lock.json"))["packages"]["node_modules/" + sys.argv[1]]["version"])' "$1"
+}
 tools="wasm-bindgen $(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, "", $0); print; exit}' Cargo.lock)"
 tools+=" binaryen $(package_version binaryen) esbuild $(package_version esbuild)"
 if [ "${1:-}" = --tools ]; then

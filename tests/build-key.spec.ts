@@ -60,6 +60,14 @@ describe("the worker's source key", () => {
     expect(keyOf(cloneAt("elsewhere"))).toBe(originalKey);
   });
 
+  it("is made before node_modules is installed, and the same as after", () => {
+    // make test compiles the Wasm beside the installs, keyed before node_modules exists.
+    const dir = join(scratch, "before-install");
+    execFileSync("git", ["clone", "--quiet", "--shared", ROOT, dir]);
+    expect(existsSync(join(dir, "node_modules"))).toBe(false);
+    expect(keyOf(dir)).toBe(originalKey);
+  });
+
   it("is the same when only files cargo does not read change", () => {
     const dir = cloneAt("changed");
     appendFileSync(join(dir, "README.md"), "\nanother line\n");
