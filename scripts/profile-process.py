@@ -185,7 +185,8 @@ def main() -> None:
     server = None
     try:
         config = write_config(work, args.floor)
-        server = subprocess.Popen(["taskset", "-c", "1", str(WORKERD), "serve", str(config)],
+        # In the scratch folder: with a perf map, V8 also writes a log of its own where it runs.
+        server = subprocess.Popen(["taskset", "-c", "1", str(WORKERD), "serve", str(config)], cwd=work,
                                   stdout=subprocess.DEVNULL, stderr=(work / "workerd.log").open("w"))
         wait_until_up(f"http://127.0.0.1:{PORT}")
         print(f"warming up for {WARM_UP_S} s, then recording {args.seconds} s at {args.rate} requests/s")
