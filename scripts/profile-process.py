@@ -13,7 +13,7 @@ request in each part of the process and the functions with the most samples.
 
 Usage (after `make build`; k6 comes with `make bench` or `make test`):
   python3 scripts/profile-process.py <path> [--method M] [--rate R] [--seconds S] [--top N]
-                                     [--hello | --floor]
+                                     [--warm-up S] [--hello | --floor]
 `{i}` in the path becomes the request's number, to spread requests over keys. `--hello`
 profiles the bench's JavaScript hello world (loadtest/baselines/js-hello) instead, the floor of
 the request-only paths, and `--floor` its JavaScript worker and Durable Objects
@@ -45,7 +45,6 @@ WORKERD = ROOT / "node_modules" / ".bin" / "workerd"
 NODE = ROOT / "node_modules" / ".bin" / "node"
 PORT = 8798
 SAMPLE_HZ = 1999
-WARM_UP_S = 5
 
 # The parts of the process, first match wins: (label, pattern on perf's symbol column).
 PARTS = [
@@ -168,6 +167,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=700, help="requests per second (default 700)")
     parser.add_argument("--seconds", type=int, default=10, help="seconds recorded, at most 60 (default 10)")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--warm-up", type=int, default=5, help="seconds of load before recording (default 5)")
     floors = parser.add_mutually_exclusive_group()
     floors.add_argument("--hello", action="store_const", const="js-hello", dest="floor",
                         help="profile the JavaScript hello world instead (the floor of request-only paths)")
@@ -189,8 +189,9 @@ def main() -> None:
         server = subprocess.Popen(["taskset", "-c", "1", str(WORKERD), "serve", str(config)], cwd=work,
                                   stdout=subprocess.DEVNULL, stderr=(work / "workerd.log").open("w"))
         wait_until_up(f"http://127.0.0.1:{PORT}")
-        print(f"warming up for {WARM_UP_S} s, then recording {args.seconds} s at {args.rate} requests/s")
-        k6(work, args, WARM_UP_S).wait()
+        print(f"warming up for {args.warm_up} s, then recording {args.seconds} s at {args.rate} requests/s")
+        if args.warm_up > 0:
+            k6(work, args, args.warm_up).wait()
         # k6 runs a second longer on each side, so the recording sees only the steady rate.
         load = k6(work, args, args.seconds + 2)
         time.sleep(1)

@@ -1,0 +1,46 @@
+// scripts/profile-process.py splits a path's CPU by part of the whole workerd process. What it
+// reports is only worth reading if perf saw the process and V8's perf map named the Wasm's
+// functions: a run that quietly lost either would put edgecount's own code at zero. So a short
+// run is made here and its report read for both. It needs `perf`; without it the test is
+// skipped, saying so.
+import { execFileSync, spawnSync } from "node:child_process";
+import { resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const ROOT = resolve(__dirname, "..");
+const hasPerf = spawnSync("perf", ["--version"]).status === 0;
+
+/** The report's µs per request for one part, by its label. */
+function part(report: string, label: string): number {
+  const line = report.split("\n").find((l) => l.endsWith(`  ${label}`));
+  return line ? Number(line.trim().split(/\s+/)[0]) : NaN;
+}
+
+describe.skipIf(!hasPerf)("the whole-process profiler (needs perf)", () => {
+  it("names edgecount's Rust functions and gives them their share", () => {
+    const report = execFileSync(
+      "python3",
+      [
+        "scripts/profile-process.py",
+        "/v1/counters/profiled/k{i}",
+        "--rate",
+        "200",
+        "--seconds",
+        "2",
+        "--warm-up",
+        "1",
+        "--top",
+        "200",
+      ],
+      { cwd: ROOT, encoding: "utf8", timeout: 50_000 },
+    );
+    expect(report).toMatch(/400 requests in 2 s, \d+ samples/);
+    // Cold reads of new keys: the worker's entry and a shard call in Rust, by name.
+    expect(report).toContain("edgecount_worker::fetch");
+    expect(report).toMatch(/edgecount_worker::(isolate|shard)::/);
+    expect(part(report, "edgecount Wasm (Rust)")).toBeGreaterThan(0);
+    expect(
+      part(report, "runtime HTTP and I/O (kj, hyper, tokio)"),
+    ).toBeGreaterThan(0);
+  });
+});
