@@ -13,7 +13,7 @@ request in each part of the process and the functions with the most samples.
 
 Usage (after `make build`; k6 comes with `make bench` or `make test`):
   python3 scripts/profile-process.py <path> [--method M] [--rate R] [--seconds S] [--top N]
-                                     [--warm-up S] [--hello | --floor]
+                                     [--warm-up S] [--cpu-quota CORES] [--hello | --floor]
 `{i}` in the path becomes the request's number, to spread requests over keys. `--hello`
 profiles the bench's JavaScript hello world (loadtest/baselines/js-hello) instead, the floor of
 the request-only paths, and `--floor` its JavaScript worker and Durable Objects
@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BASELINES = ROOT / "loadtest" / "baselines"
 sys.path.insert(0, str(ROOT / "loadtest"))
 import systems  # noqa: E402  (the bench's configs of its JavaScript floors)
+from cpu_quota import CpuQuota  # noqa: E402  (the bench's CPU cap)
 
 K6 = ROOT / ".tools" / "bin" / "k6"
 WORKERD = ROOT / "node_modules" / ".bin" / "workerd"
@@ -168,6 +169,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10, help="seconds recorded, at most 60 (default 10)")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--warm-up", type=int, default=5, help="seconds of load before recording (default 5)")
+    parser.add_argument("--cpu-quota", type=float,
+                        help="cap the server at this share of a core, as the bench's capacity holds do")
     floors = parser.add_mutually_exclusive_group()
     floors.add_argument("--hello", action="store_const", const="js-hello", dest="floor",
                         help="profile the JavaScript hello world instead (the floor of request-only paths)")
@@ -182,13 +185,19 @@ def main() -> None:
     if not args.floor:
         need(ROOT / "build" / "index_bg.wasm", "the built worker")
     work = Path(tempfile.mkdtemp(prefix="edgecount-profile-process-"))
-    server = None
+    server = quota = None
     try:
         config = write_config(work, args.floor)
         # In the scratch folder: with a perf map, V8 also writes a log of its own where it runs.
         server = subprocess.Popen(["taskset", "-c", "1", str(WORKERD), "serve", str(config)], cwd=work,
                                   stdout=subprocess.DEVNULL, stderr=(work / "workerd.log").open("w"))
         wait_until_up(f"http://127.0.0.1:{PORT}")
+        if args.cpu_quota:
+            quota = CpuQuota.create("profile-process")
+            if quota is None:
+                sys.exit("profile-process: no cgroup can be written here, so no CPU quota")
+            quota.add(server.pid)
+            quota.cap(args.cpu_quota)
         print(f"warming up for {args.warm_up} s, then recording {args.seconds} s at {args.rate} requests/s")
         if args.warm_up > 0:
             k6(work, args, args.warm_up).wait()
@@ -203,12 +212,19 @@ def main() -> None:
         sent = requests_sent(output)
         if sent == 0:
             sys.exit(f"profile-process: k6 sent nothing:\n{output[-2000:]}")
-        # Requests within the recorded seconds, at the fixed rate.
-        report(samples_by_symbol(data), args.rate * args.seconds, args.seconds, args.top)
+        # Requests within the recorded seconds: k6's run spans them and a second on each side,
+        # at a steady rate (the rate asked for, or less where k6 or the server fell behind).
+        recorded = round(sent * args.seconds / (args.seconds + 2))
+        if recorded < 0.95 * args.rate * args.seconds:
+            print(f"k6 sent {sent} requests in {args.seconds + 2} s, fewer than {args.rate}/s: "
+                  "the figures below are per request sent")
+        report(samples_by_symbol(data), recorded, args.seconds, args.top)
     finally:
         if server:
             server.terminate()
             server.wait()
+        if quota:
+            quota.remove()
         # V8's perf maps name the process that wrote them; they are of no use once it is gone.
         if server:
             Path(f"/tmp/perf-{server.pid}.map").unlink(missing_ok=True)
