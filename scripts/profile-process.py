@@ -28,6 +28,7 @@ import collections
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,6 @@ from cpu_quota import CpuQuota  # noqa: E402  (the bench's CPU cap)
 K6 = ROOT / ".tools" / "bin" / "k6"
 WORKERD = ROOT / "node_modules" / ".bin" / "workerd"
 NODE = ROOT / "node_modules" / ".bin" / "node"
-PORT = 8798
 SAMPLE_HZ = 1999
 
 # The parts of the process, first match wins: (label, pattern on perf's symbol column).
@@ -83,6 +83,16 @@ def need(path: Path, what: str) -> None:
 
 def hint(path: Path) -> str:
     return "run `make build` first" if "build" in str(path) else "run `make test` or `make bench` once"
+
+
+def free_port() -> int:
+    """A port the kernel has just handed out as free (the test suite runs servers of its own)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+PORT = free_port()
 
 
 def write_config(work: Path, floor: str | None) -> Path:

@@ -11,6 +11,7 @@
 // the request's number modulo 1000, to spread requests over keys.
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -22,8 +23,9 @@ if (!path) {
   );
   process.exit(2);
 }
-const HTTP_PORT = 8897;
-const INSPECTOR_PORT = 9237;
+// Ports no other server on the machine holds (the test suite runs servers of its own).
+const HTTP_PORT = await freePort();
+const INSPECTOR_PORT = await freePort();
 const requests = Math.min(Number(count), 100_000);
 const base = `http://127.0.0.1:${HTTP_PORT}`;
 
@@ -58,6 +60,18 @@ try {
 } finally {
   workerd.kill();
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** A port the kernel has just handed out as free. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 function run(command, args) {
@@ -120,7 +134,17 @@ async function connect(url) {
     call(command, params = {}) {
       const id = ++next;
       socket.send(JSON.stringify({ id, method: command, params }));
-      return new Promise((resolve) => pending.set(id, resolve));
+      return new Promise((resolve, reject) => {
+        // A lost answer fails the run instead of holding it forever.
+        const timer = setTimeout(
+          () => reject(new Error(`the inspector did not answer ${command}`)),
+          30_000,
+        );
+        pending.set(id, (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        });
+      });
     },
     close: () => socket.close(),
   };
