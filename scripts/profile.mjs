@@ -58,8 +58,19 @@ try {
   inspector.close();
   report(profile, requests, Number(top));
 } finally {
-  workerd.kill();
+  await stop(workerd);
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** Ends `child` and waits for it: SIGTERM, then SIGKILL after 5 s. A runtime left behind would
+ * keep holding this script's output, and whoever waits for that to close. */
+async function stop(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+  await exited;
+  clearTimeout(timer);
 }
 
 /** A port the kernel has just handed out as free. */
