@@ -231,8 +231,13 @@ def main() -> None:
         report(samples_by_symbol(data), recorded, args.seconds, args.top)
     finally:
         if server:
+            # workerd does not always end on SIGTERM.
             server.terminate()
-            server.wait()
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
         if quota:
             quota.remove()
         # V8's perf maps name the process that wrote them; they are of no use once it is gone.
