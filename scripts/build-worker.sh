@@ -65,9 +65,13 @@ kept_for_sources=""
 if [ -n "$sources" ] && [ -d "$CACHE" ]; then
   kept_for_sources="$(grep -lx "$sources" "$CACHE"/*/source-keys 2>/dev/null | head -n 1 || true)"
 fi
+sources_kept=false
+if [ -n "$kept_for_sources" ] && kept_whole "$(dirname "$kept_for_sources")"; then
+  sources_kept=true
+fi
 
 if $compile_only; then
-  if [ -n "$kept_for_sources" ] && kept_whole "$(dirname "$kept_for_sources")"; then
+  if $sources_kept; then
     echo "[build] these sources were built before on this machine: nothing to compile"
   else
     cargo_build
@@ -75,7 +79,7 @@ if $compile_only; then
   fi
   exit 0
 fi
-if [ -n "$kept_for_sources" ] && kept_whole "$(dirname "$kept_for_sources")"; then
+if $sources_kept; then
   # A build of these very sources was kept: cargo would make the same Wasm.
   key="$(basename "$(dirname "$kept_for_sources")")"
   cargo_ran=false
