@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,13 +75,9 @@ export default function () {
 """
 
 
-def need(path: Path, what: str) -> None:
+def need(path: Path, what: str, how: str) -> None:
     if not path.exists():
-        sys.exit(f"profile-process: {what} is missing ({path.relative_to(ROOT)}); {hint(path)}")
-
-
-def hint(path: Path) -> str:
-    return "run `make build` first" if "build" in str(path) else "run `make test` or `make bench` once"
+        sys.exit(f"profile-process: {what} is missing ({path.relative_to(ROOT)}); {how}")
 
 
 def free_port() -> int:
@@ -107,18 +102,6 @@ def write_config(work: Path, floor: str | None) -> Path:
     subprocess.run([str(NODE), "scripts/workerd-config.mjs", str(PORT), str(work / "state"), str(config)],
                    cwd=ROOT, env=env, check=True)
     return config
-
-
-def wait_until_up(base: str) -> None:
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(base + "/", timeout=1).read()
-            return
-        except OSError as error:
-            if getattr(error, "code", None):
-                return  # an HTTP error answer: it is up
-            time.sleep(0.1)
-    sys.exit("profile-process: workerd did not start")
 
 
 def k6(work: Path, args: argparse.Namespace, seconds: int) -> subprocess.Popen:
@@ -191,9 +174,9 @@ def main() -> None:
     if not shutil.which("perf"):
         sys.exit("profile-process: perf is not installed (Debian: linux-perf)")
     for path, what in ((WORKERD, "workerd"), (K6, "k6"), (NODE, "node")):
-        need(path, what)
+        need(path, what, "run `make test` or `make bench` once")
     if not args.floor:
-        need(ROOT / "build" / "index_bg.wasm", "the built worker")
+        need(ROOT / "build" / "index_bg.wasm", "the built worker", "run `make build` first")
     work = Path(tempfile.mkdtemp(prefix="edgecount-profile-process-"))
     server = quota = None
     try:
@@ -201,7 +184,8 @@ def main() -> None:
         # In the scratch folder: with a perf map, V8 also writes a log of its own where it runs.
         server = subprocess.Popen(["taskset", "-c", "1", str(WORKERD), "serve", str(config)], cwd=work,
                                   stdout=subprocess.DEVNULL, stderr=(work / "workerd.log").open("w"))
-        wait_until_up(f"http://127.0.0.1:{PORT}")
+        # Each of the three answers /v1/health (the hello world answers any path).
+        systems.wait_until_up(f"http://127.0.0.1:{PORT}/v1/health", seconds=30)
         if args.cpu_quota:
             quota = CpuQuota.create("profile-process")
             if quota is None:
@@ -238,11 +222,10 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
+            # V8's perf maps name the process that wrote them; of no use once it is gone.
+            Path(f"/tmp/perf-{server.pid}.map").unlink(missing_ok=True)
         if quota:
             quota.remove()
-        # V8's perf maps name the process that wrote them; they are of no use once it is gone.
-        if server:
-            Path(f"/tmp/perf-{server.pid}.map").unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
 
 
