@@ -35,9 +35,10 @@ describe.skipIf(!hasPerf)("the whole-process profiler (needs perf)", () => {
       { cwd: ROOT, encoding: "utf8", timeout: 50_000 },
     );
     expect(report).toMatch(/400 requests in 2 s, \d+ samples/);
-    // Cold reads of new keys: the worker's entry and a shard call in Rust, by name.
-    expect(report).toContain("edgecount_worker::fetch");
-    expect(report).toMatch(/edgecount_worker::(isolate|shard)::/);
+    // Cold reads of new keys run the worker's Rust and a shard call's. Which of its functions
+    // make the top list is down to sampling (a run of ~500 samples gives the entry point 0-3),
+    // so the check is that the perf map named some of them, not any one.
+    expect(report).toMatch(/JS:edgecount_worker::\w+/);
     expect(part(report, "edgecount Wasm (Rust)")).toBeGreaterThan(0);
     expect(
       part(report, "runtime HTTP and I/O (kj, hyper, tokio)"),
