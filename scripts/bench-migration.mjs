@@ -18,13 +18,14 @@
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { freePort, stopProcess } from "./child-process.mjs";
 
 const KEYS = Number(process.env.MIGRATION_KEYS ?? 1_000_000);
 const FROM = Number(process.env.MIGRATION_FROM ?? 8);
 const TO = Number(process.env.MIGRATION_TO ?? 16);
 const LOAD_SECONDS = Number(process.env.MIGRATION_LOAD_SECONDS ?? 20);
 const CLIENTS = Number(process.env.MIGRATION_CLIENTS ?? 16);
-const PORT = Number(process.env.MIGRATION_PORT ?? 8803);
+const PORT = Number(process.env.MIGRATION_PORT ?? (await freePort()));
 // EDGECOUNT_HAND_OVER_KEYS of the deployment that makes the change (the default when unset).
 const HAND_OVER_KEYS = process.env.MIGRATION_HAND_OVER_KEYS;
 // Bounds on the whole run, so that it always ends.
@@ -39,8 +40,9 @@ const log = (line) => console.log(`[bench-migration] ${line}`);
 let runtime;
 
 async function start(vars) {
-  runtime?.kill("SIGTERM");
-  await sleep(300);
+  // The old runtime must be gone: one still holding the port would keep answering, and the
+  // load meant for the new settings would measure the old.
+  await stopProcess(runtime);
   const config = join(DIR, "edgecount.capnp");
   const overrides = Object.entries(vars).map(
     ([name, value]) => `${name}=${value}`,
@@ -237,5 +239,5 @@ async function main() {
 try {
   await main();
 } finally {
-  runtime?.kill("SIGTERM");
+  await stopProcess(runtime);
 }

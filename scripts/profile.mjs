@@ -11,9 +11,9 @@
 // the request's number modulo 1000, to spread requests over keys.
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort, stopProcess } from "./child-process.mjs";
 
 const [path, method = "GET", count = "5000", concurrency = "16", top = "30"] =
   process.argv.slice(2);
@@ -58,31 +58,8 @@ try {
   inspector.close();
   report(profile, requests, Number(top));
 } finally {
-  await stop(workerd);
+  await stopProcess(workerd);
   rmSync(dir, { recursive: true, force: true });
-}
-
-/** Ends `child` and waits for it: SIGTERM, then SIGKILL after 5 s. A runtime left behind would
- * keep holding this script's output, and whoever waits for that to close. */
-async function stop(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGTERM");
-  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-/** A port the kernel has just handed out as free. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function run(command, args) {
