@@ -13,8 +13,8 @@ request in each part of the process and the functions with the most samples.
 
 Usage (after `make build`; k6 comes with `make bench` or `make test`):
   python3 scripts/profile-process.py <path> [--method M] [--rate R] [--seconds S] [--top N]
-                                     [--warm-up S] [--cpu-quota CORES] [--hello | --floor]
-`{i}` in the path becomes the request's number, to spread requests over keys. `--hello`
+                                     [--warm-up S] [--cpu-quota CORES] [--body TEXT] [--hello | --floor]
+`{i}` in the path (and in `--body`) becomes the request's number, to spread requests over keys. `--hello`
 profiles the bench's JavaScript hello world (loadtest/baselines/js-hello) instead, the floor of
 the request-only paths, and `--floor` its JavaScript worker and Durable Objects
 (loadtest/baselines/js-floor), the floor of the shard paths: profile both to see what edgecount
@@ -69,8 +69,9 @@ export const options = {
   summaryTrendStats: ["med", "p(99)"],
 };
 export default function () {
-  const path = __ENV.PATH_TEMPLATE.replaceAll("{i}", String(exec.scenario.iterationInTest));
-  http.request(__ENV.METHOD, `${__ENV.BASE}${path}`);
+  const i = String(exec.scenario.iterationInTest);
+  const body = __ENV.BODY_TEMPLATE ? __ENV.BODY_TEMPLATE.replaceAll("{i}", i) : null;
+  http.request(__ENV.METHOD, `${__ENV.BASE}${__ENV.PATH_TEMPLATE.replaceAll("{i}", i)}`, body);
 }
 """
 
@@ -108,7 +109,7 @@ def k6(work: Path, args: argparse.Namespace, seconds: int) -> subprocess.Popen:
     script = work / "fixed-rate.js"
     script.write_text(K6_SCRIPT)
     env = {"RATE": str(args.rate), "DURATION": f"{seconds}s", "PATH_TEMPLATE": args.path,
-           "METHOD": args.method, "BASE": f"http://127.0.0.1:{PORT}"}
+           "METHOD": args.method, "BASE": f"http://127.0.0.1:{PORT}", "BODY_TEMPLATE": args.body or ""}
     command = ["taskset", "-c", "0", str(K6), "run", "--quiet", "--no-usage-report"]
     for name, value in env.items():
         command += ["-e", f"{name}={value}"]
@@ -158,6 +159,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path")
     parser.add_argument("--method", default="GET")
+    parser.add_argument("--body", help="the request body; `{i}` in it becomes the request's number too")
     parser.add_argument("--rate", type=int, default=700, help="requests per second (default 700)")
     parser.add_argument("--seconds", type=int, default=10, help="seconds recorded, at most 60 (default 10)")
     parser.add_argument("--top", type=int, default=30)
