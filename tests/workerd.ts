@@ -8,7 +8,11 @@ export interface Runtime {
   /** `http://127.0.0.1:<port>` */
   url: string;
   process: ChildProcess;
+  /** What the runtime has written to stderr so far (its last 64 KiB). */
+  log: () => string;
 }
+
+const LOG_BYTES = 64 * 1024;
 
 /** Starts workerd on `port` over the state kept in `dir`, with `vars` over wrangler.toml's,
  * and waits until it answers. */
@@ -31,12 +35,18 @@ export async function startWorkerd(
     { stdio: "inherit" },
   );
   const child = spawn(resolve("node_modules/.bin/workerd"), ["serve", config], {
-    stdio: "ignore",
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let log = "";
+  child.stderr!.setEncoding("utf8");
+  child.stderr!.on("data", (text: string) => {
+    log = (log + text).slice(-LOG_BYTES);
   });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 200; i++) {
     try {
-      if ((await fetch(`${url}/v1/health`)).ok) return { url, process: child };
+      if ((await fetch(`${url}/v1/health`)).ok)
+        return { url, process: child, log: () => log };
     } catch {
       // not up yet
     }

@@ -7,6 +7,7 @@
 //!   [`IdempotencyKey`]).
 //! - [`number`]: exact parsing of signed 64-bit numbers and TTLs from queries and JSON.
 //! - [`partition`]: which shard owns a key ([`ShardId`], [`shard_for`]).
+//! - [`hashing`]: the seeded hash of every table keyed by names that clients choose.
 //! - [`http`], what crosses the wire to clients:
 //!   [`http::body`] (the JSON bodies of the counter routes), [`http::query`] (their query
 //!   parameters), [`http::batch`] (the `POST /v1/batch` codec), [`http::badge`] (the SVG
@@ -32,6 +33,7 @@
 pub mod compat;
 pub mod edge;
 pub mod error;
+pub mod hashing;
 pub mod http;
 pub mod names;
 pub mod number;

@@ -11,7 +11,8 @@
 //!   once), [`isolate::hot_reads`] (kept reads of hot keys), [`isolate::meter`] (rate-limit
 //!   buckets), [`isolate::shard_calls`] (concurrent calls to one shard merged),
 //!   [`isolate::shard_client`] (the RPC to a shard), [`isolate::one_way`] (one-way writes
-//!   waiting to be applied), [`isolate::clock`].
+//!   waiting to be applied), [`isolate::hash_seed`] (the random seed of its hash tables),
+//!   [`isolate::clock`].
 //! - [`shard`], the Durable Object: [`shard::durable_object`] (a shell over the core's engine)
 //!   and [`shard::sql_store`] (its SQLite tables).
 
@@ -28,6 +29,7 @@ pub mod shard;
 /// its code only ever runs in its own request's context.
 #[wasm_bindgen]
 pub fn fetch(req: worker_sys::web_sys::Request, env: Env, ctx: worker_sys::Context) -> JsValue {
+    isolate::hash_seed::seed_once();
     isolate::request_task::run(async move {
         let req = http::message::Request::new(req)?;
         let ctx = Context::new(ctx);

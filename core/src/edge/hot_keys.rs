@@ -10,8 +10,7 @@
 //!
 //! Keys found hot are also remembered in a small bounded list, so operators can see which.
 
-use std::collections::HashMap;
-
+use crate::hashing::{key_map, KeyMap};
 use crate::{Key, Namespace};
 
 /// Rows of the sketch: the chance of a large overestimate falls exponentially with depth.
@@ -38,7 +37,7 @@ pub struct HotKeys {
     window_start_ms: u64,
     window_ms: u64,
     threshold_per_s: f64,
-    hot: HashMap<(Namespace, Key), HotKey>,
+    hot: KeyMap<(Namespace, Key), HotKey>,
     hot_capacity: usize,
 }
 
@@ -53,7 +52,7 @@ impl HotKeys {
             window_start_ms: 0,
             window_ms: window_ms.max(1),
             threshold_per_s,
-            hot: HashMap::new(),
+            hot: key_map(),
             hot_capacity,
         }
     }

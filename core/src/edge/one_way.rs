@@ -24,8 +24,7 @@
 //!   (`Accept::Accepted::start_flusher`) and the old one stops when it next looks. A flush left
 //!   in flight by a flusher that died is sent again, under its number, by the next.
 
-use std::collections::HashMap;
-
+use crate::hashing::{key_map, KeyMap};
 use crate::shard::protocol::{OpResult, ShardOp, ShardRequest};
 use crate::{CoreError, IdempotencyKey, Key, Namespace, ShardId};
 
@@ -184,7 +183,7 @@ struct Flusher {
 
 #[derive(Debug, Default)]
 struct ShardBuffer {
-    pending: HashMap<Slot, Pending>,
+    pending: KeyMap<Slot, Pending>,
     /// Ops in `pending`.
     ops: u64,
     /// When the oldest pending sum was started.
@@ -197,7 +196,7 @@ struct ShardBuffer {
 #[derive(Debug)]
 pub struct OneWayBuffer {
     limits: OneWayLimits,
-    shards: HashMap<ShardId, ShardBuffer>,
+    shards: KeyMap<ShardId, ShardBuffer>,
     keys: usize,
     bytes: u64,
     next_number: u64,
@@ -222,7 +221,7 @@ impl OneWayBuffer {
     pub fn new(limits: OneWayLimits) -> Self {
         Self {
             limits,
-            shards: HashMap::new(),
+            shards: key_map(),
             keys: 0,
             bytes: 0,
             next_number: 0,
@@ -426,6 +425,7 @@ fn split(sum: i128) -> impl Iterator<Item = i64> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashMap;
 
     fn limits() -> OneWayLimits {
         OneWayLimits { interval_ms: 1_000, flush_ops: 100, max_keys: 3, max_bytes: 10_000 }

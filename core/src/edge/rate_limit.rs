@@ -11,7 +11,6 @@
 //! cost once its ops are counted ([`RequestCharge`]).
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::rc::Rc;
 use std::time::Duration;
@@ -20,6 +19,8 @@ use governor::clock::Clock;
 use governor::middleware::StateInformationMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter as Gcra};
+
+use crate::hashing::{key_map, KeyMap};
 
 mod client_id;
 pub use client_id::ClientId;
@@ -111,7 +112,7 @@ struct Tracked {
 pub struct ClientLimiter {
     limit: RateLimit,
     clock: SharedClock,
-    clients: HashMap<ClientId, Tracked>,
+    clients: KeyMap<ClientId, Tracked>,
     max_clients: usize,
 }
 
@@ -124,12 +125,7 @@ impl ClientLimiter {
     /// A limiter that tracks at most `max_clients` clients.
     #[must_use]
     pub fn with_capacity(limit: RateLimit, max_clients: usize) -> Self {
-        Self {
-            limit,
-            clock: SharedClock::default(),
-            clients: HashMap::new(),
-            max_clients: max_clients.max(1),
-        }
+        Self { limit, clock: SharedClock::default(), clients: key_map(), max_clients: max_clients.max(1) }
     }
 
     /// Charges `request` as a request of `ops` ops at `now_ms`: it pays what its cost

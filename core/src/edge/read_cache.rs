@@ -14,6 +14,7 @@
 
 use lru::LruCache;
 
+use crate::hashing::KeyHashing;
 use crate::shard::protocol::{OpResult, ShardOp};
 use crate::{Key, Namespace};
 
@@ -109,7 +110,7 @@ pub enum Lookup {
 /// Hot counter reads kept for at most `max_age_ms`, at most `capacity` of them.
 #[derive(Debug)]
 pub struct EdgeCache {
-    entries: LruCache<(Namespace, Key), Kept>,
+    entries: LruCache<(Namespace, Key), Kept, KeyHashing>,
     capacity: usize,
     max_age_ms: u64,
 }
@@ -117,7 +118,11 @@ pub struct EdgeCache {
 impl EdgeCache {
     #[must_use]
     pub fn new(capacity: usize, max_age_ms: u64) -> Self {
-        Self { entries: LruCache::unbounded(), capacity: capacity.max(1), max_age_ms }
+        Self {
+            entries: LruCache::unbounded_with_hasher(KeyHashing::default()),
+            capacity: capacity.max(1),
+            max_age_ms,
+        }
     }
 
     /// A read younger than the max age, if one is kept; older ones are dropped.

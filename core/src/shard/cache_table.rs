@@ -14,6 +14,7 @@
 
 use lru::LruCache;
 
+use crate::hashing::KeyHashing;
 use crate::shard::protocol::OpResult;
 use crate::{CoreError, Key, Namespace};
 
@@ -113,7 +114,7 @@ impl EntryMeta {
 /// The LRU index of a shard's cache entries.
 #[derive(Debug)]
 pub struct CacheTable {
-    index: LruCache<(Namespace, Key), EntryMeta>,
+    index: LruCache<(Namespace, Key), EntryMeta, KeyHashing>,
     /// The sum of the charges of the entries in the index.
     charged: u64,
     bounds: CacheBounds,
@@ -129,7 +130,13 @@ impl CacheTable {
     #[must_use]
     pub fn new(bounds: CacheBounds) -> Self {
         let bounds = CacheBounds { entries: bounds.entries.max(1), ..bounds };
-        Self { index: LruCache::unbounded(), charged: 0, bounds, evictions: 0, loaded: false }
+        Self {
+            index: LruCache::unbounded_with_hasher(KeyHashing::default()),
+            charged: 0,
+            bounds,
+            evictions: 0,
+            loaded: false,
+        }
     }
 
     #[must_use]

@@ -8,6 +8,7 @@ use std::num::NonZeroUsize;
 
 use lru::LruCache;
 
+use crate::hashing::KeyHashing;
 use crate::shard::protocol::{CounterInfo, GuardedChange, OpResult};
 use crate::shard::settings::{CounterSettings, Guard};
 use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
@@ -72,7 +73,7 @@ pub const DEFAULT_CACHED_COUNTERS: usize = 100_000;
 #[derive(Debug)]
 pub struct CounterTable {
     /// Write-through: every counter here is also in storage, so evicting one loses nothing.
-    cached: LruCache<(Namespace, Key), Counter>,
+    cached: LruCache<(Namespace, Key), Counter, KeyHashing>,
 }
 
 impl Default for CounterTable {
@@ -90,7 +91,12 @@ impl CounterTable {
     /// A table that keeps at most `max_cached` counters in memory (at least one).
     #[must_use]
     pub fn with_capacity(max_cached: usize) -> Self {
-        Self { cached: LruCache::new(NonZeroUsize::new(max_cached).unwrap_or(NonZeroUsize::MIN)) }
+        Self {
+            cached: LruCache::with_hasher(
+                NonZeroUsize::new(max_cached).unwrap_or(NonZeroUsize::MIN),
+                KeyHashing::default(),
+            ),
+        }
     }
 
     /// Counters held in memory now.

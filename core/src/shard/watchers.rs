@@ -6,8 +6,7 @@
 //! at most [`MAX_WATCHERS_PER_SHARD`] watchers, and a watcher holds at most one undelivered
 //! value (the sender keeps only the latest; a slow reader skips values, never piles them up).
 
-use std::collections::HashMap;
-
+use crate::hashing::{key_map, KeyMap};
 use crate::shard::protocol::{OpResult, ShardCall, ShardOp};
 use crate::{Key, Namespace};
 
@@ -20,13 +19,13 @@ pub type Change = (Namespace, Key, Option<i64>);
 /// The watchers of one shard's counters.
 #[derive(Debug)]
 pub struct Watchers<S> {
-    by_key: HashMap<(Namespace, Key), Vec<S>>,
+    by_key: KeyMap<(Namespace, Key), Vec<S>>,
     count: usize,
 }
 
 impl<S> Default for Watchers<S> {
     fn default() -> Self {
-        Self { by_key: HashMap::new(), count: 0 }
+        Self { by_key: key_map(), count: 0 }
     }
 }
 

@@ -394,6 +394,7 @@ impl ShardObject {
 
 impl DurableObject for Shard {
     fn new(state: State, env: Env) -> Self {
+        crate::isolate::hash_seed::seed_once();
         let (cache_bounds, shards, migration, keys_per_alarm) = match Config::from_env(&env) {
             Ok(config) => (config.shard_cache, config.shards, config.migration(), config.hand_over_keys),
             Err(error) => {

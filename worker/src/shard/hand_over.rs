@@ -16,9 +16,9 @@
 //!   is kept as done.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
 use std::rc::Rc;
 
+use edgecount_core::hashing::{key_set, KeySet};
 use edgecount_core::partition::shard_for;
 use edgecount_core::shard::migration::{
     self, Migration, Parcel, Placed, MAX_PARCELS_PER_CALL, MAX_PARCEL_BYTES_PER_CALL,
@@ -60,7 +60,7 @@ pub struct HandOverState {
     /// The last name the alarm's sweep handed over or passed.
     cursor: RefCell<Option<(String, String)>>,
     /// Keys known to have arrived here: storage need not be asked again.
-    arrived: RefCell<HashSet<(Namespace, Key)>>,
+    arrived: RefCell<KeySet<(Namespace, Key)>>,
     /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
     keys_per_alarm: usize,
     /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
@@ -107,7 +107,7 @@ impl HandOverState {
             shard: Cell::new(kept.shard),
             done: Cell::new(migration.is_some() && kept.done == migration),
             cursor: RefCell::new(None),
-            arrived: RefCell::new(HashSet::new()),
+            arrived: RefCell::new(key_set()),
             keys_per_alarm: keys_per_alarm.max(1),
             leaving_left: Cell::new(None),
         }
@@ -298,7 +298,7 @@ fn unarrived(
 fn not_known_arrived(object: &ShardObject, migration: Migration, ops: &[ShardCall]) -> Vec<(Namespace, Key)> {
     let arrived = object.hand_overs.arrived.borrow();
     let own = object.hand_overs.shard.get();
-    let mut seen = HashSet::new();
+    let mut seen = key_set();
     let mut candidates = Vec::new();
     for call in ops {
         let (ns, key) = call.op.target();

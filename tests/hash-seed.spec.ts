@@ -1,0 +1,54 @@
+// Every table keyed by client-chosen names hashes under a seed from the runtime's random
+// source (core/src/hashing.rs, worker/src/isolate/hash_seed.rs). The seed must be handed in
+// before the first table is made, in the worker and in each shard, or those tables hash with
+// keys anyone can compute from the published Wasm; the worker logs when that happens. So the
+// runtime is driven through every kind of table (counters, cache entries, hot keys, one-way
+// sums, rate-limit buckets) and its log read for that line.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, expect, it } from "vitest";
+import { freePort } from "../scripts/child-process.mjs";
+import { freshNamespace } from "./service";
+import { startWorkerd, type Runtime } from "./workerd";
+
+const dir = mkdtempSync(join(tmpdir(), "edgecount-hash-seed-"));
+let runtime: Runtime | undefined;
+afterAll(() => {
+  runtime?.process.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+it("seeds the hash tables before any is made", async () => {
+  runtime = await startWorkerd(await freePort(), dir, {
+    // Rate limits on (a bucket per client) and a key hot after a few reads.
+    EDGECOUNT_RATE_LIMIT: "1000",
+    EDGECOUNT_HOT_THRESHOLD: "1",
+  });
+  const ns = freshNamespace();
+  const call = async (path: string, init: RequestInit = {}) => {
+    const response = await fetch(`${runtime!.url}${path}`, init);
+    await response.arrayBuffer();
+    return response.status;
+  };
+  expect(await call(`/v1/counters/${ns}/views/incr`, { method: "POST" })).toBe(
+    200,
+  );
+  for (let i = 0; i < 20; i++) {
+    expect(await call(`/v1/counters/${ns}/views`)).toBe(200);
+  }
+  expect(
+    await call(`/v1/counters/${ns}/pings/incr?async=1`, { method: "POST" }),
+  ).toBe(202);
+  expect(
+    await call(`/v1/cache/${ns}/page`, {
+      method: "PUT",
+      headers: { "content-type": "text/plain" },
+      body: "cached",
+    }),
+  ).toBe(204);
+  expect(await call(`/v1/cache/${ns}/page`)).toBe(200);
+  // The one-way sum is applied within a second: its shard call made the flush's tables too.
+  await new Promise((r) => setTimeout(r, 1_500));
+  expect(runtime.log()).not.toContain("before the random seed");
+});
