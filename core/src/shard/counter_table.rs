@@ -11,6 +11,7 @@ use lru::LruCache;
 use crate::hashing::KeyHashing;
 use crate::shard::protocol::{CounterInfo, GuardedChange, OpResult};
 use crate::shard::settings::{CounterSettings, Guard};
+use crate::shard::PartialWrite;
 use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
 
 /// Durable storage for counters. Storage is synchronous (a Durable Object's SQLite is), so
@@ -34,13 +35,16 @@ pub trait CounterStore {
     /// # Errors
     /// A description of the storage failure.
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String>;
-    /// Saves several counters, each in place of any stored one: all of them, or (on an error)
-    /// possibly none. A store that can write many rows in one statement does so here.
+    /// Saves several counters, each in place of any stored one, in order. A store that can
+    /// write many rows in one statement does so here.
     ///
     /// # Errors
-    /// A description of the storage failure.
-    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> Result<(), String> {
-        counters.iter().try_for_each(|(ns, key, counter)| self.save(ns, key, counter))
+    /// How many were stored before the failure, and its description.
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> Result<(), PartialWrite> {
+        for (stored, (ns, key, counter)) in counters.iter().enumerate() {
+            self.save(ns, key, counter).map_err(|detail| PartialWrite { stored, detail })?;
+        }
+        Ok(())
     }
     /// Removes the stored counter, if any.
     ///

@@ -10,7 +10,7 @@ use crate::shard::answer_budget::AnswerBudget;
 use crate::shard::cache_table::{CacheBounds, CacheStore, CacheTable};
 use crate::shard::counter_table::CounterTable;
 use crate::shard::group_commit::{CommitFailures, PendingWrites};
-use crate::shard::idempotency::{self, IdempotencyStore, Recall, RecordScope, IDEMPOTENCY_WINDOW_MS};
+use crate::shard::idempotency::{self, IdempotencyStore, Recall, IDEMPOTENCY_WINDOW_MS};
 use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats};
 use crate::shard::receipt;
 use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace};
@@ -39,6 +39,9 @@ pub struct Ran {
     /// When the first thing this request wrote lapses (a TTL or an idempotency record's
     /// window): the shard's alarm must fire by then.
     pub reclaim_by: Option<u64>,
+    /// Applied writes whose idempotency records could not be stored, and why: for the
+    /// operator's log (the writes are answered as applied).
+    pub unrecorded: Option<(usize, String)>,
 }
 
 impl ShardEngine {
@@ -71,7 +74,7 @@ impl ShardEngine {
         let failures = pending.commit();
         self.settle(&request.ops, &mut results, &failures);
         let reclaim_by = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
-        Ran { response: ShardResponse { results }, reclaim_by }
+        Ran { response: ShardResponse { results }, reclaim_by, unrecorded: failures.unrecorded }
     }
 
     /// Runs a request under `receipt` (see [`crate::shard::receipt`]): the ops an earlier send
@@ -87,9 +90,14 @@ impl ShardEngine {
         let refuse_all = |error: CoreError| Ran {
             response: ShardResponse { results: vec![OpResult::Failed { error }; calls.len()] },
             reclaim_by: None,
+            unrecorded: None,
         };
         let Some(first) = calls.first() else {
-            return Ran { response: ShardResponse { results: Vec::new() }, reclaim_by: None };
+            return Ran {
+                response: ShardResponse { results: Vec::new() },
+                reclaim_by: None,
+                unrecorded: None,
+            };
         };
         if let Some(error) = receipt::refusal(calls) {
             return refuse_all(error);
@@ -146,23 +154,19 @@ impl ShardEngine {
             let _ = store.save_record(&scope, &record);
             reclaim_by = Some(reclaim_by.map_or(record_lapses, |at| at.min(record_lapses)));
         }
-        Ran { response: ShardResponse { results }, reclaim_by }
+        Ran { response: ShardResponse { results }, reclaim_by, unrecorded: failures.unrecorded }
     }
 
-    /// Answers as failed every op whose writes were not stored, and every op that saw such a
-    /// write, and forgets the counters that memory holds ahead of storage.
+    /// Answers as failed every op whose counter write was not stored, and every op that saw
+    /// such a write, and forgets the counters that memory holds ahead of storage. Everything
+    /// else stands: it was stored (see `group_commit`).
     fn settle(&mut self, calls: &[ShardCall], results: &mut [OpResult], failures: &CommitFailures) {
         for ((ns, key), _) in &failures.counters {
             self.counters.forget(ns, key);
         }
         for (call, result) in calls.iter().zip(results) {
             let (ns, key) = call.op.target();
-            let counter = (!call.op.is_cache()).then(|| failures.counter(ns, key)).flatten();
-            let record = || {
-                let idempotency_key = call.idempotency_key.as_ref().filter(|_| call.op.is_write())?;
-                failures.record(&RecordScope::new(idempotency_key, &call.op))
-            };
-            if let Some(detail) = counter.or_else(record) {
+            if let Some(detail) = (!call.op.is_cache()).then(|| failures.counter(ns, key)).flatten() {
                 *result =
                     OpResult::Failed { error: CoreError::StorageUnavailable { detail: detail.to_owned() } };
             }
@@ -268,12 +272,12 @@ impl ShardEngine {
                 if matches!(result, OpResult::Failed { .. }) {
                     return result;
                 }
-                // The write is applied; if its record cannot be stored the answer still stands,
-                // but a retry could apply it again, so say so rather than hide it.
-                match idempotency::remember(store, key, &call.op, &result, now_ms) {
-                    Ok(()) => result,
-                    Err(error) => OpResult::Failed { error },
-                }
+                // The write is applied, and answered so whatever becomes of its record: a failed
+                // answer would invite a plain retry, which would apply it again. In a call the
+                // record only joins the pending writes; the commit stores it, and reports one it
+                // cannot store (see `group_commit`).
+                let _ = idempotency::remember(store, key, &call.op, &result, now_ms);
+                result
             }
         }
     }

@@ -10,13 +10,22 @@
 //! Durability does not change: the shard answers only after [`PendingWrites::commit`] has
 //! stored everything (and the runtime's output gate holds the answer until that is durable).
 //! If storing a key fails, every op of the call on that key is answered as failed, and the
-//! shard's memory of the key is dropped so the next op reads storage, the authority.
+//! shard's memory of the key is dropped so the next op reads storage, the authority. Only what
+//! was not stored fails: rows go in order, each statement whole or not at all, so a commit that
+//! fails part-way knows which keys made it ([`PartialWrite`]), and their ops stand. A failed
+//! answer always means the op changed nothing, so that a plain retry is safe.
+//!
+//! Records are stored after the counters, and only for writes that were stored: a record
+//! promises its write was applied. A record that cannot be stored does not undo its write, so
+//! the write is still answered as applied ([`CommitFailures::unrecorded`] tells the operator);
+//! only a retry of it after a lost answer would apply it again.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::shard::cache_table::{CacheStore, StoredEntry};
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use crate::shard::PartialWrite;
 use crate::{Counter, CounterStore, Key, Namespace};
 
 /// A store as one call sees it: reads see the call's own writes, writes wait for
@@ -34,10 +43,12 @@ pub struct PendingWrites<'a, S> {
 /// What [`PendingWrites::commit`] could not store.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CommitFailures {
-    /// Counters whose final state is not stored, with the storage error.
+    /// Counters whose final state is not stored, with the storage error: the ops that wrote
+    /// them did not happen.
     pub counters: Vec<((Namespace, Key), String)>,
-    /// Records not stored, and why.
-    pub records: Option<(HashSet<RecordScope>, String)>,
+    /// How many records of applied writes could not be stored, and the storage error. The
+    /// writes stand; a retry of one after a lost answer would apply it again.
+    pub unrecorded: Option<(usize, String)>,
 }
 
 impl CommitFailures {
@@ -45,12 +56,6 @@ impl CommitFailures {
     #[must_use]
     pub fn counter(&self, ns: &Namespace, key: &Key) -> Option<&str> {
         self.counters.iter().find(|((n, k), _)| n == ns && k == key).map(|(_, detail)| detail.as_str())
-    }
-
-    /// The storage error of a record that was not stored.
-    #[must_use]
-    pub fn record(&self, scope: &RecordScope) -> Option<&str> {
-        self.records.as_ref().filter(|(scopes, _)| scopes.contains(scope)).map(|(_, detail)| detail.as_str())
     }
 }
 
@@ -83,8 +88,8 @@ impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
         }
     }
 
-    /// Stores every pending write: the counters first, then the records of keys whose counter
-    /// was stored (a record promises its write was applied, so it never outlives a failed one).
+    /// Stores every pending write: the counters first, then the records of the writes that were
+    /// stored (a record promises its write was applied, so it never outlives a failed one).
     pub fn commit(self) -> CommitFailures {
         let mut failures = CommitFailures::default();
         let mut saves = Vec::new();
@@ -98,22 +103,20 @@ impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
                 }
             }
         }
-        if let Err(detail) = self.store.save_all(&saves) {
-            failures.counters.extend(saves.into_iter().map(|(ns, key, _)| ((ns, key), detail.clone())));
+        if let Err(PartialWrite { stored, detail }) = self.store.save_all(&saves) {
+            let unstored = saves.into_iter().skip(stored);
+            failures.counters.extend(unstored.map(|(ns, key, _)| ((ns, key), detail.clone())));
         }
-        let (kept, lost): (Vec<_>, Vec<_>) = self
+        // Cache writes are not part of this commit (each was stored as it ran), so their records
+        // are kept whatever became of a counter of the same name.
+        let kept: Vec<_> = self
             .records
             .into_inner()
             .into_iter()
-            .partition(|(scope, _)| failures.counter(&scope.ns, &scope.key).is_none());
-        let mut unstored: HashSet<RecordScope> = lost.into_iter().map(|(scope, _)| scope).collect();
-        let mut detail = "the write it records was not stored".to_owned();
-        if let Err(error) = self.store.save_records(&kept) {
-            unstored.extend(kept.into_iter().map(|(scope, _)| scope));
-            detail = error;
-        }
-        if !unstored.is_empty() {
-            failures.records = Some((unstored, detail));
+            .filter(|(scope, _)| scope.is_cache() || failures.counter(&scope.ns, &scope.key).is_none())
+            .collect();
+        if let Err(PartialWrite { stored, detail }) = self.store.save_records(&kept) {
+            failures.unrecorded = Some((kept.len() - stored, detail));
         }
         failures
     }
@@ -324,6 +327,71 @@ mod tests {
         // The record is stored: a retry in a later call replays.
         let retried = run(&mut shard, &store, vec![keyed(incr("k", 5), "once")]);
         assert_eq!(retried, [OpResult::Replayed { first: Box::new(value(5, 1)) }]);
+    }
+
+    #[test]
+    fn a_write_whose_record_cannot_be_stored_is_answered_as_applied() {
+        let store = MemoryStore::default();
+        store.records_fail.set(true);
+        let request = ShardRequest {
+            ops: vec![keyed(incr("k", 1), "once")],
+            answer_budget: None,
+            receipt: None,
+            placed: None,
+        };
+        let ran = engine().run(&store, &request, 0);
+        // Stored, so answered as applied: a failed answer would invite a plain retry.
+        assert_eq!(ran.response.results, [value(1, 1)]);
+        assert_eq!(ran.unrecorded.map(|(records, _)| records), Some(1), "the operator is told");
+        assert_eq!(run(&mut engine(), &store, vec![get("k").into()]), [value(1, 1)], "in storage");
+    }
+
+    #[test]
+    fn a_commit_that_fails_part_way_fails_exactly_the_ops_it_did_not_store() {
+        let store = MemoryStore::default();
+        store.counter_saves_left.set(Some(150));
+        let keys: Vec<String> = (0..201).map(|n| format!("k{n:03}")).collect();
+        let results = run(&mut engine(), &store, keys.iter().map(|key| incr(key, 1).into()).collect());
+        store.counter_saves_left.set(None);
+        let stored = run(&mut engine(), &store, keys.iter().map(|key| get(key).into()).collect());
+        let mut failed = 0;
+        for ((result, now), key) in results.iter().zip(&stored).zip(&keys) {
+            if matches!(result, OpResult::Failed { error: CoreError::StorageUnavailable { .. } }) {
+                failed += 1;
+                assert_eq!(
+                    *now,
+                    OpResult::Value { value: 0, exists: false, version: 0 },
+                    "{key} changed nothing"
+                );
+            } else {
+                assert_eq!((result, now), (&value(1, 1), &value(1, 1)), "{key} answered as stored");
+            }
+        }
+        assert_eq!(failed, 51);
+    }
+
+    #[test]
+    fn a_keyed_cache_writes_record_outlives_a_failed_counter_of_the_same_name() {
+        let store = MemoryStore::default();
+        let mut shard = engine();
+        store.counter_saves_left.set(Some(0));
+        let put = ShardOp::CachePut {
+            ns: Namespace::new("n").unwrap(),
+            key: Key::new("k").unwrap(),
+            value: b"v".to_vec(),
+            content_type: crate::ContentType::new("text/plain").unwrap(),
+            ttl: None,
+        };
+        let results = run(&mut shard, &store, vec![incr("k", 1).into(), keyed(put.clone(), "x")]);
+        assert!(matches!(results[0], OpResult::Failed { error: CoreError::StorageUnavailable { .. } }));
+        assert_eq!(results[1], OpResult::Stored, "the entry was stored: a counter and an entry are two keys");
+        store.counter_saves_left.set(None);
+        let retried = run(&mut shard, &store, vec![keyed(put, "x")]);
+        assert_eq!(
+            retried,
+            [OpResult::Replayed { first: Box::new(OpResult::Stored) }],
+            "its record was kept"
+        );
     }
 
     #[test]

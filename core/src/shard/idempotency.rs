@@ -15,6 +15,7 @@ use serde::Serialize;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::shard::protocol::{OpResult, ShardOp};
+use crate::shard::PartialWrite;
 use crate::{CoreError, IdempotencyKey, Key, Namespace};
 
 /// How long a key is remembered.
@@ -32,6 +33,12 @@ pub struct RecordScope {
 }
 
 impl RecordScope {
+    /// Whether the record is of a cache write (else of a counter write).
+    #[must_use]
+    pub fn is_cache(&self) -> bool {
+        self.kind == "cache"
+    }
+
     /// The scope of `idempotency_key` sent with `op`.
     #[must_use]
     pub fn new(idempotency_key: &IdempotencyKey, op: &ShardOp) -> Self {
@@ -67,13 +74,16 @@ pub trait IdempotencyStore {
     /// # Errors
     /// A description of the storage failure.
     fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String>;
-    /// Stores several records (distinct scopes): all of them, or (on an error) possibly none. A
-    /// store that can write many rows in one statement does so here.
+    /// Stores several records (distinct scopes), in order. A store that can write many rows in
+    /// one statement does so here.
     ///
     /// # Errors
-    /// A description of the storage failure.
-    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> Result<(), String> {
-        records.iter().try_for_each(|(scope, record)| self.save_record(scope, record))
+    /// How many were stored before the failure, and its description.
+    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> Result<(), PartialWrite> {
+        for (stored, (scope, record)) in records.iter().enumerate() {
+            self.save_record(scope, record).map_err(|detail| PartialWrite { stored, detail })?;
+        }
+        Ok(())
     }
     /// Removes every record created at or before `created_by_ms` (their window has passed).
     ///

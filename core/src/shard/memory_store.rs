@@ -45,6 +45,12 @@ pub struct MemoryStore {
     pub counter_loads_many: Cell<u64>,
     /// While set, reads of several counters at once fail and reads of one still work.
     pub loads_many_fail: Cell<bool>,
+    /// While set, this many more counter rows can be saved; the saves after them fail (a disk
+    /// filling up in the middle of a commit).
+    pub counter_saves_left: Cell<Option<u64>>,
+    /// While set, idempotency records cannot be saved and everything else works (a full disk:
+    /// an existing counter row is updated in place, a new record row needs room).
+    pub records_fail: Cell<bool>,
 }
 
 fn row(ns: &Namespace, key: &Key) -> u64 {
@@ -105,6 +111,12 @@ impl CounterStore for MemoryStore {
         Ok(keys.iter().map(|(ns, key)| self.stored_counter(ns, key)).collect())
     }
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
+        if let Some(left) = self.counter_saves_left.get() {
+            if left == 0 {
+                return Err("storage is full".into());
+            }
+            self.counter_saves_left.set(Some(left - 1));
+        }
         self.check_write()?;
         self.counters
             .borrow_mut()
@@ -223,6 +235,9 @@ impl IdempotencyStore for MemoryStore {
         Ok(self.records.borrow().get(scope).cloned())
     }
     fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
+        if self.records_fail.get() {
+            return Err("storage is full".into());
+        }
         self.check_write()?;
         self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())

@@ -18,3 +18,12 @@ pub mod protocol;
 pub mod receipt;
 pub mod settings;
 pub mod watchers;
+
+/// A write of many rows that failed part-way. Stores write rows in order, each statement whole
+/// or not at all, so the first `stored` rows are stored and the rest are not: what a caller
+/// needs to answer each write truthfully.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialWrite {
+    pub stored: usize,
+    pub detail: String,
+}

@@ -339,6 +339,11 @@ impl ShardObject {
         now: u64,
     ) -> std::result::Result<(String, Option<u64>), String> {
         let ran = self.engine.borrow_mut().run(&self.store, request, now);
+        if let Some((records, detail)) = &ran.unrecorded {
+            // The writes stand and were answered as applied; only a retry of one after a lost
+            // answer would apply it again.
+            console_error!("{records} idempotency records of applied writes could not be stored: {detail}");
+        }
         let mut watching = self.watchers.borrow_mut();
         if !watching.is_empty() {
             let changes = watchers::changes(&request.ops, &ran.response.results);

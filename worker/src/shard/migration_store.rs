@@ -265,7 +265,7 @@ impl SqlShardStore {
         self.release(&adopted)?;
         let counters: Vec<(Namespace, Key, Counter)> =
             fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
-        self.save_all(&counters)?;
+        self.save_all(&counters).map_err(|failed| failed.detail)?;
         for parcel in &fresh {
             let Some(entry) = &parcel.cache else { continue };
             self.write(

@@ -10,6 +10,7 @@ use std::cell::Cell;
 use edgecount_core::shard::cache_table::{entry_charge, EntryMeta, StoredEntry};
 use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::shard::placement::Kept;
+use edgecount_core::shard::PartialWrite;
 use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -179,6 +180,18 @@ pub(super) fn rows_statement(insert: &str, columns: usize, rows: usize, on_confl
         let row = fields(&|i| format!("r.value ->> {i}"));
         format!("{insert} SELECT {row} FROM json_each(?1) AS r WHERE true {on_conflict}")
     }
+}
+
+/// Writes `rows` with `write`, [`ROWS_PER_STATEMENT`] at a time, in order. Each statement is
+/// stored whole or not at all, so a failure knows how many rows went before it.
+fn in_statements<T>(
+    rows: &[T],
+    mut write: impl FnMut(&[T]) -> std::result::Result<(), String>,
+) -> std::result::Result<(), PartialWrite> {
+    for (index, chunk) in rows.chunks(ROWS_PER_STATEMENT).enumerate() {
+        write(chunk).map_err(|detail| PartialWrite { stored: index * ROWS_PER_STATEMENT, detail })?;
+    }
+    Ok(())
 }
 
 pub(super) fn describe(error: &worker::Error) -> String {
@@ -436,13 +449,13 @@ impl CounterStore for SqlShardStore {
     }
 
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
-        self.save_all(&[(ns.clone(), key.clone(), *counter)])
+        self.save_all(&[(ns.clone(), key.clone(), *counter)]).map_err(|failed| failed.detail)
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] counters: the rows travel as one JSON array,
     /// one binding, instead of six bindings per row.
-    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> std::result::Result<(), String> {
-        for chunk in counters.chunks(ROWS_PER_STATEMENT) {
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> std::result::Result<(), PartialWrite> {
+        in_statements(counters, |chunk| {
             let rows = chunk
                 .iter()
                 .map(|(ns, key, c)| {
@@ -463,9 +476,8 @@ impl CounterStore for SqlShardStore {
                      created_ms = excluded.created_ms, settings = excluded.settings",
                 ),
                 vec![json_rows(&rows)?],
-            )?;
-        }
-        Ok(())
+            )
+        })
     }
 
     fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
@@ -478,8 +490,11 @@ impl CounterStore for SqlShardStore {
 
 impl IdempotencyStore for SqlShardStore {
     /// One statement per [`ROWS_PER_STATEMENT`] records, as for counters.
-    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> std::result::Result<(), String> {
-        for chunk in records.chunks(ROWS_PER_STATEMENT) {
+    fn save_records(
+        &self,
+        records: &[(RecordScope, IdempotencyRecord)],
+    ) -> std::result::Result<(), PartialWrite> {
+        in_statements(records, |chunk| {
             let rows: Vec<_> = chunk
                 .iter()
                 .map(|(scope, record)| {
@@ -505,9 +520,8 @@ impl IdempotencyStore for SqlShardStore {
                      created_at_ms = excluded.created_at_ms",
                 ),
                 vec![json_rows(&rows)?],
-            )?;
-        }
-        Ok(())
+            )
+        })
     }
 
     /// Also drops the legacy table once it is empty.
@@ -574,7 +588,7 @@ impl IdempotencyStore for SqlShardStore {
         scope: &RecordScope,
         record: &IdempotencyRecord,
     ) -> std::result::Result<(), String> {
-        self.save_records(&[(scope.clone(), record.clone())])
+        self.save_records(&[(scope.clone(), record.clone())]).map_err(|failed| failed.detail)
     }
 }
 
