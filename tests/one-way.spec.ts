@@ -298,7 +298,7 @@ describe("a full one-way buffer", () => {
     const service = await startService({
       vars: {
         EDGECOUNT_ONE_WAY_KEYS: "5",
-        EDGECOUNT_ONE_WAY_INTERVAL_MS: "60000",
+        EDGECOUNT_ONE_WAY_INTERVAL_MS: "20000",
       },
     });
     try {
@@ -368,6 +368,49 @@ describe("a flush whose answer is lost", () => {
       for (let i = 0; i < 3; i++) {
         expect(await strongValue(service, ns, `k${i}`)).toBe(10n);
       }
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+describe("a one-way sum no counter could hold", () => {
+  it("is refused at once with 422 overflow, and what was accepted before it stays pending", async () => {
+    // Nothing flushes within the test: the sums only grow.
+    const service = await startService({
+      vars: { EDGECOUNT_ONE_WAY_INTERVAL_MS: "20000" },
+    });
+    try {
+      const ns = freshNamespace("oneway-overflow");
+      const max = "9223372036854775807";
+      const send = (by: string) =>
+        service.fetch(`/v1/counters/${ns}/big/incr?async=1&by=${by}`, {
+          method: "POST",
+        });
+      expect((await send(max)).status).toBe(202);
+      expect((await send(max)).status).toBe(202);
+      // 3 x i64::MAX is past what a counter could absorb from i64::MIN up.
+      const refused = await send(max);
+      expect(refused.status).toBe(422);
+      expect((await refused.json()).error.code).toBe("overflow");
+      const batch = await service.fetch("/v1/batch?async=1", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          ops: [
+            { op: "incr", ns, key: "big", by: Number.MAX_SAFE_INTEGER },
+            { op: "incr", ns, key: "small" },
+          ],
+        }),
+      });
+      expect(batch.status).toBe(202);
+      const { results } = await batch.json();
+      expect(results[0].error.code).toBe("overflow");
+      expect(results[1]).toEqual({ accepted: true });
+      const stats = await oneWayStats(service);
+      expect(stats.accepted).toBe(3);
+      expect(stats.pending).toBe(3);
+      expect(stats.pending_keys).toBe(2);
     } finally {
       await service.stop();
     }

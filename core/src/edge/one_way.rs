@@ -12,8 +12,12 @@
 //!   ([`pending_charge`]); past [`OneWayLimits::max_keys`] or [`OneWayLimits::max_bytes`] a new
 //!   key is refused ([`Accept::Full`]), while a delta for a key already pending is still taken
 //!   (it costs no memory). Keys of a flush in flight stay charged until it finishes.
-//! - **Exact sums.** Sums are kept in `i128`, which the op bound cannot overflow, and a flush
-//!   splits a sum beyond `i64` into several ops ([`FlushOp`]); nothing wraps.
+//! - **Exact sums.** Sums are kept in `i128`, and a flush splits a sum beyond `i64` into
+//!   several ops ([`FlushOp`]); nothing wraps. A delta that would take a key's sum beyond what
+//!   any counter could absorb ([`MAX_PENDING_SUM`]) is refused at once ([`Accept::Overflow`]),
+//!   as it would certainly overflow when applied; so a key's sum is at most three ops.
+//! - **In order.** A key has one sum whatever the TTLs its deltas carried, applied with the
+//!   last TTL given (as one by one, where each write's TTL replaces the one before).
 //! - **Applied once.** A flush keeps its number until it finishes, and its receipt (one
 //!   idempotency key for the whole request, [`Flush::request`]) is made from it: a flush sent
 //!   again after an unknown outcome (by the same flusher, or by another after the first one's
@@ -25,6 +29,7 @@
 //!   in flight by a flusher that died is sent again, under its number, by the next.
 
 use crate::hashing::{key_map, KeyMap};
+use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
 use crate::shard::protocol::{OpResult, ShardOp, ShardRequest};
 use crate::{CoreError, IdempotencyKey, Key, Namespace, ShardId};
 
@@ -34,6 +39,14 @@ pub const PENDING_OVERHEAD_BYTES: u64 = 96;
 
 /// Most keys one flush carries: a shard with more pending is flushed in several calls.
 pub const MAX_FLUSH_KEYS: usize = 1_000;
+
+/// The largest sum a key may have pending, either way: from `i64::MIN` to `i64::MAX`. A
+/// counter could absorb no more whatever its value, so a delta past it is refused at once.
+pub const MAX_PENDING_SUM: u128 = u64::MAX as u128;
+
+/// A flush still unsettled this long after its first send is given up, not sent again: its
+/// receipt's record may lapse before a resend arrives, and the shard would apply it twice.
+pub const MAX_RESEND_AGE_MS: u64 = IDEMPOTENCY_WINDOW_MS / 2;
 
 /// The bytes a pending key is charged against [`OneWayLimits::max_bytes`].
 #[must_use]
@@ -63,6 +76,8 @@ pub enum Accept {
     Accepted { start_flusher: Option<FlusherId> },
     /// The buffer is at a bound: nothing was added.
     Full,
+    /// The key's sum would pass [`MAX_PENDING_SUM`]: nothing was added.
+    Overflow,
 }
 
 /// Counts for `/v1/stats` and `/metrics`, in ops (each accepted increment or decrement is one).
@@ -91,8 +106,8 @@ pub struct FlushOp {
     pub key: Key,
     pub ttl: Option<u32>,
     pub by: i64,
-    /// Accepted ops this flush op applies (the first op of a split sum carries them all, the
-    /// others none), so that results can be counted in ops.
+    /// Accepted ops this flush op applies: the first op of a split sum carries them all and the
+    /// others none, so a key's ops are the first op's and those after it with none.
     pub ops: u64,
 }
 
@@ -131,32 +146,60 @@ impl Flush {
         self.ops.iter().map(|op| op.ops).sum()
     }
 
-    /// What one send's `results` settled, as ops `(applied, dropped)`: a value is applied,
-    /// and so is any replay (under a receipt, a replayed op is one an earlier send applied,
-    /// whatever reading its value now gave); a passing storage failure is left for a resend;
-    /// any other refusal (a counter that would overflow, say) is final.
+    /// What one send's `results` settled, as ops `(applied, dropped)`, a key at a time (all
+    /// the ops of its sum): applied when every op of the sum was, where a value is applied and
+    /// so is any replay (under a receipt, a replayed op is one an earlier send applied,
+    /// whatever reading its value now gave); left for a resend when one failed for a passing
+    /// reason (storage, or a change of shard count the operator is to finish); dropped when one
+    /// was refused for good (the counter would overflow, say).
     #[must_use]
     pub fn settled(&self, results: Vec<OpResult>) -> (u64, u64) {
         let (mut applied, mut dropped) = (0, 0);
-        for (op, result) in self.ops.iter().zip(results) {
-            match result {
-                OpResult::Value { .. } | OpResult::Replayed { .. } => applied += op.ops,
-                OpResult::Failed { error: CoreError::StorageUnavailable { .. } } => {}
-                _ => dropped += op.ops,
+        let mut ops =
+            self.ops.iter().zip(results.into_iter().map(Some).chain(std::iter::repeat(None))).peekable();
+        while let Some((first, result)) = ops.next() {
+            let mut outcomes = vec![result];
+            while let Some((_, result)) = ops.next_if(|(op, _)| op.ops == 0) {
+                outcomes.push(result);
+            }
+            let passing = |result: &Option<OpResult>| match result {
+                None => true,
+                Some(OpResult::Failed { error }) => is_passing(error),
+                Some(_) => false,
+            };
+            let is_applied = |result: &Option<OpResult>| {
+                matches!(result, Some(OpResult::Value { .. } | OpResult::Replayed { .. }))
+            };
+            if outcomes.iter().all(is_applied) {
+                applied += first.ops;
+            } else if !outcomes.iter().any(passing) {
+                dropped += first.ops;
             }
         }
         (applied, dropped)
     }
 }
 
-/// The sum pending for one key (and TTL: increments with different TTLs are kept apart).
+/// Whether a shard's refusal may pass, so that a resend is worth it.
+fn is_passing(error: &CoreError) -> bool {
+    matches!(
+        error,
+        CoreError::StorageUnavailable { .. }
+            | CoreError::ChangeInterrupted { .. }
+            | CoreError::ChangeUnfinished { .. }
+            | CoreError::PlacementChanged { .. }
+    )
+}
+
+/// The sum pending for one key, and the TTL it is applied with.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     sum: i128,
     ops: u64,
+    ttl: Option<u32>,
 }
 
-type Slot = (Namespace, Key, Option<u32>);
+type Slot = (Namespace, Key);
 
 /// A flush sent and not yet settled.
 #[derive(Debug)]
@@ -164,6 +207,7 @@ struct InFlight {
     flush: Flush,
     /// Bytes charged for its keys, freed when it settles.
     charged: u64,
+    first_sent_ms: u64,
     sent_at_ms: u64,
     /// Sent and not reported on: its flusher may still be waiting for the answer.
     awaiting_report: bool,
@@ -212,6 +256,11 @@ pub const FLUSHER_LEASE_MS: u64 = 30_000;
 /// request's background work run for 30 s after its answer, so no flusher may count on more.
 pub const FLUSHER_TERM_MS: u64 = 10_000;
 
+/// The longest flush interval: a flusher starts with an arrival and may be cut 30 s later
+/// (see [`FLUSHER_TERM_MS`]), so it must send well before, or a quiet shard's sums would wait
+/// for the next arrival.
+pub const MAX_INTERVAL_MS: u64 = 20_000;
+
 /// How long a flush that its flusher has not reported on is left to it before another
 /// flusher sends it again.
 pub const IN_FLIGHT_GRACE_MS: u64 = 15_000;
@@ -246,7 +295,8 @@ impl OneWayBuffer {
         (self.keys, self.bytes)
     }
 
-    /// Adds `delta` to the sum pending for `ns`/`key` (with `ttl`) on `shard` at `now_ms`.
+    /// Adds `delta` to the sum pending for `ns`/`key` on `shard` at `now_ms`; `ttl`, if given,
+    /// replaces the TTL the sum is applied with.
     pub fn accept(
         &mut self,
         shard: ShardId,
@@ -256,11 +306,16 @@ impl OneWayBuffer {
         delta: i128,
         now_ms: u64,
     ) -> Accept {
-        let slot = (ns.clone(), key.clone(), ttl);
+        let slot = (ns.clone(), key.clone());
         let buffer = self.shards.entry(shard).or_default();
         if let Some(pending) = buffer.pending.get_mut(&slot) {
-            pending.sum += delta;
+            let sum = pending.sum + delta;
+            if sum.unsigned_abs() > MAX_PENDING_SUM {
+                return Accept::Overflow;
+            }
+            pending.sum = sum;
             pending.ops += 1;
+            pending.ttl = ttl.or(pending.ttl);
         } else {
             let charge = pending_charge(ns, key);
             if self.keys >= self.limits.max_keys || self.bytes.saturating_add(charge) > self.limits.max_bytes
@@ -271,7 +326,7 @@ impl OneWayBuffer {
                 }
                 return Accept::Full;
             }
-            buffer.pending.insert(slot, Pending { sum: delta, ops: 1 });
+            buffer.pending.insert(slot, Pending { sum: delta, ops: 1, ttl });
             self.keys += 1;
             self.bytes += charge;
         }
@@ -331,6 +386,16 @@ impl OneWayBuffer {
     /// until the next arrival starts one.
     pub fn take(&mut self, shard: ShardId, flusher: FlusherId, now_ms: u64) -> Option<Flush> {
         let buffer = self.shards.get_mut(&shard)?;
+        if buffer
+            .in_flight
+            .as_ref()
+            .is_some_and(|f| now_ms.saturating_sub(f.first_sent_ms) > MAX_RESEND_AGE_MS)
+        {
+            let number = buffer.in_flight.as_ref().map_or(0, |f| f.flush.number);
+            self.finish(shard, number, 0, 0, true);
+            return self.take(shard, flusher, now_ms);
+        }
+        let buffer = self.shards.get_mut(&shard)?;
         if let Some(in_flight) = &mut buffer.in_flight {
             in_flight.flush.attempts += 1;
             in_flight.sent_at_ms = now_ms;
@@ -349,13 +414,14 @@ impl OneWayBuffer {
         let mut ops = Vec::with_capacity(slots.len());
         let (mut taken_ops, mut charged) = (0, 0);
         for slot in slots {
-            // Split sums may make more ops than keys: a flush stays within a receipt's bound.
+            // Split sums may make more ops than keys (three at most each): a flush stays within
+            // a receipt's bound.
             if ops.len() >= MAX_FLUSH_KEYS {
                 break;
             }
             let Some(pending) = buffer.pending.remove(&slot) else { continue };
             taken_ops += pending.ops;
-            let (ns, key, ttl) = slot;
+            let ((ns, key), ttl) = (slot, pending.ttl);
             charged += pending_charge(&ns, &key);
             ops.extend(split(pending.sum).enumerate().map(|(i, by)| FlushOp {
                 ns: ns.clone(),
@@ -373,8 +439,13 @@ impl OneWayBuffer {
         }
         self.next_number += 1;
         let flush = Flush { shard, number: self.next_number, ops, attempts: 1 };
-        buffer.in_flight =
-            Some(InFlight { flush: flush.clone(), charged, sent_at_ms: now_ms, awaiting_report: true });
+        buffer.in_flight = Some(InFlight {
+            flush: flush.clone(),
+            charged,
+            first_sent_ms: now_ms,
+            sent_at_ms: now_ms,
+            awaiting_report: true,
+        });
         self.stats.flush_calls += 1;
         Some(flush)
     }
@@ -589,24 +660,122 @@ mod tests {
     }
 
     #[test]
-    fn sums_beyond_i64_are_split_never_wrapped() {
+    fn sums_beyond_i64_are_split_never_wrapped_and_past_any_counter_refused() {
         let mut buffer = OneWayBuffer::new(limits());
-        let max = i128::from(i64::MAX);
-        for _ in 0..3 {
-            accept(&mut buffer, "a", max, 0);
-        }
+        let (max, min) = (i128::from(i64::MAX), i128::from(i64::MIN));
+        assert!(matches!(accept(&mut buffer, "a", max, 0), Accept::Accepted { .. }));
+        assert!(matches!(accept(&mut buffer, "a", max, 0), Accept::Accepted { .. }));
+        // 3 * i64::MAX would overflow whatever the counter held: refused now, not dropped later.
+        assert_eq!(accept(&mut buffer, "a", max, 0), Accept::Overflow);
         accept(&mut buffer, "b", 0, 0);
-        accept(&mut buffer, "c", i128::from(i64::MIN), 0);
-        accept(&mut buffer, "c", i128::from(i64::MIN), 0);
+        accept(&mut buffer, "c", min, 0);
+        assert!(matches!(accept(&mut buffer, "c", min + 1, 0), Accept::Accepted { .. }), "at the bound");
+        assert_eq!(accept(&mut buffer, "c", -1, 0), Accept::Overflow);
+        assert_eq!(buffer.stats().accepted, 5);
         let flush = take(&mut buffer, 1_000).unwrap();
         assert_eq!(
             sums(&flush),
-            HashMap::from([("a".into(), 3 * max), ("b".into(), 0), ("c".into(), 2 * i128::from(i64::MIN))])
+            HashMap::from([("a".into(), 2 * max), ("b".into(), 0), ("c".into(), 2 * min + 1)])
         );
-        let a: Vec<_> =
-            flush.ops.iter().filter(|op| op.key.as_str() == "a").map(|op| (op.by, op.ops)).collect();
-        assert_eq!(a, [(i64::MAX, 3), (i64::MAX, 0), (i64::MAX, 0)]);
-        assert_eq!(flush.total_ops(), 6);
+        let ops = |key: &str| -> Vec<_> {
+            flush.ops.iter().filter(|op| op.key.as_str() == key).map(|op| (op.by, op.ops)).collect()
+        };
+        assert_eq!(ops("a"), [(i64::MAX, 2), (i64::MAX, 0)]);
+        assert_eq!(ops("c"), [(i64::MIN, 2), (i64::MIN + 1, 0)]);
+        assert_eq!(flush.total_ops(), 5);
+    }
+
+    /// Runs `ops` on `shard` over `store` at `now`, as a shard call does.
+    fn on_shard(
+        shard: &mut crate::ShardEngine,
+        store: &crate::shard::memory_store::MemoryStore,
+        request: &ShardRequest,
+        now: u64,
+    ) -> Vec<OpResult> {
+        shard.run(store, request, now).response.results
+    }
+
+    fn new_shard() -> crate::ShardEngine {
+        crate::ShardEngine::new(crate::shard::cache_table::CacheBounds { bytes: 1_000, entries: 1 })
+    }
+
+    fn read(
+        shard: &mut crate::ShardEngine,
+        store: &crate::shard::memory_store::MemoryStore,
+        key: &str,
+        now: u64,
+    ) -> OpResult {
+        let (ns, key) = names(key);
+        let request = ShardRequest {
+            ops: vec![ShardOp::Get { ns, key }.into()],
+            answer_budget: None,
+            receipt: None,
+            placed: None,
+        };
+        on_shard(shard, store, &request, now).remove(0)
+    }
+
+    #[test]
+    fn a_keys_sum_is_applied_with_the_last_ttl_given_as_one_by_one() {
+        let store = crate::shard::memory_store::MemoryStore::default();
+        let mut shard = new_shard();
+        let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 100, ..limits() });
+        for n in 0..20 {
+            let (ns, key) = names(&format!("k{n}"));
+            buffer.accept(ShardId(0), &ns, &key, Some(60), 1, 0);
+            buffer.accept(ShardId(0), &ns, &key, Some(86_400), 1, 1);
+            // No TTL keeps the one before, as a write without one does.
+            buffer.accept(ShardId(0), &ns, &key, None, 1, 2);
+        }
+        let flush = take(&mut buffer, 1_000).unwrap();
+        assert_eq!(flush.ops.len(), 20, "one op per key");
+        on_shard(&mut shard, &store, &flush.request("i").unwrap(), 1_000);
+        for n in 0..20 {
+            let now = read(&mut shard, &store, &format!("k{n}"), 121_000);
+            assert!(
+                matches!(now, OpResult::Value { value: 3, exists: true, .. }),
+                "k{n} lives 24 h: {now:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_split_sum_counts_as_applied_only_when_all_of_it_was() {
+        let store = crate::shard::memory_store::MemoryStore::default();
+        let mut shard = new_shard();
+        let mut buffer = OneWayBuffer::new(limits());
+        let max = i128::from(i64::MAX);
+        accept(&mut buffer, "a", max, 0);
+        accept(&mut buffer, "a", max, 0);
+        accept(&mut buffer, "b", 1, 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        let results = on_shard(&mut shard, &store, &flush.request("i").unwrap(), 1_000);
+        // a's first i64::MAX fits a new counter, its second overflows: a's two ops are dropped.
+        assert_eq!(flush.settled(results), (1, 2));
+    }
+
+    #[test]
+    fn a_refusal_that_may_pass_is_left_for_a_resend() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        let interrupted = OpResult::Failed { error: CoreError::ChangeInterrupted { from: 8, to: 16 } };
+        assert_eq!(flush.settled(vec![interrupted]), (0, 0));
+        assert_eq!(flush.settled(vec![OpResult::Failed { error: CoreError::Overflow }]), (0, 1));
+        assert_eq!(flush.settled(Vec::new()), (0, 0), "no answer for it: unsettled");
+    }
+
+    #[test]
+    fn a_flush_unsettled_for_half_the_record_window_is_given_up_not_sent_again() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        buffer.finish(ShardId(0), flush.number, 0, 0, false);
+        assert!(take(&mut buffer, 1_000 + MAX_RESEND_AGE_MS).is_some(), "still within the window");
+        buffer.finish(ShardId(0), flush.number, 0, 0, false);
+        // Its receipt's record could lapse before a resend arrived: the shard would apply it again.
+        assert_eq!(take(&mut buffer, 1_001 + MAX_RESEND_AGE_MS), None);
+        assert_eq!((buffer.stats().dropped, buffer.stats().pending, buffer.held()), (1, 0, (0, 0)));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::num::NonZeroU32;
 use std::rc::Rc;
 
 use edgecount_core::compat::{Mode, DEFAULT_KEY_TTL_SECONDS};
-use edgecount_core::edge::one_way::OneWayLimits;
+use edgecount_core::edge::one_way::{OneWayLimits, MAX_INTERVAL_MS as MAX_ONE_WAY_INTERVAL_MS};
 use edgecount_core::edge::rate_limit::RateLimit;
 use edgecount_core::number::MAX_TTL_SECONDS;
 use edgecount_core::partition::MAX_SHARDS;
@@ -178,7 +178,7 @@ impl Config {
             interval_ms: parse_number(
                 var("EDGECOUNT_ONE_WAY_INTERVAL_MS"),
                 DEFAULT_ONE_WAY.interval_ms,
-                10..=60_000,
+                10..=MAX_ONE_WAY_INTERVAL_MS,
             )
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_INTERVAL_MS" })?,
             flush_ops: parse_number(

@@ -14,7 +14,7 @@
 use std::cell::RefCell;
 
 use edgecount_core::edge::one_way::{Accept, Flush, FlusherId, OneWayBuffer, OneWayStats};
-use edgecount_core::ShardId;
+use edgecount_core::{CoreError, ShardId};
 use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env};
 
@@ -85,7 +85,8 @@ pub fn snapshot(config: &Config) -> (OneWayStats, (usize, u64)) {
 /// the shard's flusher as a task of `caller`'s request if it has none.
 ///
 /// # Errors
-/// [`ApiError::OneWayBufferFull`] when the buffer is at its bound: nothing was accepted.
+/// [`ApiError::OneWayBufferFull`] when the buffer is at its bound, and `overflow` when the
+/// key's pending sum would pass what any counter could absorb: nothing was accepted.
 pub fn accept(
     caller: &Caller<'_>,
     env: &Env,
@@ -99,6 +100,7 @@ pub fn accept(
     });
     match accepted {
         Accept::Full => Err(ApiError::OneWayBufferFull),
+        Accept::Overflow => Err(CoreError::Overflow.into()),
         Accept::Accepted { start_flusher } => {
             if let Some(flusher) = start_flusher {
                 let (env, config, shard) = (env.clone(), config.clone(), target.shard);
