@@ -91,6 +91,9 @@ pub struct Config {
     /// For tests only: how many of an isolate's first one-way flush answers to discard as if
     /// lost after the shard applied them (`EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS`, default 0).
     pub drill_lost_flush_answers: u32,
+    /// For tests only: how many of an isolate's first shard calls to send and then wait on as
+    /// if their shard never answered (`EDGECOUNT_DRILL_STALLED_CALLS`, default 0).
+    pub drill_stalled_calls: u32,
     /// Whose shape the compatible routes answer in where CountAPI and Abacus disagree.
     pub compat_mode: Mode,
     /// How long a counter written through the compatible routes lives after its last write.
@@ -198,6 +201,8 @@ impl Config {
         };
         let drill_lost_flush_answers = parse_number(var("EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS"), 0, 0..=1_000)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS" })?;
+        let drill_stalled_calls = parse_number(var("EDGECOUNT_DRILL_STALLED_CALLS"), 0, 0..=1_000)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_DRILL_STALLED_CALLS" })?;
         let compat_mode = Mode::parse(var("EDGECOUNT_COMPAT").as_deref())
             .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_COMPAT" })?;
         let compat_ttl_seconds =
@@ -212,6 +217,7 @@ impl Config {
             compat_ttl_seconds,
             one_way,
             drill_lost_flush_answers,
+            drill_stalled_calls,
             access,
             rate_limit,
             shard_queue_limit,

@@ -156,6 +156,13 @@ async fn send(env: &Env, config: &Config, flush: &Flush) {
             (0, total)
         }
     };
+    if dropped > 0 {
+        console_error!(
+            "one-way flush {} to shard {}: {dropped} ops refused for good (an overflow, say)",
+            flush.number,
+            flush.shard.0
+        );
+    }
     if give_up && applied + dropped < total {
         console_error!(
             "one-way flush {} to shard {} gave up after {} sends: {} ops not applied",

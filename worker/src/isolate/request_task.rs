@@ -34,8 +34,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use futures_util::future::{select, Either};
 use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
 use worker::js_sys;
+
+use crate::isolate::clock::now_ms;
 
 type Body = Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>;
 
@@ -88,6 +91,24 @@ pub fn wake_after(ms: u64) {
 /// latest (sooner if something else wakes it, so only for waits that look again anyway).
 pub fn sleep(ms: u64) -> Sleep {
     Sleep { ms, armed: false }
+}
+
+/// `future`'s output if it comes within `ms` milliseconds, else `None` (the future is then
+/// dropped; what it started in the runtime may still run). [`sleep`] may end early, so the
+/// deadline is checked on the clock each time the task wakes.
+pub async fn within<F: Future>(future: F, ms: u64) -> Option<F::Output> {
+    let deadline = now_ms().saturating_add(ms);
+    let mut future = std::pin::pin!(future);
+    loop {
+        let now = now_ms();
+        if now >= deadline {
+            return None;
+        }
+        match select(future.as_mut(), sleep(deadline - now)).await {
+            Either::Left((output, _)) => return Some(output),
+            Either::Right(((), _)) => {}
+        }
+    }
 }
 
 /// See [`sleep`].

@@ -40,8 +40,8 @@ use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::{request_task, shard_client};
 
-/// How long an op waits for its result before giving up.
-const MAX_WAIT_MS: u64 = 15_000;
+/// How long an op waits for its result before giving up: as long as its call is waited for.
+const MAX_WAIT_MS: u64 = shard_client::ANSWER_DEADLINE_MS;
 /// How long a call may go without reporting back before it is declared lost and the shard may
 /// take another. Longer than any op takes on a healthy shard, shorter than a client's patience.
 const CALL_LEASE_MS: u64 = 10_000;

@@ -20,6 +20,7 @@ use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::isolate::config::Config;
+use crate::isolate::request_task;
 
 /// The Durable Object binding in `wrangler.toml`.
 pub const SHARDS_BINDING: &str = "SHARDS";
@@ -119,10 +120,37 @@ pub async fn execute_request(
     run(env, shard, &body, request.ops.len()).await
 }
 
+/// How long a shard's answer is waited for. Past it the call is given up as unanswered (its
+/// ops may have run all the same: see [`ApiError::after_send`]), so that a shard that hangs
+/// holds no batch, and no one-way flusher, for longer than a single-key request waits.
+pub const ANSWER_DEADLINE_MS: u64 = 15_000;
+
+/// A drill for tests (`EDGECOUNT_DRILL_STALLED_CALLS`): whether this call, sent, is to be
+/// waited on as if its shard never answered (this isolate's first N calls are).
+fn drill_stalls(env: &Env) -> bool {
+    thread_local! {
+        static STALLED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    let Ok(config) = Config::for_isolate(env) else { return false };
+    STALLED.with(|stalled| {
+        let stalling = stalled.get() < config.drill_stalled_calls;
+        if stalling {
+            stalled.set(stalled.get() + 1);
+        }
+        stalling
+    })
+}
+
 /// Sends the JSON request `body` of `expected` ops to `shard`.
 async fn run(env: &Env, shard: ShardId, body: &str, expected: usize) -> Result<Vec<OpResult>, ApiError> {
     let rpc = stub(env, shard)?;
-    let answer = JsFuture::from(rpc.run_ops(body)).await.map_err(|e| unreachable(&e))?;
+    let sent = JsFuture::from(rpc.run_ops(body));
+    let answer = if drill_stalls(env) {
+        request_task::within(std::future::pending(), ANSWER_DEADLINE_MS).await
+    } else {
+        request_task::within(sent, ANSWER_DEADLINE_MS).await
+    };
+    let answer = answer.ok_or(ApiError::ShardUnavailable)?.map_err(|e| unreachable(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
     if answer.results.len() != expected {
