@@ -28,6 +28,39 @@ describe.concurrent("a shard that never answers", () => {
     }
   });
 
+  it("does not hold a batch over many shards either (past 30, futures are joined differently)", async () => {
+    const service = await startService({
+      vars: { EDGECOUNT_DRILL_STALLED_CALLS: "1", EDGECOUNT_SHARDS: "64" },
+    });
+    try {
+      const ns = freshNamespace("stalled-wide");
+      const keys = Array.from({ length: 300 }, (_, i) => `k${i}`);
+      const answer = await service.fetch("/v1/batch", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          ops: keys.map((key) => ({ op: "incr", ns, key })),
+        }),
+        signal: AbortSignal.timeout(40_000),
+      });
+      expect(answer.status).toBe(200);
+      const { results } = await answer.json();
+      const unknown = results.filter(
+        (r: { error?: { code: string } }) =>
+          r.error?.code === "outcome_unknown",
+      );
+      // One shard's call stalled: its ops, and only those, are unknown; the rest answered.
+      expect(unknown.length).toBeGreaterThan(0);
+      expect(unknown.length).toBeLessThan(keys.length / 10);
+      expect(
+        results.filter((r: { value?: number }) => r.value === 1).length,
+      ).toBe(keys.length - unknown.length);
+      for (const key of keys) expect(await service.value(ns, key)).toBe(1n);
+    } finally {
+      await service.stop();
+    }
+  });
+
   it("does not strand a one-way flush: it is sent again and applied once", async () => {
     const service = await startService({
       vars: {

@@ -165,11 +165,14 @@ impl ApiError {
         }
     }
 
-    /// Seconds a client should wait before retrying, for errors that pass (429, 503).
+    /// Seconds a client should wait before retrying, for errors that pass (429, 503). Not for
+    /// `outcome_unknown`: the write may have been applied, and generic HTTP clients retry a
+    /// 503 that names a time on their own, which could apply it twice.
     #[must_use]
     pub fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             Self::RateLimited(decision) => Some(decision.retry_after_s),
+            Self::OutcomeUnknown => None,
             _ => (self.status() == 503).then_some(1),
         }
     }
@@ -202,6 +205,7 @@ mod tests {
     fn only_transient_errors_ask_for_a_retry() {
         assert_eq!(ApiError::ShardUnavailable.retry_after_seconds(), Some(1));
         assert_eq!(ApiError::ShardOverloaded.retry_after_seconds(), Some(1));
+        assert_eq!(ApiError::OutcomeUnknown.retry_after_seconds(), None, "the write may have been applied");
         let decision = Decision { allowed: false, limit: 5, remaining: 0, reset_s: 3, retry_after_s: 2 };
         assert_eq!(ApiError::RateLimited(decision).status(), 429);
         assert_eq!(ApiError::RateLimited(decision).retry_after_seconds(), Some(2));

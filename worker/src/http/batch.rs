@@ -19,7 +19,6 @@ use edgecount_core::http::negotiate::prefers_respond_async;
 use edgecount_core::http::query::batch_asks_one_way;
 use edgecount_core::shard::answer_budget::{shard_share, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
 use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
-use futures_util::future::join_all;
 use serde_json::{json, Value};
 use worker::Env;
 
@@ -31,7 +30,7 @@ use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::shard_calls::Caller;
-use crate::isolate::{hot_reads, one_way, shard_client};
+use crate::isolate::{hot_reads, one_way, request_task, shard_client};
 
 /// Serves `POST /v1/batch`.
 ///
@@ -75,7 +74,7 @@ pub async fn serve(
         (indexes, ops, outcome)
     });
     let mut answered: Vec<Option<OpResult>> = vec![None; results.len()];
-    for (indexes, ops, outcome) in join_all(calls).await {
+    for (indexes, ops, outcome) in request_task::join_every(calls).await {
         match outcome {
             Ok(shard_results) => {
                 for ((index, call), result) in indexes.into_iter().zip(&ops).zip(shard_results) {

@@ -87,6 +87,9 @@ pub fn sandbox(response: &mut Response) {
     response.set_header("content-security-policy", SANDBOX_POLICY);
 }
 
+/// The most a body's buffer reserves before its bytes arrive.
+const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
+
 /// Reads a request body of at most `limit` bytes: one whose declared length is larger is
 /// refused before reading, and one sent without a length (chunked) is read as it streams and
 /// refused as soon as it passes the limit, so an oversized body never costs more than `limit`
@@ -100,7 +103,9 @@ pub async fn read_bounded_body(req: &Request, limit: usize) -> Result<Vec<u8>, A
     if declared.is_some_and(|len| len > limit) {
         return Err(too_large);
     }
-    let mut body = Vec::with_capacity(declared.unwrap_or(0));
+    // The declared length is what the client says, not what it sends: reserving all of it up
+    // front would let idle connections hold a batch's limit each without sending a byte.
+    let mut body = Vec::with_capacity(declared.unwrap_or(0).min(INITIAL_BODY_CAPACITY));
     let Some(chunks) = req.body_chunks() else {
         // No body at all.
         return Ok(body);

@@ -25,7 +25,8 @@
 //! another reason resolves a promise already resolved and polls nothing, and the runtime drops
 //! a request's pending timers when the request ends. Such a timer polls the task's future from
 //! the top, so it serves futures awaited directly on this executor's tasks, not ones inside a
-//! combinator that polls only the children whose own waker fired.
+//! combinator that polls only the children whose own waker fired (as `join_all` does past 30
+//! futures): [`join_every`] polls every child each time, for futures that wait on timers.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -34,7 +35,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use futures_util::future::{select, Either};
+use futures_util::future::{maybe_done, poll_fn, select, Either, MaybeDone};
 use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
 use worker::js_sys;
 
@@ -109,6 +110,25 @@ pub async fn within<F: Future>(future: F, ms: u64) -> Option<F::Output> {
             Either::Right(((), _)) => {}
         }
     }
+}
+
+/// Runs `futures` together and answers their outputs in order. Unlike `join_all`, which past 30
+/// futures polls only those whose own waker fired, every unfinished one is polled whenever the
+/// task is: the timers of [`sleep`] and [`within`] wake the task, not the future that set them.
+pub async fn join_every<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut all: Vec<Pin<Box<MaybeDone<F>>>> = futures.into_iter().map(|f| Box::pin(maybe_done(f))).collect();
+    poll_fn(|cx| {
+        let mut pending = false;
+        for future in &mut all {
+            pending |= future.as_mut().poll(cx).is_pending();
+        }
+        if pending {
+            return Poll::Pending;
+        }
+        // Every one is done, so each holds its output once.
+        Poll::Ready(all.iter_mut().filter_map(|future| future.as_mut().take_output()).collect())
+    })
+    .await
 }
 
 /// See [`sleep`].

@@ -159,6 +159,7 @@ pub async fn submit(
     let Arrival::Queued(ticket) = arrival else {
         return Err(ApiError::ShardOverloaded);
     };
+    let _queued = QueuedOp { shard, ticket };
     let deadline = now_ms() + MAX_WAIT_MS;
     let mut recheck_ms = FIRST_RECHECK_MS;
     // Whether the call carrying the op is this request's own.
@@ -184,6 +185,28 @@ pub async fn submit(
             recheck_ms = (recheck_ms * 2).min(MAX_RECHECK_MS);
             request_task::sleep(wait_ms).await;
         }
+    }
+}
+
+/// An op in its shard's queue, taken back if the request waiting for it goes away before it
+/// was sent (its client hung up, and the request's future was dropped): left there, it would
+/// go out with whatever request next calls the shard, at any later time, applying a write that
+/// nobody waits for over writes acknowledged since. Once sent, it is no longer queued, and this
+/// does nothing.
+struct QueuedOp {
+    shard: ShardId,
+    ticket: Ticket,
+}
+
+impl Drop for QueuedOp {
+    fn drop(&mut self) {
+        COALESCER.with(|c| {
+            // A drop never happens inside the coalescer's own borrow; if it ever did, the op
+            // would stay queued as before rather than panic.
+            if let Ok(mut coalescer) = c.try_borrow_mut() {
+                coalescer.withdraw(self.shard, self.ticket);
+            }
+        });
     }
 }
 
