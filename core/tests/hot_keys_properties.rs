@@ -54,7 +54,7 @@ proptest! {
     #[test]
     fn cached_reads_are_never_older_than_the_max_age(
         max_age_ms in 1_u64..5_000,
-        steps in prop::collection::vec((0_u64..3_000, 0_u64..2_000, 0_u8..3), 1..200),
+        steps in prop::collection::vec((0_u64..3_000, 0_u64..2_000, 0_u8..4), 1..200),
     ) {
         let (ns, key, _) = names("hot");
         let mut cache = EdgeCache::new(8, max_age_ms);
@@ -64,7 +64,8 @@ proptest! {
             let read = CachedRead { value: now as i64, exists: true, version: now, read_at_ms: now.saturating_sub(lag) };
             match action {
                 0 => cache.put(&ns, &key, read),
-                1 => cache.refresh(&ns, &key, read),
+                1 => cache.refresh(&ns, &key, read, false),
+                2 => cache.refresh(&ns, &key, read, true),
                 _ => {
                     if let Some(hit) = cache.get(&ns, &key, now) {
                         prop_assert!(hit.age_ms(now) < max_age_ms);

@@ -6,7 +6,9 @@
 //! one's, weighted by how much of the previous window still overlaps the last `window_ms`
 //! (the sliding-window estimate common in rate limiters), so a key's rate decays to zero two
 //! windows after it stops. Each row's index is derived from one 64-bit key hash by double
-//! hashing (Kirsch and Mitzenmacher, "Less Hashing, Same Performance", 2006).
+//! hashing (Kirsch and Mitzenmacher, "Less Hashing, Same Performance", 2006). The caller
+//! hashes with a seeded hash ([`crate::hashing`]), not the public placement hash: with that,
+//! anyone could pick names that share a victim key's counters and make its reads cacheable.
 //!
 //! Keys found hot are also remembered in a small bounded list, so operators can see which.
 

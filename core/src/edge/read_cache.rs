@@ -148,23 +148,28 @@ impl EdgeCache {
         Lookup::Refresh
     }
 
-    /// The kept entry if it is younger than the max age; an older one is dropped.
+    /// The kept entry if it is younger than the max age; an older one is dropped, and so is one
+    /// stamped later than `now_ms` (the clock stepped back: its age cannot be told).
     fn fresh(&mut self, ns: &Namespace, key: &Key, now_ms: u64) -> Option<&mut Kept> {
         let slot = (ns.clone(), key.clone());
-        if self.entries.get(&slot)?.read.age_ms(now_ms) >= self.max_age_ms {
+        let read = self.entries.get(&slot)?.read;
+        if read.read_at_ms > now_ms || read.age_ms(now_ms) >= self.max_age_ms {
             self.entries.pop(&slot);
             return None;
         }
         self.entries.peek_mut(&slot)
     }
 
-    /// Keeps `read`, unless a newer read of the key is already kept.
+    /// Keeps `read`, unless a newer read of the key is already kept: one sent later, or sent in
+    /// the same millisecond and of a later version (a read that comes back after a write
+    /// through this isolate must not replace the write's value).
     pub fn put(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
         if self.max_age_ms == 0 {
             return;
         }
         let slot = (ns.clone(), key.clone());
-        if self.entries.peek(&slot).is_some_and(|kept| kept.read.read_at_ms > read.read_at_ms) {
+        let newer = |kept: &Kept| (kept.read.read_at_ms, kept.read.version) > (read.read_at_ms, read.version);
+        if self.entries.peek(&slot).is_some_and(newer) {
             return;
         }
         self.entries.put(slot, Kept { read, refresh_claimed_at_ms: None });
@@ -174,10 +179,12 @@ impl EdgeCache {
     }
 
     /// Updates a kept read after a write through this isolate, so this isolate reads its own
-    /// writes; a key that is not kept stays uncached.
-    pub fn refresh(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
+    /// writes. A key that is not kept is kept from now on if it is `hot`: a read of it sent
+    /// before the write and answered after would otherwise fill in the older value. A cold key
+    /// stays uncached (its reads are not served from here).
+    pub fn refresh(&mut self, ns: &Namespace, key: &Key, read: CachedRead, hot: bool) {
         let slot = (ns.clone(), key.clone());
-        if self.entries.contains(&slot) {
+        if hot || self.entries.contains(&slot) {
             self.put(ns, key, read);
         }
     }
@@ -356,14 +363,41 @@ mod tests {
     }
 
     #[test]
-    fn refresh_only_touches_kept_keys() {
+    fn refresh_keeps_a_cold_key_uncached_and_a_hot_one_from_its_write_on() {
         let (ns, key) = names();
         let mut cache = EdgeCache::new(10, 1_000);
-        cache.refresh(&ns, &key, read(1, 0));
+        cache.refresh(&ns, &key, read(1, 0), false);
         assert!(cache.is_empty());
         cache.put(&ns, &key, read(1, 0));
-        cache.refresh(&ns, &key, read(2, 10));
-        assert_eq!(cache.get(&ns, &key, 20).map(|r| r.value), Some(2));
+        cache.refresh(&ns, &key, read(2, 10), false);
+        assert_eq!(cache.get(&ns, &key, 20).map(|r| r.value), Some(2), "kept keys follow writes");
+        cache.forget(&ns, &key);
+        cache.refresh(&ns, &key, read(3, 30), true);
+        assert_eq!(cache.get(&ns, &key, 40).map(|r| r.value), Some(3), "a hot key is kept from its write");
+    }
+
+    #[test]
+    fn a_read_that_comes_back_after_a_write_does_not_undo_it() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        // A read sent at 100 waits in the shard's queue; a write sent at 105 is answered first.
+        cache.refresh(&ns, &key, CachedRead { value: 1, exists: true, version: 2, read_at_ms: 105 }, true);
+        cache.put(&ns, &key, CachedRead { value: 0, exists: true, version: 1, read_at_ms: 100 });
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.version), Some(2));
+        // The same within one millisecond: the later version stays.
+        cache.put(&ns, &key, CachedRead { value: 0, exists: true, version: 1, read_at_ms: 105 });
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.version), Some(2));
+    }
+
+    #[test]
+    fn a_read_stamped_after_now_is_dropped_when_the_clock_steps_back() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.put(&ns, &key, read(1, 10_000));
+        // Its age cannot be told: dropped, and the next read is kept.
+        assert_eq!(cache.get(&ns, &key, 5_000), None);
+        cache.put(&ns, &key, read(2, 5_000));
+        assert_eq!(cache.get(&ns, &key, 5_500).map(|r| r.value), Some(2));
     }
 
     #[test]

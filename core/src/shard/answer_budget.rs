@@ -93,19 +93,35 @@ impl Default for AnswerBudget {
     }
 }
 
-/// The budget of one shard's call in a batch whose cache reads are spread over several shards:
-/// the shards' total ([`MAX_SHARD_ANSWER_BYTES`], which holds more than the batch answer's
-/// budget once decoded) shared by their number of cache reads, and never less than one entry
-/// of the largest size. The worker holds every shard's answer at once, so this bounds its
-/// memory by the total plus one largest entry per shard, while the batch answer itself keeps
-/// to [`MAX_BATCH_ANSWER_BYTES`] in request order.
+/// The budgets of a batch's calls, one per shard, from each shard's number of cache reads (in
+/// the order given). Each shard gets its part of [`MAX_SHARD_ANSWER_BYTES`] by its reads, so
+/// the shards together hold more than the batch answer's budget once decoded; a shard whose
+/// part is under one entry of the largest size is raised to one, so that any entry can come
+/// back, for as many shards as twice [`MAX_SHARD_ANSWER_BYTES`] more pays for (all of them in
+/// a batch over the default 16 shards). The worker holds every shard's answer at once, so they
+/// are bounded by three times that total however many shards a batch reaches; a large entry on a shard past those comes back `payload_too_large` in its
+/// place, to be read on its own. The batch answer itself keeps to [`MAX_BATCH_ANSWER_BYTES`]
+/// in request order.
 #[must_use]
-pub fn shard_share(reads_here: usize, reads_in_batch: usize) -> u64 {
-    if reads_here == 0 {
-        return 0;
-    }
-    let share = MAX_SHARD_ANSWER_BYTES.saturating_mul(reads_here as u64) / reads_in_batch.max(1) as u64;
-    share.clamp(MAX_ENTRY_COST, MAX_SHARD_ANSWER_BYTES)
+pub fn shard_shares(reads: &[usize]) -> Vec<u64> {
+    let total_reads = reads.iter().sum::<usize>().max(1) as u64;
+    let mut raises_left = 2 * MAX_SHARD_ANSWER_BYTES;
+    reads
+        .iter()
+        .map(|&here| {
+            if here == 0 {
+                return 0;
+            }
+            let share = (MAX_SHARD_ANSWER_BYTES.saturating_mul(here as u64) / total_reads)
+                .min(MAX_SHARD_ANSWER_BYTES);
+            let raise = MAX_ENTRY_COST.saturating_sub(share);
+            if raise > 0 && raise <= raises_left {
+                raises_left -= raise;
+                return share + raise;
+            }
+            share
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -157,19 +173,27 @@ mod tests {
     }
 
     #[test]
-    fn shards_share_the_budget_by_their_reads_but_always_hold_one_largest_entry() {
-        assert_eq!(shard_share(0, 10), 0);
-        assert_eq!(shard_share(10, 10), MAX_SHARD_ANSWER_BYTES);
-        assert_eq!(shard_share(5, 10), MAX_SHARD_ANSWER_BYTES / 2);
-        assert_eq!(shard_share(1, 1000), MAX_ENTRY_COST);
+    fn shards_share_the_budget_by_their_reads_and_hold_one_largest_entry_while_that_is_paid_for() {
+        assert_eq!(shard_shares(&[0, 10]), [0, MAX_SHARD_ANSWER_BYTES]);
+        assert_eq!(shard_shares(&[5, 5]), [MAX_SHARD_ANSWER_BYTES / 2; 2]);
         // Six largest entries over any grouping: each read's share holds its entry.
-        for here in 1..=6 {
-            assert!(shard_share(here, 6) >= here as u64 * entry_cost(MAX_CACHE_VALUE_BYTES, 256));
+        for here in 1..=5 {
+            let shares = shard_shares(&[here, 6 - here]);
+            assert!(shares[0] >= here as u64 * entry_cost(MAX_CACHE_VALUE_BYTES, 256));
+            assert!(shares[1] >= (6 - here) as u64 * entry_cost(MAX_CACHE_VALUE_BYTES, 256));
         }
-        // However reads are spread over 16 shards, the shares add up to a bounded total.
-        let spread = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 985];
-        let total: u64 = spread.iter().map(|&here| shard_share(here, 1000)).sum();
-        assert!(total <= MAX_SHARD_ANSWER_BYTES + 16 * MAX_ENTRY_COST);
+        // Spread over 16 shards, every one can still return a largest entry.
+        let mut spread = vec![1; 15];
+        spread.push(985);
+        assert!(shard_shares(&spread).iter().all(|&share| share >= MAX_ENTRY_COST));
+    }
+
+    #[test]
+    fn the_shares_are_bounded_however_many_shards_a_batch_reaches() {
+        for shards in [1, 16, 64, 1_000] {
+            let shares = shard_shares(&vec![1; shards]);
+            assert!(shares.iter().sum::<u64>() <= 3 * MAX_SHARD_ANSWER_BYTES, "{shards} shards");
+        }
     }
 
     #[test]

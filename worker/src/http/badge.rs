@@ -54,7 +54,7 @@ pub async fn serve(
     let current = counters::current(req, env, caller, config, target, false, now).await?;
     let mut response =
         if current.not_modified(req) { Response::empty(304) } else { svg(&query, current.read.value) };
-    current.set_cache_headers(&mut response, config, &target.ns, now);
+    current.set_cache_headers(&mut response, config, &target.ns);
     Ok(response)
 }
 

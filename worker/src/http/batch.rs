@@ -17,7 +17,7 @@ use edgecount_core::http::batch::{error_json, parse_batch, result_json, MAX_BATC
 use edgecount_core::http::body::is_json_content_type;
 use edgecount_core::http::negotiate::prefers_respond_async;
 use edgecount_core::http::query::batch_asks_one_way;
-use edgecount_core::shard::answer_budget::{shard_share, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
+use edgecount_core::shard::answer_budget::{shard_shares, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
 use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
 use serde_json::{json, Value};
 use worker::Env;
@@ -67,12 +67,12 @@ pub async fn serve(
         }
     }
     let sent_at = now_ms();
-    let reads = by_shard.values().map(|(_, ops)| cache_reads(ops)).sum();
-    let calls = by_shard.into_iter().map(|(shard, (indexes, ops))| async move {
-        let share = shard_share(cache_reads(&ops), reads);
-        let outcome = shard_client::execute(env, shard, &ops, share).await;
-        (indexes, ops, outcome)
-    });
+    let reads: Vec<usize> = by_shard.values().map(|(_, ops)| cache_reads(ops)).collect();
+    let calls =
+        by_shard.into_iter().zip(shard_shares(&reads)).map(|((shard, (indexes, ops)), share)| async move {
+            let outcome = shard_client::execute(env, shard, &ops, share).await;
+            (indexes, ops, outcome)
+        });
     let mut answered: Vec<Option<OpResult>> = vec![None; results.len()];
     for (indexes, ops, outcome) in request_task::join_every(calls).await {
         match outcome {

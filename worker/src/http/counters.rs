@@ -64,7 +64,7 @@ async fn read(
     let query = CounterQuery::parse(req.query())?;
     let now = now_ms();
     let current = current(req, env, caller, config, target, query.strong, now).await?;
-    read_response(req, config, target, current, now)
+    read_response(req, config, target, current)
 }
 
 /// A counter's value as a read sees it: from this isolate's edge cache when the key is hot and
@@ -119,15 +119,11 @@ pub(crate) struct CurrentValue {
 
 impl CurrentValue {
     /// `ETag`, `Cache-Control` (the max-age policy, `private` when reads need a token),
-    /// `X-Cache` and, for hot keys, `Age` and (unless private) `Cache-Tag`.
-    pub(crate) fn set_cache_headers(
-        &self,
-        response: &mut Response,
-        config: &Config,
-        ns: &Namespace,
-        now: u64,
-    ) {
-        let age = self.read.age_ms(now);
+    /// `X-Cache` and, for hot keys, `Age` and (unless private) `Cache-Tag`. The age is the
+    /// read's as the answer leaves, its shard call's time included, so that what a downstream
+    /// cache is granted never stretches the max age.
+    pub(crate) fn set_cache_headers(&self, response: &mut Response, config: &Config, ns: &Namespace) {
+        let age = self.read.age_ms(now_ms());
         let audience = read_audience(config);
         response.set_header("etag", etag(self.read.value, self.read.version));
         response.set_header("cache-control", cache_control(audience, self.hot, config.hot_max_age_ms, age));
@@ -153,14 +149,13 @@ fn read_response(
     config: &Config,
     target: &Target,
     current: CurrentValue,
-    now: u64,
 ) -> Result<Response, ApiError> {
     let mut response = if current.not_modified(req) {
         Response::empty(304)
     } else {
         counter_body(req, target, current.read.value, current.read.exists)?
     };
-    current.set_cache_headers(&mut response, config, &target.ns, now);
+    current.set_cache_headers(&mut response, config, &target.ns);
     response.set_header("vary", "Accept");
     Ok(response)
 }

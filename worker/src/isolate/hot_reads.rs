@@ -3,10 +3,11 @@
 //! Each Workers isolate keeps its own; with many isolates each caches what it sees hot.
 
 use std::cell::RefCell;
+use std::hash::BuildHasher;
 
 use edgecount_core::edge::hot_keys::HotKey;
 use edgecount_core::edge::read_cache::{self, AfterOp, CachedRead, Lookup};
-use edgecount_core::partition::key_hash;
+use edgecount_core::hashing::KeyHashing;
 use edgecount_core::{EdgeCache, HotKeys, Key, Namespace, OpResult, ShardOp};
 
 use crate::isolate::config::Config;
@@ -20,6 +21,9 @@ const RATE_WINDOW_MS: u64 = 1_000;
 
 struct Edge {
     hot: HotKeys,
+    /// The hash the frequency sketch counts keys by: seeded, so that nobody can pick names
+    /// that share a victim's counters and make its reads cacheable.
+    sketch_hashing: KeyHashing,
     cache: EdgeCache,
     hits: u64,
     misses: u64,
@@ -40,6 +44,7 @@ fn with_edge<T>(config: &Config, f: impl FnOnce(&mut Edge) -> T) -> T {
         }
         let edge = slot.get_or_insert_with(|| Edge {
             hot: HotKeys::new(config.hot_threshold_per_s, RATE_WINDOW_MS, HOT_KEYS_LISTED),
+            sketch_hashing: KeyHashing::default(),
             cache: EdgeCache::new(EDGE_CACHE_ENTRIES, config.hot_max_age_ms),
             hits: 0,
             misses: 0,
@@ -51,8 +56,10 @@ fn with_edge<T>(config: &Config, f: impl FnOnce(&mut Edge) -> T) -> T {
 
 /// Counts a read or write of a key; returns whether the key is hot.
 pub fn record(config: &Config, ns: &Namespace, key: &Key, now_ms: u64) -> bool {
-    let hash = key_hash(ns.as_str(), key.as_str());
-    with_edge(config, |edge| edge.hot.record(ns, key, hash, now_ms))
+    with_edge(config, |edge| {
+        let hash = edge.sketch_hashing.hash_one((ns.as_str(), key.as_str()));
+        edge.hot.record(ns, key, hash, now_ms)
+    })
 }
 
 /// A kept read of a hot key younger than the max age, or this request's turn to refresh it
@@ -81,7 +88,11 @@ pub fn fill(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
 
 /// Updates a kept read after a write through this isolate (read your own writes).
 pub fn refresh(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
-    with_edge(config, |edge| edge.cache.refresh(ns, key, read));
+    with_edge(config, |edge| {
+        let hash = edge.sketch_hashing.hash_one((ns.as_str(), key.as_str()));
+        let hot = edge.hot.is_hot(hash, read.read_at_ms);
+        edge.cache.refresh(ns, key, read, hot);
+    });
 }
 
 /// Drops a kept read (after a delete or a write whose outcome is unknown).
