@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "node:http";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { sendAndReset, streamChunked } from "./raw-http";
+import { sendAndReset, sendPartialBody, streamChunked } from "./raw-http";
 import { exactValue, freshNamespace } from "./service";
 import { startWorkerd, type Runtime } from "./workerd";
 
@@ -220,4 +220,19 @@ it("a cache value streamed without a length is refused past 1 MiB and nothing is
   expect([0, 413]).toContain(upload.status);
   expect(upload.bytesSentBeforeAnswer).toBeLessThan(16 * 1024 * 1024);
   expect((await get(`/v1/cache/${ns}/big`)).status).toBe(404);
+});
+
+it("a body that stops arriving is given up with 408 and changes nothing", async () => {
+  const ns = freshNamespace("stalled-body");
+  const body = JSON.stringify({ ops: [{ op: "incr", ns, key: "k" }] });
+  // The head promises the whole body; a third of it comes, then nothing.
+  const answer = await sendPartialBody(
+    url,
+    `POST /v1/batch HTTP/1.1\r\nHost: edgecount.test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+    body.slice(0, body.length / 3),
+    30_000,
+  );
+  expect(answer.status).toBe(408);
+  expect(answer.body).toContain("request_timeout");
+  expect(await value(ns, "k")).toBe(0n);
 });

@@ -124,3 +124,32 @@ export async function sendHead(url: string, head: string): Promise<number> {
   await new Promise((resolve) => socket.once("close", resolve));
   return Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0);
 }
+
+/**
+ * Sends a request head and the first `partial` bytes of its body, then nothing, keeping the
+ * connection open. Resolves to the answer's status line code and body, or status -1 if none
+ * came within `waitMs`.
+ */
+export async function sendPartialBody(
+  url: string,
+  head: string,
+  partial: string,
+  waitMs: number,
+): Promise<{ status: number; body: string }> {
+  const socket = await open(url);
+  let answer = "";
+  const answered = new Promise<void>((resolve) => {
+    socket.on("data", (data) => {
+      answer += data.toString("latin1");
+      if (/\r\n\r\n[\s\S]*\}/.test(answer)) resolve();
+    });
+    socket.on("close", () => resolve());
+    socket.on("error", () => resolve());
+  });
+  socket.write(head + partial);
+  const timer = new Promise<void>((resolve) => setTimeout(resolve, waitMs));
+  await Promise.race([answered, timer]);
+  socket.destroy();
+  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? -1);
+  return { status, body: answer.split("\r\n\r\n").slice(1).join("\r\n\r\n") };
+}

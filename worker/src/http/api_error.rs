@@ -22,6 +22,10 @@ pub enum ApiError {
     PayloadTooLarge {
         limit_bytes: usize,
     },
+    /// The request body stopped arriving: nothing for `idle_s` seconds.
+    BodyTimeout {
+        idle_s: u64,
+    },
     ShardUnavailable,
     /// A write was sent to its shard but no answer came back: it may or may not have been
     /// applied, so it is safe to retry only with the same `Idempotency-Key`.
@@ -91,6 +95,7 @@ impl ApiError {
             Self::Forbidden => 403,
             Self::MethodNotAllowed { .. } => 405,
             Self::PayloadTooLarge { .. } => 413,
+            Self::BodyTimeout { .. } => 408,
             Self::UnsupportedMediaType { .. } => 415,
             Self::Misconfigured { .. } | Self::Internal(_) => 500,
         }
@@ -106,6 +111,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::BodyTimeout { .. } => "request_timeout",
             Self::ShardUnavailable => "shard_unavailable",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::ShardOverloaded => "shard_overloaded",
@@ -129,6 +135,9 @@ impl ApiError {
             }
             Self::PayloadTooLarge { limit_bytes } => {
                 format!("The request body is larger than the limit of {limit_bytes} bytes.")
+            }
+            Self::BodyTimeout { idle_s } => {
+                format!("The request body stopped arriving ({idle_s} s without a byte); nothing was changed.")
             }
             Self::ShardUnavailable => {
                 "The shard that owns this key is unavailable; nothing was applied, retry shortly.".into()

@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::http::api_error::ApiError;
 use crate::http::message::{Body, Header, Request, Response};
 use crate::isolate::config::{Config, CorsOrigins};
+use crate::isolate::request_task;
 
 const JSON: &str = "application/json; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -90,6 +91,11 @@ pub fn sandbox(response: &mut Response) {
 /// The most a body's buffer reserves before its bytes arrive.
 const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
 
+/// How long a body may go without a byte before it is given up (408): a client that stops
+/// sending would otherwise hold its request, and what it sent so far, for as long as it keeps
+/// the connection open. Slow bodies that keep coming are read to the end.
+const BODY_IDLE_MS: u64 = 10_000;
+
 /// Reads a request body of at most `limit` bytes: one whose declared length is larger is
 /// refused before reading, and one sent without a length (chunked) is read as it streams and
 /// refused as soon as it passes the limit, so an oversized body never costs more than `limit`
@@ -111,7 +117,8 @@ pub async fn read_bounded_body(req: &Request, limit: usize) -> Result<Vec<u8>, A
         return Ok(body);
     };
     let mut chunks = std::pin::pin!(chunks);
-    while let Some(chunk) = chunks.next().await {
+    let stalled = ApiError::BodyTimeout { idle_s: BODY_IDLE_MS / 1000 };
+    while let Some(chunk) = request_task::within(chunks.next(), BODY_IDLE_MS).await.ok_or(stalled.clone())? {
         let chunk = chunk?;
         if body.len() + chunk.len() > limit {
             // Dropping the stream cancels the rest of the upload.
