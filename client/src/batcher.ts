@@ -16,6 +16,7 @@ import {
   httpError,
   networkError,
   mayRetry,
+  pageHidden,
   send,
   withRetries,
   type Retry,
@@ -29,6 +30,9 @@ export interface Call {
   reject(error: unknown): void;
   /** The op as a batch entry, written once. */
   entry?: string;
+  /** Put in a batch by the client, not by its caller: a `cache_get` the batch's answer budget
+   * refused is then read on its own, as the call alone would have been. */
+  batchedByClient?: boolean;
 }
 
 /** Most ops in one batch request: the service refuses more. */
@@ -133,15 +137,24 @@ function runBatch(t: Transport, calls: Call[]): Promise<void> {
       return;
     }
     const again: Call[] = [];
+    const alone: Call[] = [];
     pending.forEach((call, i) => {
       const answer = results[i] as {
         error?: { code?: unknown; message?: unknown };
       } | null;
       const error = answer?.error && opError(answer.error);
-      if (error && mayRetry(error, call.op.idempotencyKey) && retry())
+      if (
+        error?.code === "payload_too_large" &&
+        call.op.op === "cache_get" &&
+        call.batchedByClient &&
+        hasRoute(call.op)
+      )
+        alone.push(call);
+      else if (error && mayRetry(error, call.op.idempotencyKey) && retry())
         again.push(call);
       else settle(call, error || answer);
     });
+    await Promise.all(alone.map((call) => runSafely(runSingle, t, call)));
     pending = again;
   });
 }
@@ -197,6 +210,7 @@ async function runSafely<T extends Call | Call[]>(
 export function dispatch(t: Transport, calls: Call[]): void {
   const batched: Call[] = [];
   for (const call of calls) {
+    call.batchedByClient = true;
     if (batchable(call.op)) batched.push(call);
     else if (hasRoute(call.op)) void runSafely(runSingle, t, call);
     else {
@@ -241,6 +255,8 @@ export function createQueue(t: Transport, delayMs: number | false): Queue {
     add(call) {
       if (delayMs === false) return dispatch(t, [call]);
       waiting.push(call);
+      // A page being hidden or left may never run the window's timer.
+      if (pageHidden()) return flush();
       if (waiting.length > 1) return;
       if (delayMs > 0) timer = setTimeout(flush, delayMs);
       else queueMicrotask(flush);

@@ -73,6 +73,8 @@ export function createClient(options: ClientOptions): Client {
     retryBaseMs: options.retryBaseMs ?? 100,
     maxRetryDelayMs: options.maxRetryDelayMs ?? 30_000,
     timeoutMs: Math.max(0, options.timeoutMs ?? 10_000),
+    customFetch: options.fetch !== undefined,
+    leaving: false,
   };
   const queue = createQueue(t, options.batchDelayMs ?? 0);
   if (
@@ -80,7 +82,14 @@ export function createClient(options: ClientOptions): Client {
     typeof addEventListener === "function"
   ) {
     // What waits for the automatic batch leaves before the page does.
-    addEventListener("pagehide", () => queue.flush());
+    addEventListener("pagehide", () => {
+      t.leaving = true;
+      queue.flush();
+    });
+    // Back from the back/forward cache: answers can be read again.
+    addEventListener("pageshow", () => {
+      t.leaving = false;
+    });
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "hidden") queue.flush();
     });
@@ -102,7 +111,9 @@ export function createClient(options: ClientOptions): Client {
     opts: CountOptions = {},
   ): Promise<Int | undefined> => {
     const { async: oneWay, ...write } = opts;
-    if (!oneWay) return call({ ...write, op, ns, key, by });
+    // A write with an idempotency key wants its own answer, as the service treats it too.
+    if (!oneWay || write.idempotencyKey !== undefined)
+      return call({ ...write, op, ns, key, by });
     return new Promise<undefined>((resolve, reject) => {
       const checked = checkOp({ op, ns, key, by, ttl: write.ttl });
       sendOneWay(t, checked).then(() => resolve(undefined), reject);

@@ -5,7 +5,6 @@ import { route, type Op } from "./ops";
 import {
   httpError,
   networkError,
-  pageHidden,
   send,
   withRetries,
   type Transport,
@@ -22,11 +21,13 @@ function oneWayPath(op: Op): string {
 }
 
 /**
- * Sends a one-way `incr` or `decr`: with `navigator.sendBeacon` while the page is hidden and
- * no token is needed (the browser then sends it whatever happens to the page), else with a
- * `keepalive` fetch. Resolves once the service accepted it. Retried only after a 429 or 503
- * (the service accepted nothing); a network failure may hide an accepted write, and the op
- * carries no idempotency key, so it is reported, not sent again.
+ * Sends a one-way `incr` or `decr` with a `keepalive` fetch, which outlives the page, and
+ * resolves once the service accepted it. Retried only after a 429 or 503 (the service
+ * accepted nothing); a network failure may hide an accepted write, and the op carries no
+ * idempotency key, so it is reported, not sent again. While the page is being left (after
+ * `pagehide`), when no answer could be read anyway, it goes with `navigator.sendBeacon` if it
+ * can (no token, no `fetch` of the caller's own, which may add headers a beacon cannot carry),
+ * and resolves once the browser took it.
  *
  * @throws EdgecountError for a refusal or a network failure.
  */
@@ -34,8 +35,9 @@ export function sendOneWay(t: Transport, op: Op): Promise<void> {
   const path = oneWayPath(op);
   return withRetries(t, async (retry) => {
     if (
+      t.leaving &&
       !t.token &&
-      pageHidden() &&
+      !t.customFetch &&
       typeof navigator !== "undefined" &&
       typeof navigator.sendBeacon === "function" &&
       navigator.sendBeacon(t.baseUrl + path)

@@ -88,8 +88,17 @@ export function checkOp(input: OpInput): Op {
         ((value instanceof Blob && value.type) || "application/octet-stream");
     }
   }
-  if (!READS.includes(name))
-    op.idempotencyKey = input.idempotencyKey ?? newIdempotencyKey();
+  if (!READS.includes(name)) {
+    const given = input.idempotencyKey;
+    // The service's rule: 1 to 128 printable ASCII characters. Checked here, since a key that
+    // did not reach the service would leave a retried write unprotected.
+    if (given !== undefined && !/^[\x21-\x7e]{1,128}$/.test(given))
+      throw clientError(
+        "invalid_idempotency_key",
+        "An idempotency key is 1 to 128 printable ASCII characters, without spaces.",
+      );
+    op.idempotencyKey = given ?? newIdempotencyKey();
+  }
   return op;
 }
 

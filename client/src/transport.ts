@@ -14,6 +14,11 @@ export interface Transport {
   maxRetryDelayMs: number;
   /** Per request; 0 for no limit. */
   timeoutMs: number;
+  /** Whether `fetch` is the caller's own (it may add headers a beacon cannot carry). */
+  customFetch: boolean;
+  /** Whether the page is being left (`pagehide`, and no `pageshow` since): a request's
+   * answer may then never be read. */
+  leaving: boolean;
 }
 
 /**

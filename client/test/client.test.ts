@@ -371,7 +371,7 @@ describe("retries", () => {
   it("retries an outcome_unknown write only with its idempotency key", async () => {
     const { client, sent } = setup((_, i) =>
       i === 0
-        ? apiError(503, "outcome_unknown", { "retry-after": "0" })
+        ? apiError(503, "outcome_unknown")
         : json('{"ns":"n","key":"k","value":1,"exists":true}'),
     );
     expect(await client.incr("n", "k")).toBe(1);
@@ -631,5 +631,156 @@ describe("timeouts and gateways", () => {
     expect(error).toMatchObject({ code: "network_error" });
     expect(sent).toHaveLength(2);
     expect(sent.every((r) => r.signal !== undefined)).toBe(true);
+  });
+});
+
+describe("leaving the page", () => {
+  /** A browser page's globals: `document` hidden or not, `navigator.sendBeacon`, and the
+   * page's listeners, so a test can fire `pagehide`. */
+  function page(hidden: boolean) {
+    const listeners: Record<string, () => void> = {};
+    const beacons: string[] = [];
+    vi.stubGlobal("document", {
+      visibilityState: hidden ? "hidden" : "visible",
+      addEventListener: () => {},
+    });
+    vi.stubGlobal("addEventListener", (type: string, listener: () => void) => {
+      listeners[type] = listener;
+    });
+    vi.stubGlobal("navigator", {
+      sendBeacon: (url: string) => {
+        beacons.push(url);
+        return true;
+      },
+    });
+    return { fire: (type: string) => listeners[type]?.(), beacons };
+  }
+
+  /** A client on the global fetch (a beacon can stand in for it). */
+  function onGlobalFetch(
+    handler: Handler,
+    options: Partial<ClientOptions> = {},
+  ) {
+    const fake = fakeFetch(handler);
+    vi.stubGlobal("fetch", fake.fetch);
+    const client = createClient({ baseUrl: BASE, retryBaseMs: 1, ...options });
+    return { client, sent: fake.sent };
+  }
+
+  afterEach(() => vi.unstubAllGlobals());
+
+  it("while the page is only hidden, sends one-way counts by fetch, so a refusal is seen and retried", async () => {
+    const { beacons } = page(true);
+    const { client, sent } = onGlobalFetch((_, i) =>
+      i === 0
+        ? apiError(429, "rate_limited", { "retry-after": "0" })
+        : json('{"status":"accepted"}', 202),
+    );
+    expect(await client.incr("n", "k", 1, { async: true })).toBeUndefined();
+    expect(beacons).toEqual([]);
+    expect(sent).toHaveLength(2);
+    expect(sent[1].keepalive).toBe(true);
+  });
+
+  it("once the page is being left, sends them by beacon, unless the caller's own fetch must", async () => {
+    const { fire, beacons } = page(true);
+    const { client, sent } = onGlobalFetch(() => json("{}", 202));
+    fire("pagehide");
+    await client.incr("n", "k", undefined, { async: true });
+    expect(beacons).toEqual([`${BASE}/v1/counters/n/k/incr?async=1`]);
+    expect(sent).toHaveLength(0);
+    // A fetch of the caller's own may add headers a beacon cannot carry.
+    const own = setup(() => json('{"status":"accepted"}', 202));
+    fire("pagehide");
+    await own.client.incr("n", "k", 1, { async: true });
+    expect(own.sent).toHaveLength(1);
+    expect(beacons).toHaveLength(1);
+  });
+
+  it("sends a call made while the page is hidden at once, not after the batch window", async () => {
+    page(true);
+    vi.useFakeTimers();
+    const { client, sent } = setup(
+      () => json('{"ns":"n","key":"k","value":1,"exists":true}'),
+      { batchDelayMs: 50 },
+    );
+    const counted = client.incr("n", "k");
+    expect(sent).toHaveLength(1);
+    vi.useRealTimers();
+    expect(await counted).toBe(1);
+  });
+});
+
+describe("idempotency keys given by the caller", () => {
+  it("refuses one the service would refuse, without a request, rather than send the write unkeyed", async () => {
+    const { client, sent } = setup(() => json("{}"));
+    for (const key of ["", "has space", "x".repeat(129), "é"]) {
+      const error = await failure(
+        client.incr("n", "k", 1, { idempotencyKey: key }),
+      );
+      expect(error).toMatchObject({ code: "invalid_idempotency_key" });
+    }
+    expect(sent).toHaveLength(0);
+  });
+
+  it("makes a count asked for one-way an acknowledged write, as the service does", async () => {
+    const { client, sent } = setup(() =>
+      json('{"ns":"n","key":"k","value":1,"exists":true}'),
+    );
+    expect(
+      await client.incr("n", "k", 1, { async: true, idempotencyKey: "like-7" }),
+    ).toBe(1);
+    expect(sent[0].path).toBe("/v1/counters/n/k/incr?by=1");
+    expect(sent[0].headers["idempotency-key"]).toBe("like-7");
+  });
+});
+
+describe("cache reads batched by the client", () => {
+  it("reads on its own an entry the batch's answer budget left out", async () => {
+    const { client, sent } = setup((request) =>
+      request.path === "/v1/batch"
+        ? json(
+            JSON.stringify({
+              results: [
+                { value: "a", content_type: "text/plain" },
+                {
+                  error: {
+                    code: "payload_too_large",
+                    message: "read it on its own",
+                  },
+                },
+              ],
+            }),
+          )
+        : new Response("b", { headers: { "content-type": "text/plain" } }),
+    );
+    const [a, b] = await Promise.all([
+      client.cacheGet("n", "a"),
+      client.cacheGet("n", "b"),
+    ]);
+    expect(a?.text).toBe("a");
+    expect(b?.text).toBe("b");
+    expect(sent.map((r) => r.path)).toEqual(["/v1/batch", "/v1/cache/n/b"]);
+  });
+
+  it("leaves the refusal in its place in a batch the caller made", async () => {
+    const { client } = setup(() =>
+      json(
+        JSON.stringify({
+          results: [
+            {
+              error: {
+                code: "payload_too_large",
+                message: "read it on its own",
+              },
+            },
+          ],
+        }),
+      ),
+    );
+    const [result] = await client.batch([
+      { op: "cache_get", ns: "n", key: "b" },
+    ]);
+    expect(result).toMatchObject({ code: "payload_too_large" });
   });
 });
