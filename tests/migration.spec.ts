@@ -490,3 +490,40 @@ it("hands over cache entries of the largest size, several calls' worth, intact",
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it("reclaims what keys bring to their new home when it lapses, with no other traffic there", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-lapse-"));
+  const ops = Array.from({ length: 300 }, (_, i) => ({
+    op: "incr",
+    ns: NS,
+    key: key(i),
+    ttl: 2,
+  }));
+  try {
+    const under4 = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "4" },
+    });
+    await batch(under4.fetch, ops);
+    await under4.stop();
+    const changed = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "4" },
+    });
+    try {
+      await settled(changed);
+      // Every counter has lapsed by now; each shard's alarm reclaims what it stores, the keys
+      // that arrived by hand-over included (nothing else writes to their new homes).
+      let stored = Infinity;
+      for (let i = 0; i < 100 && stored > 0; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        stored = (await totals(changed)).stored_counters;
+      }
+      expect(stored).toBe(0);
+    } finally {
+      await changed.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

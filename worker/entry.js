@@ -93,7 +93,7 @@ export class Shard extends DurableObject {
   }
 
   adopt(parcels, from, to) {
-    return guarded(() => this.#current().adopt(parcels, from, to));
+    return guardedAsync(() => this.#current().adopt(parcels, from, to));
   }
 
   settleChange(from, to) {

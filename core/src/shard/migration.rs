@@ -26,6 +26,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::partition::{shard_for, ShardId};
+use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
 use crate::shard::protocol::{base64_bytes, ShardCall};
 use crate::{Counter, Key, Namespace};
 
@@ -135,6 +136,16 @@ pub const MAX_PARCEL_BYTES_PER_CALL: usize = 4 * 1024 * 1024;
 pub const MAX_PARCELS_PER_CALL: usize = 200;
 
 impl Parcel {
+    /// When the first thing the parcel holds lapses: its counter's or cache entry's expiry, or
+    /// the end of a record's window. Its new home's alarm must fire by then to reclaim it.
+    #[must_use]
+    pub fn lapses_at(&self) -> Option<u64> {
+        let counter = self.counter.and_then(|c| c.expires_at_ms);
+        let entry = self.cache.as_ref().and_then(|e| e.expires_at_ms);
+        let records = self.records.iter().map(|r| r.created_at_ms.saturating_add(IDEMPOTENCY_WINDOW_MS));
+        counter.into_iter().chain(entry).chain(records).min()
+    }
+
     /// A key with nothing stored: what the old home answers for a key it never held.
     #[must_use]
     pub fn empty(ns: Namespace, key: Key) -> Self {
@@ -273,5 +284,27 @@ mod tests {
                 prop_assert!(load.len() == 1 || weight <= MAX_PARCEL_BYTES_PER_CALL);
             }
         }
+    }
+
+    #[test]
+    fn a_parcel_lapses_with_the_first_thing_it_holds() {
+        let (ns, key) = (Namespace::new("n").unwrap(), Key::new("k").unwrap());
+        let mut parcel = Parcel::empty(ns, key);
+        assert_eq!(parcel.lapses_at(), None, "nothing stored, nothing to reclaim");
+        parcel.records.push(ParcelRecord {
+            kind: "counter".into(),
+            idempotency_key: "i".into(),
+            request_digest: "0".repeat(32),
+            result: "{}".into(),
+            created_at_ms: 1_000,
+        });
+        assert_eq!(parcel.lapses_at(), Some(1_000 + IDEMPOTENCY_WINDOW_MS));
+        parcel.cache = Some(ParcelEntry {
+            value: b"v".to_vec(),
+            content_type: "text/plain".into(),
+            expires_at_ms: Some(5_000),
+            written_at_ms: 0,
+        });
+        assert_eq!(parcel.lapses_at(), Some(5_000));
     }
 }

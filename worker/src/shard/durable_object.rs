@@ -101,14 +101,23 @@ impl Shard {
     }
 
     /// Stores the JSON parcels handed over by their old home, each unless its key has arrived
-    /// already; the answer, held until they are durable, lets the old home delete its copies.
-    ///
-    /// # Errors
-    /// Malformed parcels, no change under way, or a storage failure.
+    /// already, and sees the alarm set to reclaim what they hold when it lapses; the answer,
+    /// held until they are durable, lets the old home delete its copies. A promise when the
+    /// alarm has to be set first; rejected for malformed parcels, no change under way, or a
+    /// storage failure.
     #[wasm_bindgen(js_name = adopt)]
-    pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> std::result::Result<(), JsValue> {
-        hand_over::adopt(&self.object, parcels, Migration { from, to })
-            .map_err(|detail| JsValue::from_str(&detail))
+    pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> JsValue {
+        match hand_over::adopt(&self.object, parcels, Migration { from, to }) {
+            Err(detail) => rejected(&detail),
+            Ok(lapses_at) if !self.object.alarm_due_by(lapses_at) => {
+                let object = Rc::clone(&self.object);
+                request_task::run(async move {
+                    object.reclaim_by(lapses_at).await?;
+                    Ok(JsValue::UNDEFINED)
+                })
+            }
+            Ok(_) => JsValue::UNDEFINED,
+        }
     }
 
     /// Forgets the change from `from` to `to` shards, declared over: its arrival marks, and
@@ -317,6 +326,22 @@ impl ShardObject {
         }
     }
 
+    /// Whether the alarm is known to fire by `at` (or nothing lapses).
+    pub(crate) fn alarm_due_by(&self, at: Option<u64>) -> bool {
+        at.is_none_or(|at| self.alarm.is_due_by(at))
+    }
+
+    /// Makes sure the alarm fires by `at`, when something stored here lapses then.
+    ///
+    /// # Errors
+    /// A failure to read or set the alarm.
+    pub(crate) async fn reclaim_by(&self, at: Option<u64>) -> std::result::Result<(), JsValue> {
+        if let Some(at) = at.filter(|&at| !self.alarm.is_due_by(at)) {
+            self.alarm.ensure(&self.state.storage(), at, now_ms()).await.map_err(JsValue::from)?;
+        }
+        Ok(())
+    }
+
     /// Runs `request` (every key of which is here) and answers its JSON response once the
     /// alarm is set for what it wrote.
     ///
@@ -325,9 +350,7 @@ impl ShardObject {
     pub(crate) async fn run_here(&self, request: &ShardRequest) -> std::result::Result<String, JsValue> {
         let now = now_ms();
         let (answer, reclaim_by) = self.run_now(request, now).map_err(|detail| JsValue::from_str(&detail))?;
-        if let Some(at) = reclaim_by.filter(|&at| !self.alarm.is_due_by(at)) {
-            self.alarm.ensure(&self.state.storage(), at, now).await.map_err(JsValue::from)?;
-        }
+        self.reclaim_by(reclaim_by).await?;
         Ok(answer)
     }
 

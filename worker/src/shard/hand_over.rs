@@ -332,7 +332,9 @@ async fn take_over(
                 if parcels.is_empty() || parcels.len() > rest.len() || !named_in_order {
                     return Err(JsValue::from_str("the old shard answered parcels for other keys"));
                 }
-                adopt_parcels(object, &parcels, migration).map_err(|detail| JsValue::from_str(&detail))?;
+                let lapses_at = adopt_parcels(object, &parcels, migration)
+                    .map_err(|detail| JsValue::from_str(&detail))?;
+                object.reclaim_by(lapses_at).await?;
                 rest = &rest[parcels.len()..];
             }
         }
@@ -341,13 +343,18 @@ async fn take_over(
     join_all(takes).await.into_iter().collect()
 }
 
-/// Stores `parcels` unless their keys have arrived, and forgets what memory held of them.
-fn adopt_parcels(object: &ShardObject, parcels: &[Parcel], migration: Migration) -> Result<(), String> {
+/// Stores `parcels` unless their keys have arrived, and forgets what memory held of them;
+/// answers when the first thing they hold lapses, which the alarm must reclaim by then.
+fn adopt_parcels(
+    object: &ShardObject,
+    parcels: &[Parcel],
+    migration: Migration,
+) -> Result<Option<u64>, String> {
     let adopted = object.store.adopt(parcels, migration)?;
     object.engine.borrow_mut().forget_keys(adopted.iter().map(|(ns, key)| (ns, key)));
     let names: Vec<(Namespace, Key)> = parcels.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
     object.hand_overs.remember_arrived(&names);
-    Ok(())
+    Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
 }
 
 /// The `handOver` call: the parcels of the JSON `[[ns, key], ...]`, as JSON.
@@ -365,11 +372,11 @@ pub fn hand_over(object: &ShardObject, keys: &str, change: Migration) -> Result<
     serde_json::to_string(&parcels).map_err(|e| e.to_string())
 }
 
-/// The `adopt` call: stores the JSON parcels.
+/// The `adopt` call: stores the JSON parcels; answers when the first thing they hold lapses.
 ///
 /// # Errors
 /// Malformed or too many parcels, no change under way, or a storage failure.
-pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<(), String> {
+pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<Option<u64>, String> {
     same_change(object, change)?;
     let migration = change;
     let parcels: Vec<Parcel> =
