@@ -129,6 +129,13 @@ describe("private reads", () => {
     ).toBe(404);
   });
 
+  it("needs a read token for the compatible routes' deployment-wide /stats too", async () => {
+    expect((await strict.fetch("/stats")).status).toBe(401);
+    expect(
+      (await strict.fetch("/stats", { headers: auth(READER) })).status,
+    ).toBe(200);
+  });
+
   it("marks every token-gated read answer private, hot ones included, never public", async () => {
     const ns = freshNamespace("private");
     const read = (path: string, headers: Record<string, string> = {}) =>

@@ -76,6 +76,19 @@ describe("operations", () => {
     expect(text).toMatch(/edgecount_shard_evictions_total\{shard="0"\} \d+/);
     expect(text).toContain("# TYPE edgecount_shard_rows_written_total counter");
     expect(text).toMatch(/edgecount_shard_rows_read_total\{shard="3"\} \d+/);
+    // The text format allows one HELP and one TYPE per metric: a name used twice would make
+    // strict scrapers refuse the whole answer.
+    const types = text
+      .split("\n")
+      .filter((line) => line.startsWith("# TYPE "))
+      .map((line) => line.split(" ")[2]);
+    expect(types.length).toBeGreaterThan(20);
+    expect(new Set(types).size).toBe(types.length);
+    for (const gauge of ["pending_keys", "pending_bytes", "interval_ms"]) {
+      expect(text).toMatch(
+        new RegExp(`^edgecount_one_way_${gauge} \\d+$`, "m"),
+      );
+    }
   });
 
   it("answers CORS preflights and marks responses for any origin", async () => {

@@ -76,8 +76,9 @@ pub(crate) fn parse_label(value: &str) -> Result<String, CoreError> {
     if chars == 0 || chars > MAX_LABEL_CHARS {
         return Err(invalid("label", "1 to 64 characters"));
     }
-    if value.chars().any(char::is_control) {
-        return Err(invalid("label", "free of control characters"));
+    // U+FFFE and U+FFFF are no XML characters: an SVG holding one does not parse.
+    if value.chars().any(|c| c.is_control() || c == '\u{fffe}' || c == '\u{ffff}') {
+        return Err(invalid("label", "free of control characters and U+FFFE, U+FFFF"));
     }
     Ok(value.to_owned())
 }
@@ -185,7 +186,16 @@ mod tests {
 
     #[test]
     fn refuses_bad_values() {
-        for query in ["incr=2", "label=", "color=url(x)", "color=12345", "incr=1&incr=1", "label=a%0Ab"] {
+        for query in [
+            "incr=2",
+            "label=",
+            "color=url(x)",
+            "color=12345",
+            "incr=1&incr=1",
+            "label=a%0Ab",
+            "label=%EF%BF%BF",
+            "label=%EF%BF%BE",
+        ] {
             assert!(BadgeQuery::parse(query).is_err(), "{query}");
         }
         assert!(BadgeQuery::parse(&format!("label={}", "x".repeat(65))).is_err());

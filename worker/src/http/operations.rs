@@ -149,14 +149,19 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
             "Single-key ops that rode in another op's shard call.",
             coalescing.coalesced,
         ),
-        ("edgecount_shard_calls_total", "Shard calls made for single-key ops.", coalescing.calls),
+        // Not `edgecount_shard_calls_total`: that is the shards' own count, per shard.
+        (
+            "edgecount_edge_shard_calls_total",
+            "Shard calls this isolate made for single-key ops.",
+            coalescing.calls,
+        ),
         (
             "edgecount_overloaded_ops_total",
             "Single-key ops refused with 503 because their shard's queue was full.",
             coalescing.refused,
         ),
     ];
-    let (one_way, _) = one_way::snapshot(config);
+    let (one_way, held) = one_way::snapshot(config);
     let one_way_counters = [
         ("edgecount_one_way_accepted_total", "One-way writes accepted (202).", one_way.accepted),
         (
@@ -176,9 +181,20 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
     for (name, help, value) in isolate.into_iter().chain(one_way_counters) {
         let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
     }
-    let name = "edgecount_one_way_pending";
-    let help = "One-way writes accepted here and not yet applied.";
-    let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}", one_way.pending);
+    let (pending_keys, pending_bytes) = held;
+    let gauges = [
+        ("edgecount_one_way_pending", "One-way writes accepted here and not yet applied.", one_way.pending),
+        ("edgecount_one_way_pending_keys", "Keys with one-way writes pending here.", pending_keys as u64),
+        ("edgecount_one_way_pending_bytes", "Bytes charged for the keys pending here.", pending_bytes),
+        (
+            "edgecount_one_way_interval_ms",
+            "How soon accepted one-way writes are applied.",
+            config.one_way.interval_ms,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    }
     let mut response = respond::text(200, text);
     response.set_header("content-type", "text/plain; version=0.0.4; charset=utf-8");
     Ok(response)

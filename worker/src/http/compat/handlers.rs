@@ -319,8 +319,10 @@ async fn info(call: &Call<'_>) -> Result<Reply, CompatError> {
     }
 }
 
-/// `/stats`: the shards' totals, at most [`STATS_MAX_AGE_MS`] old.
+/// `/stats`: the shards' totals, at most [`STATS_MAX_AGE_MS`] old. Public as reads are: with
+/// `EDGECOUNT_PRIVATE_READS` it needs a token that may read every namespace.
 async fn stats(call: &Call<'_>) -> Result<Reply, CompatError> {
+    authorize(call, Right::Read, None)?;
     let now = now_ms();
     let kept = STATS.with(|kept| *kept.borrow()).filter(|(at, _)| now.saturating_sub(*at) < STATS_MAX_AGE_MS);
     let totals = match kept {
