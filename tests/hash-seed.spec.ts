@@ -51,4 +51,7 @@ it("seeds the hash tables before any is made", async () => {
   // The one-way sum is applied within a second: its shard call made the flush's tables too.
   await new Promise((r) => setTimeout(r, 1_500));
   expect(runtime.log()).not.toContain("before the random seed");
+  // And seeded at all: the stats say whether the seed came from the runtime.
+  const stats = await (await fetch(`${runtime.url}/v1/stats`)).json();
+  expect(stats.edge.hash_seeded).toBe(true);
 });

@@ -245,8 +245,10 @@ export interface Queue {
 export function createQueue(t: Transport, delayMs: number | false): Queue {
   let waiting: Call[] = [];
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let closingThisTick = false;
   const flush = (): void => {
     clearTimeout(timer);
+    closingThisTick = false;
     const calls = waiting;
     waiting = [];
     if (calls.length) dispatch(t, calls);
@@ -255,8 +257,12 @@ export function createQueue(t: Transport, delayMs: number | false): Queue {
     add(call) {
       if (delayMs === false) return dispatch(t, [call]);
       waiting.push(call);
-      // A page being hidden or left may never run the window's timer.
-      if (pageHidden()) return flush();
+      // A page being hidden or left may never run the window's timer: its window closes
+      // with the tick instead, so the calls of one tick still go together.
+      if (pageHidden() && !closingThisTick) {
+        closingThisTick = true;
+        return queueMicrotask(flush);
+      }
       if (waiting.length > 1) return;
       if (delayMs > 0) timer = setTimeout(flush, delayMs);
       else queueMicrotask(flush);

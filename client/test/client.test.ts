@@ -697,17 +697,23 @@ describe("leaving the page", () => {
     expect(beacons).toHaveLength(1);
   });
 
-  it("sends a call made while the page is hidden at once, not after the batch window", async () => {
+  it("sends the calls of a tick made while the page is hidden with that tick, not after the batch window", async () => {
     page(true);
     vi.useFakeTimers();
     const { client, sent } = setup(
-      () => json('{"ns":"n","key":"k","value":1,"exists":true}'),
+      () =>
+        json(
+          '{"results":[{"ns":"n","key":"k","value":1,"exists":true},{"ns":"n","key":"j","value":0,"exists":false}]}',
+        ),
       { batchDelayMs: 50 },
     );
-    const counted = client.incr("n", "k");
+    const counted = Promise.all([client.incr("n", "k"), client.get("n", "j")]);
+    // Within the tick, well before the 50 ms window: and the tick's calls still together.
+    await vi.advanceTimersByTimeAsync(1);
     expect(sent).toHaveLength(1);
+    expect(sent[0].path).toBe("/v1/batch");
     vi.useRealTimers();
-    expect(await counted).toBe(1);
+    await counted;
   });
 });
 

@@ -123,6 +123,19 @@ impl CoreError {
         }
     }
 
+    /// Whether the refusal may pass, so that the same op sent again later may be applied:
+    /// storage failing, or a change of shard count the operator is to finish.
+    #[must_use]
+    pub fn may_pass(&self) -> bool {
+        matches!(
+            self,
+            Self::StorageUnavailable { .. }
+                | Self::ChangeInterrupted { .. }
+                | Self::ChangeUnfinished { .. }
+                | Self::PlacementChanged { .. }
+        )
+    }
+
     /// Whether the request was well formed but cannot be applied (HTTP 422) rather than
     /// malformed (HTTP 400).
     #[must_use]

@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash, RandomState};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use foldhash::fast::{FoldHasher, SeedableRandomState};
@@ -25,12 +25,23 @@ use foldhash::SharedSeed;
 
 static SHARED_SEED: OnceLock<SharedSeed> = OnceLock::new();
 static TABLES_MADE: AtomicU64 = AtomicU64::new(0);
+static SEEDED: AtomicBool = AtomicBool::new(false);
 
 /// Seeds every table made from now on with `random` (64 bits from the platform's random
 /// source). Only the first seed counts: it answers `false`, changing nothing, once a seed is
 /// set or a table has been made without one.
 pub fn seed(random: u64) -> bool {
-    SHARED_SEED.set(SharedSeed::from_u64(random)).is_ok()
+    let taken = SHARED_SEED.set(SharedSeed::from_u64(random)).is_ok();
+    if taken {
+        SEEDED.store(true, Ordering::Relaxed);
+    }
+    taken
+}
+
+/// Whether the tables hash under a seed handed in by [`seed`] (not the fallback).
+#[must_use]
+pub fn seeded() -> bool {
+    SEEDED.load(Ordering::Relaxed)
 }
 
 /// The seed of the tables: the runtime's, or where none was handed in before the first table,
@@ -103,6 +114,7 @@ mod tests {
     fn a_seed_after_the_first_table_is_refused() {
         let _ = KeyHashing::default();
         assert!(!seed(42), "the tables made so far would hash under another seed");
+        assert!(!seeded(), "the fallback seed is not the runtime's");
     }
 
     #[test]

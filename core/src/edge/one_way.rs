@@ -164,7 +164,7 @@ impl Flush {
             }
             let passing = |result: &Option<OpResult>| match result {
                 None => true,
-                Some(OpResult::Failed { error }) => is_passing(error),
+                Some(OpResult::Failed { error }) => error.may_pass(),
                 Some(_) => false,
             };
             let is_applied = |result: &Option<OpResult>| {
@@ -178,17 +178,6 @@ impl Flush {
         }
         (applied, dropped)
     }
-}
-
-/// Whether a shard's refusal may pass, so that a resend is worth it.
-fn is_passing(error: &CoreError) -> bool {
-    matches!(
-        error,
-        CoreError::StorageUnavailable { .. }
-            | CoreError::ChangeInterrupted { .. }
-            | CoreError::ChangeUnfinished { .. }
-            | CoreError::PlacementChanged { .. }
-    )
 }
 
 /// The sum pending for one key, and the TTL it is applied with.

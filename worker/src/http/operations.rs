@@ -4,7 +4,6 @@ use std::fmt::Write as _;
 
 use edgecount_core::shard::protocol::ShardStats;
 use edgecount_core::{shard_for, ShardId};
-use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 use worker::Env;
 
@@ -34,7 +33,7 @@ pub fn health(config: &Config) -> Result<Response, ApiError> {
 /// Every shard's statistics, asked concurrently.
 pub(crate) async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
     let shards = 0..config.shards_holding_keys();
-    join_all(shards.map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
+    request_task::join_every(shards.map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
 }
 
 /// `GET /v1/stats`: each shard's statistics and their totals.
@@ -96,6 +95,8 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "shard_calls_lost": coalescing.lost_calls,
         "one_way": one_way_stats(config),
         "tasks_in_flight": request_task::in_flight(),
+        // Whether this isolate's hash tables took their seed from the runtime's random source.
+        "hash_seeded": edgecount_core::hashing::seeded(),
         "hot_threshold_per_s": config.hot_threshold_per_s,
         "hot_max_age_s": config.hot_max_age_ms / 1000,
     })

@@ -178,12 +178,15 @@ impl Config {
             parse_number(var("EDGECOUNT_SHARD_QUEUE_LIMIT"), DEFAULT_SHARD_QUEUE_LIMIT, 1..=1_000_000)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_QUEUE_LIMIT" })?;
         let one_way = OneWayLimits {
+            // Up to 60 s was once allowed: a longer interval is taken as the longest that works,
+            // rather than refusing every request of a deployment that still sets one.
             interval_ms: parse_number(
                 var("EDGECOUNT_ONE_WAY_INTERVAL_MS"),
                 DEFAULT_ONE_WAY.interval_ms,
-                10..=MAX_ONE_WAY_INTERVAL_MS,
+                10..=60_000,
             )
-            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_INTERVAL_MS" })?,
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_INTERVAL_MS" })?
+            .min(MAX_ONE_WAY_INTERVAL_MS),
             flush_ops: parse_number(
                 var("EDGECOUNT_ONE_WAY_FLUSH_OPS"),
                 DEFAULT_ONE_WAY.flush_ops,

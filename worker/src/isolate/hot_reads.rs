@@ -31,6 +31,13 @@ struct Edge {
     settings: (u64, u64),
 }
 
+impl Edge {
+    /// The key's hash in the frequency sketch.
+    fn sketch_hash(&self, ns: &Namespace, key: &Key) -> u64 {
+        self.sketch_hashing.hash_one((ns.as_str(), key.as_str()))
+    }
+}
+
 thread_local! {
     static EDGE: RefCell<Option<Edge>> = const { RefCell::new(None) };
 }
@@ -57,7 +64,7 @@ fn with_edge<T>(config: &Config, f: impl FnOnce(&mut Edge) -> T) -> T {
 /// Counts a read or write of a key; returns whether the key is hot.
 pub fn record(config: &Config, ns: &Namespace, key: &Key, now_ms: u64) -> bool {
     with_edge(config, |edge| {
-        let hash = edge.sketch_hashing.hash_one((ns.as_str(), key.as_str()));
+        let hash = edge.sketch_hash(ns, key);
         edge.hot.record(ns, key, hash, now_ms)
     })
 }
@@ -89,8 +96,7 @@ pub fn fill(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
 /// Updates a kept read after a write through this isolate (read your own writes).
 pub fn refresh(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
     with_edge(config, |edge| {
-        let hash = edge.sketch_hashing.hash_one((ns.as_str(), key.as_str()));
-        let hot = edge.hot.is_hot(hash, read.read_at_ms);
+        let hot = edge.hot.is_hot(edge.sketch_hash(ns, key), read.read_at_ms);
         edge.cache.refresh(ns, key, read, hot);
     });
 }

@@ -127,9 +127,18 @@ async fn run_flusher(env: &Env, config: &Config, shard: ShardId, flusher: Flushe
             request_task::sleep((due - now).min(MAX_NAP_MS)).await;
             continue;
         }
-        let Some(flush) = with_buffer(config, |buffer| buffer.take(shard, flusher, now)) else {
-            return;
-        };
+        let (flush, given_up) = with_buffer(config, |buffer| {
+            let dropped = buffer.stats().dropped;
+            let flush = buffer.take(shard, flusher, now);
+            (flush, buffer.stats().dropped - dropped)
+        });
+        if given_up > 0 {
+            console_error!(
+                "one-way flush to shard {}: {given_up} ops unsettled for 12 h given up, not sent again past their record",
+                shard.0
+            );
+        }
+        let Some(flush) = flush else { return };
         if flush.attempts > 1 {
             request_task::sleep(FIRST_RESEND_MS << (2 * (flush.attempts - 2).min(4))).await;
         }

@@ -7,12 +7,11 @@
 use std::cell::Cell;
 
 use edgecount_core::ShardId;
-use futures_util::future::join_all;
 use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::isolate::config::Config;
-use crate::isolate::shard_client;
+use crate::isolate::{request_task, shard_client};
 
 thread_local! {
     static CHECKED: Cell<bool> = const { Cell::new(false) };
@@ -33,7 +32,7 @@ pub async fn ensure(env: &Env, config: &Config) -> Result<(), ApiError> {
         // again; this one goes on, as its own keys do not need the others.
         let shards =
             (0..config.shards_holding_keys()).map(|shard| shard_client::migrate(env, ShardId(shard)));
-        if join_all(shards).await.iter().any(Result::is_err) {
+        if request_task::join_every(shards).await.iter().any(Result::is_err) {
             return Ok(());
         }
     }

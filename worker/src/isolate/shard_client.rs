@@ -10,6 +10,7 @@ use edgecount_core::shard::protocol::{ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
 use serde::Serialize;
 use std::cell::RefCell;
+use std::future::Future;
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
 use wasm_bindgen::JsCast;
@@ -120,10 +121,20 @@ pub async fn execute_request(
     run(env, shard, &body, request.ops.len()).await
 }
 
-/// How long a shard's answer is waited for. Past it the call is given up as unanswered (its
-/// ops may have run all the same: see [`ApiError::after_send`]), so that a shard that hangs
-/// holds no batch, and no one-way flusher, for longer than a single-key request waits.
+/// How long a shard's answer is waited for, on every call. Past it the call is given up as
+/// unanswered (its ops may have run all the same: see [`ApiError::after_send`]), so that a
+/// shard that hangs holds no request, batch, one-way flusher or hand-over for longer than a
+/// single-key request waits.
 pub const ANSWER_DEADLINE_MS: u64 = 15_000;
+
+/// What a shard answers (`answer`: one of its RPC methods' promises), waited for
+/// [`ANSWER_DEADLINE_MS`] at most: past it, an error as if the call had failed (it may have run
+/// all the same).
+async fn answer_of(answer: impl Future<Output = Result<JsValue, JsValue>>) -> Result<JsValue, JsValue> {
+    request_task::within(answer, ANSWER_DEADLINE_MS)
+        .await
+        .unwrap_or_else(|| Err(JsValue::from_str("the shard did not answer in time")))
+}
 
 /// A drill for tests (`EDGECOUNT_DRILL_STALLED_CALLS`): whether this call, sent, is to be
 /// waited on as if its shard never answered (this isolate's first N calls are).
@@ -145,12 +156,9 @@ fn drill_stalls(env: &Env) -> bool {
 async fn run(env: &Env, shard: ShardId, body: &str, expected: usize) -> Result<Vec<OpResult>, ApiError> {
     let rpc = stub(env, shard)?;
     let sent = JsFuture::from(rpc.run_ops(body));
-    let answer = if drill_stalls(env) {
-        request_task::within(std::future::pending(), ANSWER_DEADLINE_MS).await
-    } else {
-        request_task::within(sent, ANSWER_DEADLINE_MS).await
-    };
-    let answer = answer.ok_or(ApiError::ShardUnavailable)?.map_err(|e| unreachable(&e))?;
+    let answer =
+        if drill_stalls(env) { answer_of(std::future::pending()).await } else { answer_of(sent).await };
+    let answer = answer.map_err(|e| unreachable(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
     if answer.results.len() != expected {
@@ -212,7 +220,7 @@ pub async fn check_placement(env: &Env, configured: Kept) -> Result<(), ApiError
     let rpc = stub(env, ShardId(0))?;
     let configured_json =
         serde_json::to_string(&configured).map_err(|e| ApiError::Internal(e.to_string()))?;
-    JsFuture::from(rpc.placement(&configured_json)).await.map(drop).map_err(|error| {
+    answer_of(JsFuture::from(rpc.placement(&configured_json))).await.map(drop).map_err(|error| {
         let message = rejection_message(&error);
         match message.split_once("placement_changed:").and_then(|(_, kept)| kept.trim().parse().ok()) {
             Some(kept) => ApiError::Core(CoreError::PlacementChanged { kept, configured: configured.shards }),
@@ -240,7 +248,7 @@ fn change_unfinished(message: &str) -> Option<(u32, u32)> {
 /// A rejected call.
 pub async fn handed_over(env: &Env, shard: ShardId, change: Migration) -> Result<bool, JsValue> {
     let rpc = shard_to_shard_stub(env, shard)?;
-    let answer = JsFuture::from(rpc.handed_over(change.from, change.to)).await?;
+    let answer = answer_of(JsFuture::from(rpc.handed_over(change.from, change.to))).await?;
     Ok(answer.as_bool() == Some(true))
 }
 
@@ -257,7 +265,7 @@ pub async fn hand_over(
 ) -> Result<Vec<Parcel>, JsValue> {
     let rpc = shard_to_shard_stub(env, shard)?;
     let keys = serde_json::to_string(keys).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    let answer = JsFuture::from(rpc.hand_over(&keys, change.from, change.to)).await?;
+    let answer = answer_of(JsFuture::from(rpc.hand_over(&keys, change.from, change.to))).await?;
     let text = answer.as_string().ok_or_else(|| JsValue::from_str("a hand-over answered no text"))?;
     serde_json::from_str(&text).map_err(|e| JsValue::from_str(&e.to_string()))
 }
@@ -269,7 +277,7 @@ pub async fn hand_over(
 pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel], change: Migration) -> Result<(), JsValue> {
     let rpc = shard_to_shard_stub(env, shard)?;
     let parcels = serde_json::to_string(parcels).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    JsFuture::from(rpc.adopt(&parcels, change.from, change.to)).await.map(drop)
+    answer_of(JsFuture::from(rpc.adopt(&parcels, change.from, change.to))).await.map(drop)
 }
 
 /// Has `shard` forget `change`, declared over (see `Shard::settle_change_rpc`).
@@ -278,7 +286,7 @@ pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel], change: Migrat
 /// A rejected call.
 pub async fn settle_change(env: &Env, shard: ShardId, change: Migration) -> Result<(), JsValue> {
     let rpc = shard_to_shard_stub(env, shard)?;
-    JsFuture::from(rpc.settle_change(change.from, change.to)).await.map(drop)
+    answer_of(JsFuture::from(rpc.settle_change(change.from, change.to))).await.map(drop)
 }
 
 /// Tells `shard` its index and starts its hand-overs (see `Shard::migrate_rpc`).
@@ -287,7 +295,7 @@ pub async fn settle_change(env: &Env, shard: ShardId, change: Migration) -> Resu
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached.
 pub async fn migrate(env: &Env, shard: ShardId) -> Result<(), ApiError> {
     let rpc = stub(env, shard)?;
-    JsFuture::from(rpc.migrate(shard.0)).await.map(drop).map_err(|_| ApiError::ShardUnavailable)
+    answer_of(JsFuture::from(rpc.migrate(shard.0))).await.map(drop).map_err(|_| ApiError::ShardUnavailable)
 }
 
 /// Why a shard would not open a stream (see `Shard::watch_rpc`).
@@ -304,7 +312,7 @@ pub enum WatchRefusal {
 /// The shard's [`WatchRefusal`].
 pub async fn watch(env: &Env, shard: ShardId, ns: &str, key: &str) -> Result<JsValue, WatchRefusal> {
     let rpc = stub(env, shard).map_err(|_| WatchRefusal::Unavailable)?;
-    JsFuture::from(rpc.watch(ns, key)).await.map_err(|error| {
+    answer_of(JsFuture::from(rpc.watch(ns, key))).await.map_err(|error| {
         let message = rejection_message(&error);
         if message.contains("not_found") {
             WatchRefusal::NotFound
@@ -355,7 +363,8 @@ pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<O
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached.
 pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
     let rpc = stub(env, shard)?;
-    let answer = JsFuture::from(rpc.stats(shard.0)).await.map_err(|_| ApiError::ShardUnavailable)?;
+    let answer =
+        answer_of(JsFuture::from(rpc.stats(shard.0))).await.map_err(|_| ApiError::ShardUnavailable)?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
 }

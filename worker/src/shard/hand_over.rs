@@ -26,12 +26,11 @@ use edgecount_core::shard::migration::{
 use edgecount_core::shard::protocol::{ShardCall, ShardRequest, ShardResponse};
 use edgecount_core::shard::receipt;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardId};
-use futures_util::future::join_all;
 use wasm_bindgen::prelude::JsValue;
 use worker::console_error;
 
 use crate::isolate::clock::now_ms;
-use crate::isolate::shard_client;
+use crate::isolate::{request_task, shard_client};
 use crate::shard::durable_object::ShardObject;
 use crate::shard::sql_store::SqlShardStore;
 
@@ -196,7 +195,7 @@ pub fn handed_over(object: &ShardObject, change: Migration) -> Result<bool, Stri
 pub async fn shards_unfinished(object: &ShardObject, change: Migration) -> u32 {
     let asks = (0..change.from.max(change.to))
         .map(|shard| shard_client::handed_over(&object.env, ShardId(shard), change));
-    join_all(asks).await.into_iter().filter(|done| !matches!(done, Ok(true))).count() as u32
+    request_task::join_every(asks).await.into_iter().filter(|done| !matches!(done, Ok(true))).count() as u32
 }
 
 /// Has every shard of either count in `change` forget it, declared over; answers how many
@@ -204,7 +203,7 @@ pub async fn shards_unfinished(object: &ShardObject, change: Migration) -> u32 {
 pub async fn settle_everywhere(object: &ShardObject, change: Migration) -> u32 {
     let settles = (0..change.from.max(change.to))
         .map(|shard| shard_client::settle_change(&object.env, ShardId(shard), change));
-    join_all(settles).await.into_iter().filter(Result::is_err).count() as u32
+    request_task::join_every(settles).await.into_iter().filter(Result::is_err).count() as u32
 }
 
 /// The count the request's sender placed its keys under. A sender that does not say is of a
@@ -340,7 +339,7 @@ async fn take_over(
         }
         Ok(())
     });
-    join_all(takes).await.into_iter().collect()
+    request_task::join_every(takes).await.into_iter().collect()
 }
 
 /// Stores `parcels` unless their keys have arrived, and forgets what memory held of them;
@@ -435,7 +434,7 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
             }
         }
     });
-    let answers: Vec<Result<Vec<OpResult>, JsValue>> = join_all(sends).await;
+    let answers: Vec<Result<Vec<OpResult>, JsValue>> = request_task::join_every(sends).await;
     let mut results: Vec<Option<OpResult>> = (0..request.ops.len())
         .map(|place| was_applied(place).then(|| OpResult::Replayed { first: Box::new(OpResult::Stored) }))
         .collect();
