@@ -527,3 +527,51 @@ it("reclaims what keys bring to their new home when it lapses, with no other tra
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it("keeps moved counters when a change already declared over is declared again (a rollback), and lets it be declared over again", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-again-"));
+  const ops = Array.from({ length: 300 }, (_, i) => ({
+    op: "incr",
+    ns: NS,
+    key: key(i),
+  }));
+  const reads = ops.map(({ key }) => ({ op: "get", ns: NS, key }));
+  const declaring = { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "4" };
+  try {
+    const under4 = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "4" },
+    });
+    await batch(under4.fetch, ops);
+    await under4.stop();
+    const changing = await startService({ persistDir: dir, vars: declaring });
+    await settled(changing);
+    await changing.stop();
+    const over = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7" },
+    });
+    expect((await batch(over.fetch, reads)).every((r) => r.value === 1)).toBe(
+      true,
+    );
+    await over.stop();
+    // The release that declared the change, deployed again: the moved keys' new homes have
+    // forgotten their arrival, and their old homes hold nothing of them any more.
+    const again = await startService({ persistDir: dir, vars: declaring });
+    const values = (await batch(again.fetch, reads)).map((r) => r.value);
+    expect(values.filter((v) => v !== 1)).toEqual([]);
+    await again.stop();
+    // Declared over again: every counter reads as before, and nothing is refused.
+    const overAgain = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7" },
+    });
+    expect(
+      (await batch(overAgain.fetch, reads)).every((r) => r.value === 1),
+    ).toBe(true);
+    expect((await totals(overAgain)).keys_to_move).toBe(0);
+    await overAgain.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -146,6 +146,12 @@ impl Parcel {
         counter.into_iter().chain(entry).chain(records).min()
     }
 
+    /// Whether the parcel carries nothing: its old home holds nothing under the name.
+    #[must_use]
+    pub fn holds_nothing(&self) -> bool {
+        self.counter.is_none() && self.cache.is_none() && self.records.is_empty()
+    }
+
     /// A key with nothing stored: what the old home answers for a key it never held.
     #[must_use]
     pub fn empty(ns: Namespace, key: Key) -> Self {

@@ -33,14 +33,14 @@ impl Kept {
 /// What the keeper of the placement does with an isolate's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    /// Keep this placement from now on: the first one, or a declared change starting.
+    /// Keep this placement from now on: the first one, or a declared change starting (or
+    /// starting again: see [`check`]).
     Remember(Kept),
     /// The change `kept` was under is declared over: keep `settled` once every shard has
     /// handed over the keys that left it (else nothing may be read or written).
     Finish { change: Migration, settled: Kept },
-    /// The isolate may go on and nothing changes: the same placement, an isolate of the
-    /// deployment being left while a change is under way, or one that still declares a change
-    /// already declared over.
+    /// The isolate may go on and nothing changes: the same placement, or an isolate of the
+    /// deployment being left while a change is under way.
     Agrees,
 }
 
@@ -56,7 +56,14 @@ pub fn check(kept: Option<Kept>, configured: Kept) -> Result<Placement, CoreErro
     }
     let answer = match configured.from {
         Some(from) if kept == Kept::settled(from) => Some(Placement::Remember(configured)),
-        Some(_) if kept == Kept::settled(configured.shards) => Some(Placement::Agrees),
+        // A change already declared over, declared again (a rollback to the release that
+        // declared it, or one of its isolates still running): the shards take it up again
+        // under that release, so it is kept as under way again, for the next deployment
+        // without the var to declare over once more. Kept as over, nothing would ever tell the
+        // shards, and they would refuse every op once the var was gone.
+        Some(from) if kept == Kept::settled(configured.shards) && from != configured.shards => {
+            Some(Placement::Remember(configured))
+        }
         None if kept.shards == configured.shards => kept.from.map(|from| Placement::Finish {
             change: Migration { from, to: kept.shards },
             settled: configured,
@@ -105,7 +112,12 @@ mod tests {
             Ok(Placement::Finish { change: Migration { from: 4, to: 7 }, settled: Kept::settled(7) })
         );
         assert!(check(Some(Kept::settled(7)), Kept::settled(4)).is_err());
-        // A deployment still declaring a change already declared over changes nothing.
-        assert_eq!(check(Some(Kept::settled(7)), moving(4, 7)), Ok(Placement::Agrees));
+        // A change already declared over, declared again, is under way again until a deployment
+        // without the var declares it over again.
+        assert_eq!(check(Some(Kept::settled(7)), moving(4, 7)), Ok(Placement::Remember(moving(4, 7))));
+        assert_eq!(
+            check(Some(moving(4, 7)), Kept::settled(7)),
+            Ok(Placement::Finish { change: Migration { from: 4, to: 7 }, settled: Kept::settled(7) })
+        );
     }
 }

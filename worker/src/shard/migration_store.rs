@@ -250,7 +250,10 @@ impl SqlShardStore {
 
     /// Stores each parcel whose key has not arrived in `migration` yet, in place of anything
     /// stored under its name, with the key's arrival mark; answers the keys stored. A few
-    /// statements for all of them (one per cache entry).
+    /// statements for all of them (one per cache entry). A parcel that carries nothing replaces
+    /// nothing: under a change, a key's new home holds nothing of it before it arrives, unless
+    /// the change was already done once and declared over (then declared again, by a rollback
+    /// say), when what it holds is the key itself and its old home has nothing left.
     ///
     /// # Errors
     /// A description of the storage failure.
@@ -262,7 +265,9 @@ impl SqlShardStore {
         if adopted.is_empty() {
             return Ok(adopted);
         }
-        self.release(&adopted)?;
+        let replaced: Vec<(Namespace, Key)> =
+            fresh.iter().filter(|p| !p.holds_nothing()).map(|p| (p.ns.clone(), p.key.clone())).collect();
+        self.release(&replaced)?;
         let counters: Vec<(Namespace, Key, Counter)> =
             fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
         self.save_all(&counters).map_err(|failed| failed.detail)?;
