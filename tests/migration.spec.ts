@@ -89,6 +89,29 @@ async function settled(service: Service): Promise<Totals> {
   throw new Error("keys were still moving after a minute");
 }
 
+/** Runs `body` over a state folder of its own, removed afterwards. */
+async function withStateDir(
+  name: string,
+  body: (dir: string) => Promise<void>,
+): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), `edgecount-migration-${name}-`));
+  try {
+    await body(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Writes `ops` through a deployment of 4 shards over `dir`'s state, then stops it. */
+async function writeUnder4(dir: string, ops: object[]): Promise<void> {
+  const under4 = await startService({
+    persistDir: dir,
+    vars: { EDGECOUNT_SHARDS: "4" },
+  });
+  await batch(under4.fetch, ops);
+  await under4.stop();
+}
+
 /**
  * 20 writers, each sending `rounds` single increments to random keys: through the current
  * deployment or the previous one, some with an Idempotency-Key and sent twice. Answers the
@@ -254,19 +277,13 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
 }, 240_000);
 
 it("refuses to declare a change over while keys are still to move", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-early-"));
-  const ops = Array.from({ length: 2500 }, (_, i) => ({
-    op: "incr",
-    ns: NS,
-    key: key(i),
-  }));
-  try {
-    const under4 = await startService({
-      persistDir: dir,
-      vars: { EDGECOUNT_SHARDS: "4" },
-    });
-    await batch(under4.fetch, ops);
-    await under4.stop();
+  await withStateDir("early", async (dir) => {
+    const ops = Array.from({ length: 2500 }, (_, i) => ({
+      op: "incr",
+      ns: NS,
+      key: key(i),
+    }));
+    await writeUnder4(dir, ops);
     // One key per alarm: the change is far from done when this deployment goes.
     const slow = {
       EDGECOUNT_SHARDS: "7",
@@ -319,14 +336,11 @@ it("refuses to declare a change over while keys are still to move", async () => 
       true,
     );
     await over.stop();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it("refuses a change declared from a count the keys are not under", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-guard-"));
-  try {
+  await withStateDir("guard", async (dir) => {
     const first = await startService({
       persistDir: dir,
       vars: { EDGECOUNT_SHARDS: "4" },
@@ -356,34 +370,26 @@ it("refuses a change declared from a count the keys are not under", async () => 
       "EDGECOUNT_SHARDS_FROM",
     );
     await same.stop();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it("streams a counter that has not reached its new home yet", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-stream-"));
-  const decoder = new TextDecoder();
-  const firstEvent = async (url: string) => {
-    const response = await fetch(url);
-    expect(response.status, url).toBe(200);
-    const reader = response.body!.getReader();
-    const { value } = await reader.read();
-    return { reader, event: decoder.decode(value) };
-  };
-  try {
-    const under4 = await startService({
-      persistDir: dir,
-      vars: { EDGECOUNT_SHARDS: "4" },
-    });
+  await withStateDir("stream", async (dir) => {
+    const decoder = new TextDecoder();
+    const firstEvent = async (url: string) => {
+      const response = await fetch(url);
+      expect(response.status, url).toBe(200);
+      const reader = response.body!.getReader();
+      const { value } = await reader.read();
+      return { reader, event: decoder.decode(value) };
+    };
     const ops = Array.from({ length: 40 }, (_, i) => ({
       op: "incr",
       ns: NS,
       key: key(i),
       by: i + 1,
     }));
-    await batch(under4.fetch, ops);
-    await under4.stop();
+    await writeUnder4(dir, ops);
 
     // One key per alarm: most keys have not moved when their streams open.
     const moving = await startService({
@@ -409,24 +415,21 @@ it("streams a counter that has not reached its new home yet", async () => {
     await live.reader.cancel();
     await settled(moving);
     await moving.stop();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it("hands over cache entries of the largest size, several calls' worth, intact", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-large-"));
-  // 16 entries of the 1 MiB most, all on one shard, then about half of them moving to a second:
-  // 1.4 MB each as parcels, where one hand-over carries 4 MiB.
-  const MAX_VALUE_BYTES = 1024 * 1024;
-  const large = (i: number) => ({
-    path: `/v1/cache/${NS}/large-${i}`,
-    bytes: Uint8Array.from(
-      { length: MAX_VALUE_BYTES },
-      (_, b) => (b * 31 + i) % 251,
-    ),
-  });
-  try {
+  await withStateDir("large", async (dir) => {
+    // 16 entries of the 1 MiB most, all on one shard, then about half of them moving to a second:
+    // 1.4 MB each as parcels, where one hand-over carries 4 MiB.
+    const MAX_VALUE_BYTES = 1024 * 1024;
+    const large = (i: number) => ({
+      path: `/v1/cache/${NS}/large-${i}`,
+      bytes: Uint8Array.from(
+        { length: MAX_VALUE_BYTES },
+        (_, b) => (b * 31 + i) % 251,
+      ),
+    });
     const underOne = await startService({
       persistDir: dir,
       vars: { EDGECOUNT_SHARDS: "1" },
@@ -486,26 +489,18 @@ it("hands over cache entries of the largest size, several calls' worth, intact",
       ).toBe(true);
     }
     await moving.stop();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it("reclaims what keys bring to their new home when it lapses, with no other traffic there", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-lapse-"));
-  const ops = Array.from({ length: 300 }, (_, i) => ({
-    op: "incr",
-    ns: NS,
-    key: key(i),
-    ttl: 2,
-  }));
-  try {
-    const under4 = await startService({
-      persistDir: dir,
-      vars: { EDGECOUNT_SHARDS: "4" },
-    });
-    await batch(under4.fetch, ops);
-    await under4.stop();
+  await withStateDir("lapse", async (dir) => {
+    const ops = Array.from({ length: 300 }, (_, i) => ({
+      op: "incr",
+      ns: NS,
+      key: key(i),
+      ttl: 2,
+    }));
+    await writeUnder4(dir, ops);
     const changed = await startService({
       persistDir: dir,
       vars: { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "4" },
@@ -523,27 +518,19 @@ it("reclaims what keys bring to their new home when it lapses, with no other tra
     } finally {
       await changed.stop();
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it("keeps moved counters when a change already declared over is declared again (a rollback), and lets it be declared over again", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-again-"));
-  const ops = Array.from({ length: 300 }, (_, i) => ({
-    op: "incr",
-    ns: NS,
-    key: key(i),
-  }));
-  const reads = ops.map(({ key }) => ({ op: "get", ns: NS, key }));
-  const declaring = { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "4" };
-  try {
-    const under4 = await startService({
-      persistDir: dir,
-      vars: { EDGECOUNT_SHARDS: "4" },
-    });
-    await batch(under4.fetch, ops);
-    await under4.stop();
+  await withStateDir("again", async (dir) => {
+    const ops = Array.from({ length: 300 }, (_, i) => ({
+      op: "incr",
+      ns: NS,
+      key: key(i),
+    }));
+    const reads = ops.map(({ key }) => ({ op: "get", ns: NS, key }));
+    const declaring = { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "4" };
+    await writeUnder4(dir, ops);
     const changing = await startService({ persistDir: dir, vars: declaring });
     await settled(changing);
     await changing.stop();
@@ -571,7 +558,5 @@ it("keeps moved counters when a change already declared over is declared again (
     ).toBe(true);
     expect((await totals(overAgain)).keys_to_move).toBe(0);
     await overAgain.stop();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });

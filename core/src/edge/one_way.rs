@@ -769,44 +769,25 @@ mod tests {
 
     #[test]
     fn a_flush_sent_again_after_a_lost_answer_is_applied_once() {
-        use crate::shard::cache_table::CacheBounds;
-        use crate::shard::memory_store::MemoryStore;
-        use crate::shard::protocol::ShardRequest;
-        use crate::ShardEngine;
-
-        let store = MemoryStore::default();
-        let mut shard = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 1 });
+        let store = crate::shard::memory_store::MemoryStore::default();
+        let mut shard = new_shard();
         let mut buffer = OneWayBuffer::new(limits());
         for delta in [5, 7, -2] {
             accept(&mut buffer, "a", delta, 0);
         }
         accept(&mut buffer, "b", 1, 0);
         let first = take(&mut buffer, 1_000).unwrap();
-        let send = |shard: &mut ShardEngine, flush: &Flush| {
-            let request = flush.request("isolate1").unwrap();
-            shard.run(&store, &request, 1_000).response.results
-        };
         // Applied, but the answer is lost: nothing is settled.
-        send(&mut shard, &first);
+        on_shard(&mut shard, &store, &first.request("isolate1").unwrap(), 1_000);
         buffer.finish(ShardId(0), first.number, 0, 0, false);
         let again = take(&mut buffer, 1_250).unwrap();
-        let results = send(&mut shard, &again);
+        let results = on_shard(&mut shard, &store, &again.request("isolate1").unwrap(), 1_000);
         assert!(results.iter().all(|r| matches!(r, OpResult::Replayed { .. })), "{results:?}");
         let (applied, dropped) = again.settled(results);
         assert_eq!((applied, dropped), (4, 0));
         buffer.finish(ShardId(0), again.number, applied, dropped, false);
-        let mut read = |key: &str| {
-            let (ns, key) = names(key);
-            let request = ShardRequest {
-                ops: vec![ShardOp::Get { ns, key }.into()],
-                answer_budget: None,
-                receipt: None,
-                placed: None,
-            };
-            shard.run(&store, &request, 2_000).response.results[0].clone()
-        };
-        assert!(matches!(read("a"), OpResult::Value { value: 10, .. }));
-        assert!(matches!(read("b"), OpResult::Value { value: 1, .. }));
+        assert!(matches!(read(&mut shard, &store, "a", 2_000), OpResult::Value { value: 10, .. }));
+        assert!(matches!(read(&mut shard, &store, "b", 2_000), OpResult::Value { value: 1, .. }));
         assert_eq!((buffer.stats().flushed, buffer.stats().pending), (4, 0));
     }
 
