@@ -2,26 +2,19 @@
 // not leave the shard unable to serve anyone else, and bodies streamed without a length are
 // cut off at their limit. Spoken over raw sockets to `workerd serve` itself: only a reset (not
 // a polite close) makes the runtime cancel a request, and a dev proxy would hide it.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Agent, request } from "node:http";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { sendAndReset, sendPartialBody, streamChunked } from "./raw-http";
 import { exactValue, freshNamespace } from "./service";
-import { startWorkerd, type Runtime } from "./workerd";
+import { startScratchWorkerd, type ScratchRuntime } from "./workerd";
 
-const dir = mkdtempSync(join(tmpdir(), "edgecount-resets-"));
-let runtime: Runtime;
+let runtime: ScratchRuntime | undefined;
 let url: string;
 beforeAll(async () => {
-  runtime = await startWorkerd(8798, dir);
+  runtime = await startScratchWorkerd("resets");
   url = runtime.url;
 });
-afterAll(() => {
-  runtime?.process.kill("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => runtime?.stop());
 
 /** A request with a short path, answered as fetch answers. */
 const get = (path: string, init?: RequestInit) => fetch(`${url}${path}`, init);

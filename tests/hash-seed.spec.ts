@@ -4,23 +4,15 @@
 // keys anyone can compute from the published Wasm; the worker logs when that happens. So the
 // runtime is driven through every kind of table (counters, cache entries, hot keys, one-way
 // sums, rate-limit buckets) and its log read for that line.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { freePort } from "../scripts/child-process.mjs";
 import { freshNamespace } from "./service";
-import { startWorkerd, type Runtime } from "./workerd";
+import { startScratchWorkerd, type ScratchRuntime } from "./workerd";
 
-const dir = mkdtempSync(join(tmpdir(), "edgecount-hash-seed-"));
-let runtime: Runtime | undefined;
-afterAll(() => {
-  runtime?.process.kill("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-});
+let runtime: ScratchRuntime | undefined;
+afterAll(() => runtime?.stop());
 
 it("seeds the hash tables before any is made", async () => {
-  runtime = await startWorkerd(await freePort(), dir, {
+  runtime = await startScratchWorkerd("hash-seed", {
     // Rate limits on (a bucket per client) and a key hot after a few reads.
     EDGECOUNT_RATE_LIMIT: "1000",
     EDGECOUNT_HOT_THRESHOLD: "1",

@@ -4,24 +4,16 @@
 // nobody waits for (over writes acknowledged since). The call in flight is held with
 // EDGECOUNT_DRILL_STALLED_CALLS (the isolate's first call is sent and its answer never awaited)
 // so that the second op has to queue.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { freePort } from "../scripts/child-process.mjs";
 import { sendAndReset } from "./raw-http";
 import { freshNamespace } from "./service";
-import { startWorkerd, type Runtime } from "./workerd";
+import { startScratchWorkerd, type ScratchRuntime } from "./workerd";
 
-const dir = mkdtempSync(join(tmpdir(), "edgecount-reset-queued-"));
-let runtime: Runtime | undefined;
-afterAll(() => {
-  runtime?.process.kill("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-});
+let runtime: ScratchRuntime | undefined;
+afterAll(() => runtime?.stop());
 
 it("takes back a queued op whose client hung up: it is never applied", async () => {
-  runtime = await startWorkerd(await freePort(), dir, {
+  runtime = await startScratchWorkerd("reset-queued", {
     EDGECOUNT_DRILL_STALLED_CALLS: "1",
   });
   const url = runtime.url;

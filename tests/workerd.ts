@@ -1,8 +1,10 @@
 // `workerd serve` with the production-like config (scripts/workerd-config.mjs), for specs that
 // need the runtime itself: killing it, or speaking raw sockets to it without a dev proxy.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { freePort } from "../scripts/child-process.mjs";
 
 export interface Runtime {
   /** `http://127.0.0.1:<port>` */
@@ -54,4 +56,31 @@ export async function startWorkerd(
   }
   child.kill("SIGKILL");
   throw new Error("workerd did not start");
+}
+
+/** A runtime that is one spec's alone: over a fresh state folder, on a free port. */
+export interface ScratchRuntime extends Runtime {
+  /** Kills the runtime and removes its folder. */
+  stop(): void;
+}
+
+/** Starts a {@link ScratchRuntime}, its folder named after `name`, with `vars`. */
+export async function startScratchWorkerd(
+  name: string,
+  vars: Record<string, string> = {},
+): Promise<ScratchRuntime> {
+  const dir = mkdtempSync(join(tmpdir(), `edgecount-${name}-`));
+  try {
+    const runtime = await startWorkerd(await freePort(), dir, vars);
+    return {
+      ...runtime,
+      stop() {
+        runtime.process.kill("SIGKILL");
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
 }
