@@ -256,6 +256,16 @@ impl Config {
 }
 
 /// `default` when the var is unset, the number when it parses within `range`, else `None`.
+/// Whether a drill (a test-only var that makes the isolate's first N of something fail) fires
+/// this time: `fired` counts its firings so far, `limit` is its N.
+pub fn drill_fires(fired: &std::cell::Cell<u32>, limit: u32) -> bool {
+    let firing = fired.get() < limit;
+    if firing {
+        fired.set(fired.get() + 1);
+    }
+    firing
+}
+
 fn parse_number<T>(raw: Option<String>, default: T, range: std::ops::RangeInclusive<T>) -> Option<T>
 where
     T: std::str::FromStr + PartialOrd,

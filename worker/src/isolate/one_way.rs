@@ -21,7 +21,7 @@ use worker::{console_error, js_sys, Env};
 use crate::http::api_error::ApiError;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
+use crate::isolate::config::{drill_fires, Config};
 use crate::isolate::shard_calls::Caller;
 use crate::isolate::{request_task, shard_client};
 
@@ -31,13 +31,7 @@ fn drill_loses_answer(config: &Config) -> bool {
     thread_local! {
         static LOST: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
-    LOST.with(|lost| {
-        let losing = lost.get() < config.drill_lost_flush_answers;
-        if losing {
-            lost.set(lost.get() + 1);
-        }
-        losing
-    })
+    LOST.with(|lost| drill_fires(lost, config.drill_lost_flush_answers))
 }
 
 /// Sends of one flush at most: the first and three resends.

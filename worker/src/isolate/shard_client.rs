@@ -20,7 +20,7 @@ use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 use worker::Env;
 
 use crate::http::api_error::ApiError;
-use crate::isolate::config::Config;
+use crate::isolate::config::{drill_fires, Config};
 use crate::isolate::request_task;
 
 /// The Durable Object binding in `wrangler.toml`.
@@ -143,13 +143,7 @@ fn drill_stalls(env: &Env) -> bool {
         static STALLED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
     let Ok(config) = Config::for_isolate(env) else { return false };
-    STALLED.with(|stalled| {
-        let stalling = stalled.get() < config.drill_stalled_calls;
-        if stalling {
-            stalled.set(stalled.get() + 1);
-        }
-        stalling
-    })
+    STALLED.with(|stalled| drill_fires(stalled, config.drill_stalled_calls))
 }
 
 /// Sends the JSON request `body` of `expected` ops to `shard`.

@@ -314,16 +314,14 @@ impl ShardObject {
             Ok(ran) => ran,
             Err(detail) => return rejected(&detail),
         };
-        match reclaim_by {
-            Some(at) if !self.alarm.is_due_by(at) => {
-                let object = Rc::clone(self);
-                request_task::run(async move {
-                    object.alarm.ensure(&object.state.storage(), at, now).await.map_err(JsValue::from)?;
-                    Ok(JsValue::from(answer))
-                })
-            }
-            _ => JsValue::from(answer),
+        if self.alarm_due_by(reclaim_by) {
+            return JsValue::from(answer);
         }
+        let object = Rc::clone(self);
+        request_task::run(async move {
+            object.reclaim_by(reclaim_by).await?;
+            Ok(JsValue::from(answer))
+        })
     }
 
     /// Whether the alarm is known to fire by `at` (or nothing lapses).
