@@ -14,6 +14,8 @@ BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
 PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/profile.mjs scripts/child-process.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md
+# Markdown whose relative links and #anchors `make lint-js` checks.
+MARKDOWN_PATHS := README.md docs client/README.md loadtest/README.md loadtest/reports core/fuzz/README.md
 BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
 # `make test` runs its parts through scripts/test-suite.sh, with SUITE_READY=1 once the tools
 # are installed: a part then needs nothing first (the suite builds the worker once itself).
@@ -59,6 +61,8 @@ lint-rust: $(call needs,tools-rust)
 lint-js: $(call needs,tools-test)
 	@echo "[lint] prettier --check"
 	@prettier --check --log-level warn $(PRETTIER_PATHS)
+	@echo "[lint] relative links and #anchors in the Markdown (remark-validate-links)"
+	@remark --frail --quiet --no-stdout $(MARKDOWN_PATHS)
 	@echo "[lint] client/dist matches a fresh build of client/src"
 	@node client/build.mjs --check
 

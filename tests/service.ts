@@ -128,7 +128,7 @@ export function exactValue(body: string): bigint {
   return BigInt(match[1]);
 }
 
-/** One shard's figures in `/v1/stats` (the README lists them all). */
+/** One shard's figures in `/v1/stats` (docs/operations.md lists them all). */
 export interface ShardStats {
   calls: number;
   ops: number;

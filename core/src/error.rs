@@ -56,7 +56,7 @@ pub enum CoreError {
         "The keys were placed under EDGECOUNT_SHARDS={kept}, but this deployment says \
          EDGECOUNT_SHARDS={configured}; nothing was read or written. Set it back to {kept}, or declare \
          the change with EDGECOUNT_SHARDS_FROM={kept} so that the keys move with it (see \"Changing \
-         the number of shards\" in the README)."
+         the number of shards\" in docs/operations.md)."
     )]
     PlacementChanged { kept: u32, configured: u32 },
     #[error(

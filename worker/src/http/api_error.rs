@@ -126,7 +126,7 @@ impl ApiError {
     pub fn message(&self) -> String {
         match self {
             Self::Core(e) => e.to_string(),
-            Self::RouteNotFound => "There is no such route; see the API reference in the README.".into(),
+            Self::RouteNotFound => "There is no such route; see /v1/openapi.json or docs/api.md.".into(),
             Self::Unauthorized => "This needs a valid token in `Authorization: Bearer <token>`.".into(),
             Self::Forbidden => "The token does not allow this here.".into(),
             Self::MethodNotAllowed { allow } => format!("This route only accepts {allow}."),
