@@ -14,21 +14,24 @@ function open(url: string): Promise<Socket> {
 }
 
 /**
- * Sends `method path` with an empty body, then resets the connection after `afterMs`
- * milliseconds, whether or not an answer came. Resolves once the socket is gone.
+ * Sends `method path` with an empty body, then resets the connection after `after`
+ * milliseconds, or once `after()` resolves, whether or not an answer came. Resolves once the
+ * socket is gone.
  */
 export async function sendAndReset(
   url: string,
   method: string,
   path: string,
-  afterMs: number,
+  after: number | (() => Promise<unknown>),
 ): Promise<void> {
   const socket = await open(url);
   socket.on("error", () => {});
   socket.write(
     `${method} ${path} HTTP/1.1\r\nHost: edgecount.test\r\nContent-Length: 0\r\n\r\n`,
   );
-  await new Promise((resolve) => setTimeout(resolve, afterMs));
+  await (typeof after === "number"
+    ? new Promise((resolve) => setTimeout(resolve, after))
+    : after());
   socket.resetAndDestroy();
 }
 

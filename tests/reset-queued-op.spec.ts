@@ -33,17 +33,34 @@ it("takes back a queued op whose client hung up: it is never applied", async () 
     byShard.set(shard, `k${i}`);
   }
   const [first, second] = keys;
+  /** Waits until the isolate's edge figures say `done` (asking sends no op to a shard). */
+  const until = async (done: (edge: Record<string, number>) => boolean) => {
+    for (let i = 0; i < 200; i++) {
+      const stats = await (await fetch(`${url}/v1/stats`)).json();
+      if (done(stats.edge)) return;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error("the isolate's figures never got there");
+  };
   // The first increment's call is sent and stalls; it is answered outcome_unknown after 15 s.
   const stalled = fetch(`${url}/v1/counters/${ns}/${first}/incr`, {
     method: "POST",
   });
-  await new Promise((r) => setTimeout(r, 300));
-  // The second queues behind it, and its client resets the connection 300 ms later.
-  await sendAndReset(url, "POST", `/v1/counters/${ns}/${second}/incr`, 300);
+  stalled.catch(() => {}); // awaited below
+  await until((edge) => edge.shard_calls === 1);
+  // The second queues behind it (submitted, no second call), and its client then resets the
+  // connection; the op is taken back.
+  await sendAndReset(url, "POST", `/v1/counters/${ns}/${second}/incr`, () =>
+    until((edge) => edge.ops_submitted === 2),
+  );
+  await until((edge) => edge.ops_withdrawn === 1);
   const answer = await stalled;
   expect(answer.status).toBe(503);
   expect((await answer.json()).error.code).toBe("outcome_unknown");
-  await new Promise((r) => setTimeout(r, 1_000));
+  // Past the stalled call's lease: an op left queued would have gone out by now, with the
+  // strong reads below at the latest (they call the same shard).
+  const edge = (await (await fetch(`${url}/v1/stats`)).json()).edge;
+  expect(edge.shard_calls).toBe(1);
   const read = async (key: string) =>
     (
       await (
