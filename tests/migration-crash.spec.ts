@@ -7,9 +7,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
+import { freePort } from "../scripts/child-process.mjs";
 import { startWorkerd, type Runtime } from "./workerd";
 
-const PORT = 8801;
 const dir = mkdtempSync(join(tmpdir(), "edgecount-migration-crash-"));
 let runtime: Runtime | undefined;
 afterAll(() => {
@@ -51,7 +51,8 @@ async function totals(): Promise<{
 
 async function restart(vars: Record<string, string>): Promise<void> {
   runtime?.process.kill("SIGKILL");
-  runtime = await startWorkerd(PORT, dir, vars);
+  // Each start takes a port free at the time.
+  runtime = await startWorkerd(await freePort(), dir, vars);
 }
 
 it("loses and doubles nothing when the runtime is killed during hand-overs and take-overs", async () => {
@@ -96,10 +97,19 @@ it("loses and doubles nothing when the runtime is killed during hand-overs and t
 
   // Kill the runtime again and again, soon after each start: the alarms' hand-overs and the
   // writers' take-overs are cut short wherever they are. Keys left to move are read just after
-  // each start (which is also what sets the hand-overs going again).
+  // each start (which is also what sets the hand-overs going again), and each kill waits until
+  // some have moved since, however long the machine takes for that.
   const leftAfterKill: number[] = [];
   for (let kill = 0; kill < 5; kill++) {
+    const atStart = leftAfterKill.at(-1) ?? initial;
+    const started = Date.now();
     await new Promise((r) => setTimeout(r, 40 + 30 * kill));
+    for (let left = atStart; left >= atStart && left > 0;) {
+      if (Date.now() - started > 30_000)
+        throw new Error(`no key moved in 30 s after start ${kill + 1}`);
+      left = (await totals()).keys_to_move;
+      if (left >= atStart) await new Promise((r) => setTimeout(r, 10));
+    }
     await restart(GROWING);
     leftAfterKill.push((await totals()).keys_to_move);
   }
