@@ -20,6 +20,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 it("reclaims expired counters and cache entries without being read", async () => {
   const ns = freshNamespace("reclaim");
+  const reclaimedBefore = (await shardStats()).reclaimed;
+  const written = Date.now();
   await service.fetch(`/v1/counters/${ns}/short/incr?ttl=1`, {
     method: "POST",
   });
@@ -37,22 +39,31 @@ it("reclaims expired counters and cache entries without being read", async () =>
   });
   const kept = cacheEntryCharge(ns, "kept", "text/plain", 1);
   const before = await shardStats();
-  expect(before).toMatchObject({
-    keys: 2,
-    stored_counters: 2,
-    cache_entries: 2,
-    cache_bytes: kept + cacheEntryCharge(ns, "short", "text/plain", 1),
-  });
+  // All four are stored, unless the machine paused past the short ones' second (then the
+  // reclaiming below still shows they were).
+  if (Date.now() - written < 1_000) {
+    expect(before).toMatchObject({
+      keys: 2,
+      stored_counters: 2,
+      cache_entries: 2,
+      cache_bytes: kept + cacheEntryCharge(ns, "short", "text/plain", 1),
+    });
+  }
 
-  await sleep(2_500);
-  const after = await shardStats();
+  // The shard's alarm is due when the first of them lapses; wait for it (a busy machine may
+  // run it late), at most 15 s.
+  let after = await shardStats();
+  for (let i = 0; i < 150 && after.reclaimed - reclaimedBefore < 2; i++) {
+    await sleep(100);
+    after = await shardStats();
+  }
   expect(after).toMatchObject({
     keys: 1,
     stored_counters: 1,
     cache_entries: 1,
     cache_bytes: kept,
   });
-  expect(after.reclaimed - before.reclaimed).toBe(2);
+  expect(after.reclaimed - reclaimedBefore).toBe(2);
   expect(await service.value(ns, "kept")).toBe(1n);
   expect((await service.fetch(`/v1/cache/${ns}/kept`)).status).toBe(200);
 });
