@@ -40,8 +40,17 @@ it("seeds the hash tables before any is made", async () => {
     }),
   ).toBe(204);
   expect(await call(`/v1/cache/${ns}/page`)).toBe(200);
-  // The one-way sum is applied within a second: its shard call made the flush's tables too.
-  await new Promise((r) => setTimeout(r, 1_500));
+  // Once the one-way sum is applied (within a second, waited for up to 15 s), its shard call
+  // has made the flush's tables too.
+  let pings = 0;
+  for (let i = 0; i < 150 && pings !== 1; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const read = await fetch(
+      `${runtime.url}/v1/counters/${ns}/pings?consistency=strong`,
+    );
+    pings = (await read.json()).value;
+  }
+  expect(pings).toBe(1);
   expect(runtime.log()).not.toContain("before the random seed");
   // And seeded at all: the stats say whether the seed came from the runtime.
   const stats = await (await fetch(`${runtime.url}/v1/stats`)).json();
