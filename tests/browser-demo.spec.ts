@@ -7,6 +7,9 @@ import { launchBrowser, type HeadlessBrowser } from "./browser";
 import { startService, type Service } from "./service";
 
 const ARTIFACTS = "tests/.artifacts";
+/** How long the page may take to show what it fetched: expect.poll's own default, a second,
+ * is about how long a loaded machine can take to run the page and answer its requests. */
+const POLL = { timeout: 10_000 };
 
 let service: Service;
 let browser: HeadlessBrowser;
@@ -31,23 +34,25 @@ describe("demo page in Chromium", () => {
     await page.goto(`${service.url}/`);
     const views = page.locator("#views");
     const likes = page.locator("#likes");
-    await expect.poll(() => views.textContent()).toBe("1");
-    await expect.poll(() => likes.textContent()).toBe("0");
+    await expect.poll(() => views.textContent(), POLL).toBe("1");
+    await expect.poll(() => likes.textContent(), POLL).toBe("0");
 
     await page.locator("#like").click();
-    await expect.poll(() => likes.textContent()).toBe("1");
+    await expect.poll(() => likes.textContent(), POLL).toBe("1");
     await page.locator("#like").click();
-    await expect.poll(() => likes.textContent()).toBe("2");
+    await expect.poll(() => likes.textContent(), POLL).toBe("2");
 
     await page.reload();
-    await expect.poll(() => views.textContent()).toBe("2");
-    await expect.poll(() => likes.textContent()).toBe("2");
+    await expect.poll(() => views.textContent(), POLL).toBe("2");
+    await expect.poll(() => likes.textContent(), POLL).toBe("2");
     // The badge rendered as an image.
     await expect
-      .poll(() =>
-        page
-          .locator("#badge")
-          .evaluate((img: HTMLImageElement) => img.naturalWidth),
+      .poll(
+        () =>
+          page
+            .locator("#badge")
+            .evaluate((img: HTMLImageElement) => img.naturalWidth),
+        POLL,
       )
       .toBeGreaterThan(0);
     expect(await page.locator("#status").textContent()).toBe("");
