@@ -254,13 +254,19 @@ describe("automatic batching", () => {
       "/v1/counters/n/b",
     ]);
 
+    // On fake timers: a call 5 ms into a 20 ms window joins it, however late a real 5 ms
+    // timer would fire on a loaded machine.
+    vi.useFakeTimers();
     const wide = setup(counterStore(), { batchDelayMs: 20 });
     const first = wide.client.incr("n", "a");
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await vi.advanceTimersByTimeAsync(5);
     const second = wide.client.incr("n", "b");
+    expect(wide.sent).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(15);
     await Promise.all([first, second]);
     expect(wide.sent).toHaveLength(1);
     expect(wide.sent[0].ops).toHaveLength(2);
+    vi.useRealTimers();
 
     const flushed = setup(counterStore(), { batchDelayMs: 60_000 });
     const pending = Promise.all([
