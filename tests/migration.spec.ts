@@ -223,8 +223,9 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
       expected[i] += 1;
     }
     const after = await settled(moving);
-    // Until the one-way sums are applied (within the flush interval, 1 s).
-    for (let wait = 0; wait < 50; wait++) {
+    // Until the one-way sums are applied (within the flush interval, 1 s, once they reach
+    // their shards: waited for up to 15 s, as a loaded machine may take a while).
+    for (let wait = 0; wait < 150; wait++) {
       const oneWay = await values(moving, ONE_WAY_KEYS);
       if (oneWay.every((v, i) => v === expected[i])) break;
       await new Promise((r) => setTimeout(r, 100));
