@@ -132,7 +132,7 @@ for path in "${EXCLUDE[@]}"; do
 done
 
 # ---- pass 1: open mode (no tokens, no rate limits), every check
-start_workerd open
+start_workerd open EDGECOUNT_DEMO=1
 
 # The document the worker serves must be this one.
 if excluded /v1/openapi.json; then
@@ -225,7 +225,7 @@ stop_workerd
 # and /v1/stats are 403. Only the answers' conformance is checked: which request gets which
 # refusal depends on the order they come in.
 WRITER="openapi-check-writer-$RANDOM$RANDOM"
-start_workerd limited \
+start_workerd limited EDGECOUNT_DEMO=1 \
   "EDGECOUNT_ADMIN_TOKENS=openapi-check-admin-$RANDOM$RANDOM" \
   "EDGECOUNT_WRITE_TOKENS=$WRITER@pages" \
   EDGECOUNT_PRIVATE_READS=true EDGECOUNT_RATE_LIMIT=5 EDGECOUNT_RATE_BURST=10

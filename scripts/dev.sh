@@ -29,4 +29,6 @@ TEXT
 announce &
 announcer=$!
 trap 'kill "$announcer" 2>/dev/null || true' EXIT
-wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .dev-state --show-interactive-dev-session=false "$@"
+# The demo page is served only where it is asked for; a deployment shows none.
+wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .dev-state --show-interactive-dev-session=false \
+  --var EDGECOUNT_DEMO:1 "$@"

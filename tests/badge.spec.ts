@@ -114,16 +114,30 @@ describe("documents", () => {
     expect(again.status).toBe(304);
   });
 
-  it("serves the OpenAPI description and the demo page", async () => {
+  it("serves the OpenAPI description, and the demo page only when EDGECOUNT_DEMO asks", async () => {
     const spec = await service.fetch("/v1/openapi.json");
     expect(spec.status).toBe(200);
     expect((await spec.json()).openapi).toMatch(/^3\.1\./);
-    const page = await service.fetch("/");
-    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
-    expect(page.headers.get("content-security-policy")).toContain(
-      "default-src 'self'",
-    );
-    expect(await page.text()).toContain('src="/demo.js"');
-    expect((await service.fetch("/demo.js")).status).toBe(200);
+    for (const path of ["/", "/demo.js"]) {
+      const hidden = await service.fetch(path);
+      expect(hidden.status, path).toBe(404);
+      expect((await hidden.json()).error.code).toBe("not_found");
+    }
+    const demo = await startService({ vars: { EDGECOUNT_DEMO: "1" } });
+    try {
+      await showsTheDemo(demo);
+    } finally {
+      await demo.stop();
+    }
   });
 });
+
+async function showsTheDemo(service: Service) {
+  const page = await service.fetch("/");
+  expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+  expect(page.headers.get("content-security-policy")).toContain(
+    "default-src 'self'",
+  );
+  expect(await page.text()).toContain('src="/demo.js"');
+  expect((await service.fetch("/demo.js")).status).toBe(200);
+}

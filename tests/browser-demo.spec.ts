@@ -14,7 +14,7 @@ const POLL = { timeout: 10_000 };
 let service: Service;
 let browser: HeadlessBrowser;
 beforeAll(async () => {
-  service = await startService({ listen: true });
+  service = await startService({ listen: true, vars: { EDGECOUNT_DEMO: "1" } });
   browser = await launchBrowser();
 });
 afterAll(async () => {

@@ -20,7 +20,8 @@ export interface Service {
   fetch(path: string, init?: RequestInit): Promise<Response>;
   /** A request to the previous deployment's worker (see `previousDeployment`). */
   fetchPrevious(path: string, init?: RequestInit): Promise<Response>;
-  /** The exact value of a counter, read as text so values past 2^53 stay exact. */
+  /** The exact value of a counter, read from its shard (never from the isolate's kept reads
+   * of hot keys) and as text, so values past 2^53 stay exact. */
   value(ns: string, key: string): Promise<bigint>;
   /** The HTTP address when started with `listen`, e.g. `http://127.0.0.1:41234`. */
   url?: string;
@@ -106,7 +107,7 @@ export async function startService(
     },
     async value(ns, key) {
       const response = await service.fetch(
-        `/v1/counters/${ns}/${encodeURIComponent(key)}`,
+        `/v1/counters/${ns}/${encodeURIComponent(key)}?consistency=strong`,
         { headers: { accept: "text/plain" } },
       );
       if (response.status !== 200) {

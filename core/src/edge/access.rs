@@ -1,10 +1,11 @@
-//! Who may do what: bearer tokens with a right (read, write, admin), optionally limited to
-//! some namespaces.
+//! Who may do what: bearer tokens with a right (read, count, write, admin), optionally limited
+//! to some namespaces, and public namespaces where everyone has the count right.
 //!
-//! Configured as comma-separated entries, each `token` or `token@ns1|ns2`. With no token
-//! configured the service is open. With tokens, writes need a write or admin token, operations
-//! data (`/v1/stats`, `/metrics`) an admin token, and reads are public unless reads are made
-//! private. Tokens are kept and compared as SHA-256 digests: every comparison is of 32 bytes
+//! Configured as comma-separated entries, each `token` or `token@ns1|ns2`. With no token and no
+//! public namespace configured the service is open. Otherwise writes need a write or admin
+//! token, operations data (`/v1/stats`, `/metrics`) an admin token, and reads are public unless
+//! reads are made private. The count right is what a public page may hold: add exactly 1 to a
+//! counter and read it, nothing that could lower, reset or shorten the life of a count. Tokens are kept and compared as SHA-256 digests: every comparison is of 32 bytes
 //! in constant time, so its timing tells neither a token's bytes nor its length, and the
 //! configured tokens are not held in the clear. They never appear in errors.
 
@@ -13,14 +14,41 @@ use std::fmt;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::shard::protocol::ShardOp;
 use crate::Namespace;
 
 /// What a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Right {
     Read,
+    /// Read, and add exactly 1 to a counter without a TTL: what a page that counts its views
+    /// needs, and all that anyone who reads the page's source can then do.
+    Count,
     Write,
     Admin,
+}
+
+impl Right {
+    /// The right `op` needs. An increment by 1 without a TTL is a count; a TTL could cut a
+    /// counter's life short (a reset by another name), so it needs the write right.
+    #[must_use]
+    pub fn for_op(op: &ShardOp) -> Self {
+        match op {
+            ShardOp::Incr { by, ttl, .. } => Self::for_increment(*by, *ttl),
+            op if op.is_write() => Self::Write,
+            _ => Self::Read,
+        }
+    }
+
+    /// The right an increment by `by` with `ttl` needs.
+    #[must_use]
+    pub fn for_increment(by: i64, ttl: Option<u32>) -> Self {
+        if by == 1 && ttl.is_none() {
+            Self::Count
+        } else {
+            Self::Write
+        }
+    }
 }
 
 /// Why a request was refused.
@@ -67,6 +95,8 @@ impl fmt::Debug for Grant {
 #[derive(Debug, Clone, Default)]
 pub struct AccessPolicy {
     grants: Vec<Grant>,
+    /// Namespaces where everyone, without a token, has the count right.
+    public_namespaces: Vec<String>,
     private_reads: bool,
 }
 
@@ -100,13 +130,47 @@ impl AccessPolicy {
                 grants.push(Grant { token: token_digest(token.as_bytes()), right, namespaces });
             }
         }
-        Ok(Self { grants, private_reads })
+        Ok(Self { grants, public_namespaces: Vec::new(), private_reads })
     }
 
-    /// Whether no token is configured: everyone may do everything.
+    /// Adds count tokens (`EDGECOUNT_COUNT_TOKENS`, entries as for the other lists).
+    ///
+    /// # Errors
+    /// As [`AccessPolicy::parse`].
+    pub fn with_count_tokens(mut self, list: Option<&str>) -> Result<Self, String> {
+        let counted = Self::parse(None, None, list, false)?;
+        self.grants.extend(counted.grants.into_iter().map(|grant| Grant { right: Right::Count, ..grant }));
+        Ok(self)
+    }
+
+    /// Gives everyone the count right in `list` (`EDGECOUNT_PUBLIC_NAMESPACES`, comma-separated).
+    ///
+    /// # Errors
+    /// A description of an invalid namespace.
+    pub fn with_public_namespaces(mut self, list: Option<&str>) -> Result<Self, String> {
+        for name in list.unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            Namespace::new(name).map_err(|_| format!("the public namespace {name:?} is not a valid name"))?;
+            self.public_namespaces.push(name.to_owned());
+        }
+        Ok(self)
+    }
+
+    /// Whether no token and no public namespace is configured: everyone may do everything.
     #[must_use]
     pub fn is_open(&self) -> bool {
-        self.grants.is_empty()
+        self.grants.is_empty() && self.public_namespaces.is_empty()
+    }
+
+    /// The namespaces where everyone may count.
+    #[must_use]
+    pub fn public_namespaces(&self) -> &[String] {
+        &self.public_namespaces
+    }
+
+    /// Whether `ns` is one where everyone may count.
+    #[must_use]
+    pub fn is_public(&self, ns: &Namespace) -> bool {
+        self.public_namespaces.iter().any(|n| n == ns.as_str())
     }
 
     /// Whether reads need a token: private reads were asked for and tokens are configured.
@@ -133,6 +197,10 @@ impl AccessPolicy {
     /// The [`Denial`].
     pub fn check(&self, token: Option<&str>, need: Right, ns: Option<&Namespace>) -> Result<(), Denial> {
         if self.is_open() || (need == Right::Read && !self.private_reads) {
+            return Ok(());
+        }
+        // A public namespace's counts and reads are everyone's, whatever token comes with them.
+        if need <= Right::Count && ns.is_some_and(|ns| self.is_public(ns)) {
             return Ok(());
         }
         let presented = token_digest(token.ok_or(Denial::Unauthenticated)?.as_bytes());
@@ -242,6 +310,44 @@ mod tests {
             assert!(!p.recognizes(near), "{near:?}");
         }
         assert_eq!(token_digest(b"").len(), token_digest(&[b'x'; 10_000]).len());
+    }
+
+    #[test]
+    fn the_count_right_counts_and_reads_and_no_more() {
+        let p = policy(false).with_count_tokens(Some("page-counter@pages")).unwrap();
+        let pages = ns("pages");
+        assert_eq!(p.check(Some("page-counter"), Right::Count, Some(&pages)), Ok(()));
+        assert_eq!(p.check(Some("page-counter"), Right::Read, Some(&pages)), Ok(()));
+        assert_eq!(p.check(Some("page-counter"), Right::Write, Some(&pages)), Err(Denial::Forbidden));
+        assert_eq!(p.check(Some("page-counter"), Right::Count, Some(&ns("likes"))), Err(Denial::Forbidden));
+        assert_eq!(p.check(Some("write-token-1"), Right::Count, Some(&pages)), Ok(()));
+        assert_eq!(p.check(None, Right::Count, Some(&pages)), Err(Denial::Unauthenticated));
+    }
+
+    #[test]
+    fn public_namespaces_give_everyone_the_count_right_there_only() {
+        let p = AccessPolicy::parse(None, None, None, false).unwrap().with_public_namespaces(Some("pages, likes")).unwrap();
+        assert!(!p.is_open());
+        for name in ["pages", "likes"] {
+            assert_eq!(p.check(None, Right::Count, Some(&ns(name))), Ok(()));
+            assert_eq!(p.check(None, Right::Write, Some(&ns(name))), Err(Denial::Unauthenticated));
+        }
+        assert_eq!(p.check(None, Right::Count, Some(&ns("votes"))), Err(Denial::Unauthenticated));
+        assert_eq!(p.check(None, Right::Admin, None), Err(Denial::Unauthenticated));
+        assert!(AccessPolicy::default().with_public_namespaces(Some("bad name")).is_err());
+    }
+
+    #[test]
+    fn only_a_plain_increment_by_one_is_a_count() {
+        let (n, k) = (ns("pages"), crate::Key::from_segment("home").unwrap());
+        let incr = |by, ttl| ShardOp::Incr { ns: n.clone(), key: k.clone(), by, ttl };
+        assert_eq!(Right::for_op(&incr(1, None)), Right::Count);
+        assert_eq!(Right::for_op(&incr(2, None)), Right::Write);
+        assert_eq!(Right::for_op(&incr(-1, None)), Right::Write);
+        assert_eq!(Right::for_op(&incr(1, Some(1))), Right::Write);
+        assert_eq!(Right::for_op(&ShardOp::Decr { ns: n.clone(), key: k.clone(), by: 1, ttl: None }), Right::Write);
+        assert_eq!(Right::for_op(&ShardOp::Delete { ns: n.clone(), key: k.clone() }), Right::Write);
+        assert_eq!(Right::for_op(&ShardOp::Get { ns: n, key: k }), Right::Read);
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub async fn serve(
     let query = BadgeQuery::parse(req.query())?;
     // Checked on reads too, where it is unused: a malformed header is refused, never ignored.
     let idempotency_key = counters::idempotency_key(req)?;
-    let need = if query.incr { Right::Write } else { Right::Read };
+    // A counting badge adds 1: a count.
+    let need = if query.incr { Right::Count } else { Right::Read };
     config.access.check(token, need, Some(&target.ns))?;
     if query.incr {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };

@@ -168,8 +168,7 @@ fn encoded_len(value: &Value) -> u64 {
 
 /// An op the token may run, or the per-op error saying why not.
 fn permitted(config: &Config, token: Option<&str>, call: ShardCall) -> Result<ShardCall, ApiError> {
-    let need = if call.op.is_write() { Right::Write } else { Right::Read };
-    config.access.check(token, need, Some(call.op.target().0))?;
+    config.access.check(token, Right::for_op(&call.op), Some(call.op.target().0))?;
     Ok(call)
 }
 

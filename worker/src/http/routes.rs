@@ -6,6 +6,7 @@ use worker::{console_error, Context, Env, Method};
 use crate::http::api_error::ApiError;
 use edgecount_core::edge::access::Right;
 use edgecount_core::shard::protocol::Subject;
+use edgecount_core::http::query::CounterQuery;
 use edgecount_core::{Namespace, OpKind, ShardId};
 
 use crate::http::cancellation::Cancellation;
@@ -174,6 +175,9 @@ async fn dispatch_matched(
         (Route::Metrics, Method::Get) => Action::Metrics,
         (Route::Batch, Method::Post) => Action::Batch,
         (Route::Badge, Method::Get) => Action::Badge,
+        (Route::Document(Document::DemoPage | Document::DemoScript), Method::Get) if !config.demo => {
+            return Err(ApiError::RouteNotFound)
+        }
         (Route::Document(document), Method::Get) => return Ok(documents::serve(&req, document)),
         (Route::Cache, Method::Get) => Action::Op(OpKind::CacheGet),
         (Route::Cache, Method::Put) => Action::Op(OpKind::CachePut),
@@ -193,7 +197,7 @@ async fn dispatch_matched(
     // refused authentication costs the address like any request, and guessing tokens runs into
     // 429), the names, then the token's right.
     let admitted = meter.charge(config, 1).and(target).and_then(|target| {
-        authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref())?;
+        authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref(), req.query())?;
         Ok(target)
     });
     let outcome = match admitted {
@@ -267,11 +271,15 @@ fn authorize(
     action: Action,
     ns: Option<&Namespace>,
     token: Option<&str>,
+    query: &str,
 ) -> Result<(), ApiError> {
     let need = match action {
         // Batches check each op's right, badges the right their query needs.
         Action::Batch | Action::Badge => return Ok(()),
         Action::Stats | Action::Metrics => Right::Admin,
+        // A bad query is the handler's 400 to answer, once the count right is checked.
+        Action::Op(OpKind::Incr) => CounterQuery::parse(query)
+            .map_or(Right::Count, |q| Right::for_increment(q.by.unwrap_or(1), q.ttl)),
         Action::Op(kind) if kind.spec().writes => Right::Write,
         Action::Op(_) => Right::Read,
     };

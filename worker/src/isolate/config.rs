@@ -68,6 +68,9 @@ pub enum CorsOrigins {
 /// The service's configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Whether the demo page and its script are served at `/` (`EDGECOUNT_DEMO=1`, which
+    /// `make dev` sets): a deployment shows no page of its own unless asked to.
+    pub demo: bool,
     pub shards: u32,
     /// The count being left while a change of count is under way (`EDGECOUNT_SHARDS_FROM`).
     pub shards_from: Option<u32>,
@@ -167,7 +170,10 @@ impl Config {
             var("EDGECOUNT_READ_TOKENS").as_deref(),
             private_reads,
         )
-        .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_*_TOKENS" })?;
+        .and_then(|policy| policy.with_count_tokens(var("EDGECOUNT_COUNT_TOKENS").as_deref()))
+        .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_*_TOKENS" })?
+        .with_public_namespaces(var("EDGECOUNT_PUBLIC_NAMESPACES").as_deref())
+        .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_PUBLIC_NAMESPACES" })?;
         let per_second = parse_number(var("EDGECOUNT_RATE_LIMIT"), 0_u32, 0..=1_000_000)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_LIMIT" })?;
         let burst = parse_number(var("EDGECOUNT_RATE_BURST"), per_second.saturating_mul(2), 1..=10_000_000)
@@ -215,6 +221,7 @@ impl Config {
             parse_number(var("EDGECOUNT_STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S, 1..=300)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_STREAM_KEEPALIVE" })?;
         Ok(Self {
+            demo: var("EDGECOUNT_DEMO").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
             stream_keepalive_s,
             compat_mode,
             compat_ttl_seconds,

@@ -84,7 +84,7 @@ fn unexpected() -> CompatError {
 
 async fn hit(call: &Call<'_>) -> Result<i64, CompatError> {
     let target = call.target()?;
-    authorize(call, Right::Write, Some(&target.ns))?;
+    authorize(call, Right::Count, Some(&target.ns))?;
     let op = ShardOp::Incr {
         ns: target.ns.clone(),
         key: target.key.clone(),

@@ -1,0 +1,177 @@
+// A visitor of a public page: in a public namespace (EDGECOUNT_PUBLIC_NAMESPACES) anyone may
+// count (+1, acknowledged or one-way, a counting badge, compat /hit) and read, and nothing else;
+// a count token (EDGECOUNT_COUNT_TOKENS) gives the same right elsewhere. Every other write is
+// refused with a 4xx JSON error and changes nothing.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshNamespace, startService, type Service } from "./service";
+
+const ADMIN = "admin-secret-public-spec";
+const COUNTER = "count-only-token";
+const PUBLIC = freshNamespace("pub");
+const COUNTED = freshNamespace("cnt");
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+let service: Service;
+beforeAll(async () => {
+  service = await startService({
+    vars: {
+      EDGECOUNT_ADMIN_TOKENS: ADMIN,
+      EDGECOUNT_COUNT_TOKENS: `${COUNTER}@${COUNTED}`,
+      EDGECOUNT_PUBLIC_NAMESPACES: `${PUBLIC}`,
+    },
+  });
+});
+afterAll(() => service.stop());
+
+/** Every way to change a counter other than counting it, as a visitor might try. */
+function writesBeyondCounting(
+  ns: string,
+  key: string,
+): [string, RequestInit][] {
+  const json = { "content-type": "application/json" };
+  const batch = (op: object) => ({
+    method: "POST",
+    headers: json,
+    body: JSON.stringify({ ops: [{ ns, key, ...op }] }),
+  });
+  return [
+    [
+      `/v1/counters/${ns}/${key}`,
+      { method: "PUT", headers: json, body: '{"value":0}' },
+    ],
+    [`/v1/counters/${ns}/${key}`, { method: "DELETE" }],
+    [`/v1/counters/${ns}/${key}/incr?by=2`, { method: "POST" }],
+    [`/v1/counters/${ns}/${key}/incr?by=-1`, { method: "POST" }],
+    [`/v1/counters/${ns}/${key}/incr?ttl=1`, { method: "POST" }],
+    [`/v1/counters/${ns}/${key}/decr`, { method: "POST" }],
+    [`/v1/counters/${ns}/${key}/decr?async=1`, { method: "POST" }],
+    [`/v1/counters/${ns}/${key}/incr?by=5&async=1`, { method: "POST" }],
+    [`/v1/cache/${ns}/${key}`, { method: "PUT", body: "x" }],
+    [`/v1/batch`, batch({ op: "set", value: 0 })],
+    [`/v1/batch`, batch({ op: "delete" })],
+    [`/v1/batch`, batch({ op: "incr", by: 2 })],
+    [`/v1/batch`, batch({ op: "decr" })],
+    [`/v1/batch`, batch({ op: "cache_put", value: "x" })],
+    [`/v1/batch?async=1`, batch({ op: "incr", by: 3 })],
+    [`/set/${ns}/${key}?value=0`, { method: "GET" }],
+    [`/update/${ns}/${key}?amount=-1`, { method: "GET" }],
+    [`/create?namespace=${ns}&key=${key}-new`, { method: "GET" }],
+  ];
+}
+
+/** Why `path` was refused: a 4xx of its own, or its only op's error in a batch. */
+async function refusal(path: string, response: Response): Promise<string> {
+  const body = await response.json();
+  if (path.startsWith("/v1/batch")) return `op ${body.results[0].error?.code}`;
+  const refused = response.status >= 400 && response.status < 500;
+  return refused
+    ? "4xx"
+    : `answered ${response.status} ${JSON.stringify(body)}`;
+}
+
+describe("a public namespace", () => {
+  it("lets anyone count and read, acknowledged, one-way, by badge and by /hit", async () => {
+    const key = "home";
+    const counted = await service.fetch(`/v1/counters/${PUBLIC}/${key}/incr`, {
+      method: "POST",
+    });
+    expect(counted.status).toBe(200);
+    expect((await counted.json()).value).toBe(1);
+    const oneWay = await service.fetch(
+      `/v1/counters/${PUBLIC}/${key}/incr?async=1`,
+      {
+        method: "POST",
+      },
+    );
+    expect(oneWay.status).toBe(202);
+    const badge = await service.fetch(`/v1/badge/${PUBLIC}/${key}.svg?incr=1`);
+    expect(badge.status).toBe(200);
+    const hit = await service.fetch(`/hit/${PUBLIC}/${key}`);
+    expect(hit.status).toBe(200);
+    const inBatch = await service.fetch("/v1/batch", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ops: [{ op: "incr", ns: PUBLIC, key }] }),
+    });
+    expect((await inBatch.json()).results[0].value).toBeGreaterThan(1);
+    // The one-way count is applied within the flush interval; the rest were acknowledged.
+    await expect
+      .poll(() => service.value(PUBLIC, key), { timeout: 10_000 })
+      .toBe(5n);
+  });
+
+  it("refuses every other write without a token, with a 4xx JSON error, changing nothing", async () => {
+    const key = "guarded";
+    await service.fetch(`/v1/counters/${PUBLIC}/${key}/incr`, {
+      method: "POST",
+    });
+    for (const [path, init] of writesBeyondCounting(PUBLIC, key)) {
+      const why = await refusal(path, await service.fetch(path, init));
+      expect(why, `${init.method} ${path}`).toMatch(
+        /^(4xx|op (unauthorized|forbidden|invalid_op))$/,
+      );
+    }
+    expect(await service.value(PUBLIC, `${key}-new`)).toBe(0n);
+    expect(await service.value(PUBLIC, key)).toBe(1n);
+    expect((await service.fetch(`/v1/cache/${PUBLIC}/${key}`)).status).toBe(
+      404,
+    );
+  });
+
+  it("is not public outside the namespaces named", async () => {
+    const other = freshNamespace("private");
+    const response = await service.fetch(`/v1/counters/${other}/home/incr`, {
+      method: "POST",
+    });
+    expect(response.status).toBe(401);
+    expect(await service.value(other, "home")).toBe(0n);
+  });
+
+  it("keeps the admin token's rights", async () => {
+    const set = await service.fetch(`/v1/counters/${PUBLIC}/admin-set`, {
+      method: "PUT",
+      headers: { "content-type": "application/json", ...auth(ADMIN) },
+      body: '{"value":42}',
+    });
+    expect(set.status).toBe(200);
+    expect(await service.value(PUBLIC, "admin-set")).toBe(42n);
+  });
+});
+
+describe("a count token", () => {
+  it("counts in its namespace and is refused every other write, changing nothing", async () => {
+    const key = "liked";
+    const counted = await service.fetch(`/v1/counters/${COUNTED}/${key}/incr`, {
+      method: "POST",
+      headers: auth(COUNTER),
+    });
+    expect(counted.status).toBe(200);
+    for (const [path, init] of writesBeyondCounting(COUNTED, key)) {
+      const response = await service.fetch(path, {
+        ...init,
+        headers: {
+          ...(init.headers as Record<string, string>),
+          ...auth(COUNTER),
+        },
+      });
+      const why = await refusal(path, response);
+      expect(why, `${init.method} ${path}`).toMatch(
+        /^(4xx|op (forbidden|invalid_op))$/,
+      );
+    }
+    expect(await service.value(COUNTED, `${key}-new`)).toBe(0n);
+    expect(await service.value(COUNTED, key)).toBe(1n);
+  });
+
+  it("is refused outside its namespace, and without it the namespace is closed", async () => {
+    const elsewhere = await service.fetch(`/v1/counters/${PUBLIC}x/k/incr`, {
+      method: "POST",
+      headers: auth(COUNTER),
+    });
+    expect(elsewhere.status).toBe(403);
+    const without = await service.fetch(`/v1/counters/${COUNTED}/k/incr`, {
+      method: "POST",
+    });
+    expect(without.status).toBe(401);
+  });
+});
