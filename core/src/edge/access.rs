@@ -326,7 +326,10 @@ mod tests {
 
     #[test]
     fn public_namespaces_give_everyone_the_count_right_there_only() {
-        let p = AccessPolicy::parse(None, None, None, false).unwrap().with_public_namespaces(Some("pages, likes")).unwrap();
+        let p = AccessPolicy::parse(None, None, None, false)
+            .unwrap()
+            .with_public_namespaces(Some("pages, likes"))
+            .unwrap();
         assert!(!p.is_open());
         for name in ["pages", "likes"] {
             assert_eq!(p.check(None, Right::Count, Some(&ns(name))), Ok(()));
@@ -345,7 +348,10 @@ mod tests {
         assert_eq!(Right::for_op(&incr(2, None)), Right::Write);
         assert_eq!(Right::for_op(&incr(-1, None)), Right::Write);
         assert_eq!(Right::for_op(&incr(1, Some(1))), Right::Write);
-        assert_eq!(Right::for_op(&ShardOp::Decr { ns: n.clone(), key: k.clone(), by: 1, ttl: None }), Right::Write);
+        assert_eq!(
+            Right::for_op(&ShardOp::Decr { ns: n.clone(), key: k.clone(), by: 1, ttl: None }),
+            Right::Write
+        );
         assert_eq!(Right::for_op(&ShardOp::Delete { ns: n.clone(), key: k.clone() }), Right::Write);
         assert_eq!(Right::for_op(&ShardOp::Get { ns: n, key: k }), Right::Read);
     }
