@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools tools-test tools-rust build dev deploy test lint lint-rust lint-js fmt test-native test-worker test-api-spec test-bench-smoke bench bench-core bench-migration fuzz soak clean
+.PHONY: help tools tools-test tools-rust build dev deploy test lint lint-rust lint-js fmt test-native test-worker test-api-spec test-bench-smoke repeat-suite bench bench-core bench-migration fuzz soak clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
@@ -28,6 +28,7 @@ help:
 	@echo "make fmt    format Rust and TypeScript"
 	@echo "make fuzz   fuzz the core's parsers for 10 minutes (cargo-fuzz, nightly)"
 	@echo "make soak   10 minutes of mixed load, client resets, hostile requests and SIGKILLs through workerd"
+	@echo "make repeat-suite N=10  the worker specs N times in a row (default 10), listing every spec that failed in any round"
 	@echo "make bench-core  the core's micro-benchmarks, native and Wasm, and memory per counter"
 	@echo "make bench-migration  moving half of 1,000,000 keys from 8 shards to 16 online, and a mixed load during it beside one without (about 5 minutes)"
 	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
@@ -79,6 +80,12 @@ test-worker: $(call needs,build tools-test)
 	@echo "[test] vitest in workerd"
 	@vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-report.json
 	@node -e 'const r = require("./build/vitest-report.json"); console.log(`vitest: $${r.numPassedTests} passed, $${r.numFailedTests} failed`)'
+
+# The worker specs (as test-worker runs them) N times in a row, default 10: a line per round, then
+# every spec that failed in any round with its messages (scripts/repeat-suite.sh). Not part of
+# `make test`.
+repeat-suite: $(call needs,build tools-test)
+	@scripts/repeat-suite.sh $(or $(N),10)
 
 test-bench-smoke: $(call needs,build tools-test)
 	@echo "[test] benchmark kit smoke run (seconds; checks the kit works, measures nothing)"
