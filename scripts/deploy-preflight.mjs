@@ -1,0 +1,131 @@
+// What `make deploy` checks before `wrangler deploy`: it stops when the deployment would let
+// anyone set, reset and delete counters (no token and no public namespace configured) unless
+// open writes are asked for by name (EDGECOUNT_OPEN=1), and it prints what the deployment makes
+// public, the bundle's size against the Workers plans' limits and the secrets still to set.
+//
+// Usage: node scripts/deploy-preflight.mjs [--config wrangler.toml] [--secrets NAME,NAME]
+// Without --secrets it asks wrangler which secrets the deployed worker has (`wrangler secret
+// list`); when it cannot tell (not logged in, a first deployment), it counts none.
+import { execFileSync } from "node:child_process";
+import { readFileSync, statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { gzipSync } from "node:zlib";
+import { parseArgs } from "node:util";
+import { unstable_readConfig } from "wrangler";
+
+const { values: args } = parseArgs({
+  options: {
+    config: { type: "string", default: "wrangler.toml" },
+    secrets: { type: "string" },
+  },
+});
+const config = unstable_readConfig({ config: args.config });
+const vars = config.vars ?? {};
+const TOKEN_LISTS = [
+  "EDGECOUNT_ADMIN_TOKENS",
+  "EDGECOUNT_WRITE_TOKENS",
+  "EDGECOUNT_COUNT_TOKENS",
+  "EDGECOUNT_READ_TOKENS",
+];
+
+function deployedSecrets() {
+  if (args.secrets !== undefined)
+    return args.secrets.split(",").filter(Boolean);
+  try {
+    const out = execFileSync(
+      "wrangler",
+      ["secret", "list", "--format", "json", "--config", args.config],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "ignore"],
+        timeout: 30_000,
+      },
+    );
+    return JSON.parse(out).map((secret) => secret.name);
+  } catch {
+    return [];
+  }
+}
+
+const secrets = deployedSecrets();
+const set = (name) =>
+  secrets.includes(name) || String(vars[name] ?? "").trim() !== "";
+const yes = (name) =>
+  ["1", "true", "yes"].includes(
+    String(process.env[name] ?? vars[name] ?? "").trim(),
+  );
+const publicNamespaces = String(vars.EDGECOUNT_PUBLIC_NAMESPACES ?? "")
+  .split(",")
+  .map((name) => name.trim())
+  .filter(Boolean);
+const tokens = TOKEN_LISTS.filter(set);
+const open = tokens.length === 0 && publicNamespaces.length === 0;
+
+const say = (line) => console.log(`[deploy] ${line}`);
+if (open && !yes("EDGECOUNT_OPEN")) {
+  console.error(
+    "[deploy] stopped: this deployment would be open, so anyone could set, reset and delete every counter.\n" +
+      "[deploy] Set an admin token first:  openssl rand -hex 24 | npx wrangler secret put EDGECOUNT_ADMIN_TOKENS\n" +
+      "[deploy] and, for a public page, EDGECOUNT_PUBLIC_NAMESPACES in wrangler.toml (see docs/operations.md#production-checklist);\n" +
+      "[deploy] or ask for open writes by name:  EDGECOUNT_OPEN=1 make deploy",
+  );
+  process.exit(1);
+}
+
+say(
+  open
+    ? "OPEN: anyone may set, reset and delete every counter (EDGECOUNT_OPEN=1)"
+    : `tokens: ${tokens.join(", ")}`,
+);
+say(
+  publicNamespaces.length
+    ? `public counting (anyone may add 1 and read): ${publicNamespaces.join(", ")}`
+    : "public counting: none (EDGECOUNT_PUBLIC_NAMESPACES is empty)",
+);
+say(
+  `reads: ${yes("EDGECOUNT_PRIVATE_READS") ? "need a token" : "public, in every namespace"}`,
+);
+say(`/v1/stats and /metrics: ${open ? "public" : "need an admin token"}`);
+say(
+  `/stream: ${yes("EDGECOUNT_PRIVATE_READS") ? "needs a token" : "public, as reads are"}`,
+);
+say(
+  `demo page at /: ${yes("EDGECOUNT_DEMO") ? "served (EDGECOUNT_DEMO=1)" : "not served"}`,
+);
+say(`CORS origins: ${vars.EDGECOUNT_CORS_ORIGINS ?? "*"}`);
+say(
+  `rate limit per client: ${Number(vars.EDGECOUNT_RATE_LIMIT ?? 0) > 0 ? `${vars.EDGECOUNT_RATE_LIMIT}/s` : "off"}`,
+);
+
+const main = resolve(
+  dirname(resolve(args.config)),
+  config.main ?? "build/entry.js",
+);
+const files = [
+  main,
+  resolve(main, "../index.js"),
+  resolve(main, "../index_bg.wasm"),
+];
+const raw = files.reduce((sum, file) => sum + statSync(file).size, 0);
+const gzipped = files.reduce(
+  (sum, file) => sum + gzipSync(readFileSync(file)).length,
+  0,
+);
+const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
+// Workers' limits on a compressed bundle: 3 MiB on the Free plan, 10 MiB on Paid.
+say(
+  `bundle: ${mib(raw)}, ${mib(gzipped)} gzipped (limits: 3 MiB on Workers Free, 10 MiB on Workers Paid)`,
+);
+
+const advised = ["EDGECOUNT_ADMIN_TOKENS"].filter((name) => !set(name));
+const inVars = TOKEN_LISTS.filter(
+  (name) => String(vars[name] ?? "").trim() !== "",
+);
+if (advised.length)
+  say(
+    `secrets still to set: ${advised.join(", ")} (npx wrangler secret put NAME)`,
+  );
+if (inVars.length)
+  say(
+    `warning: ${inVars.join(", ")} in [vars] are committed with wrangler.toml; set them as secrets instead`,
+  );

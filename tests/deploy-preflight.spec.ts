@@ -1,0 +1,93 @@
+// `make deploy`'s preflight (scripts/deploy-preflight.mjs): it refuses to deploy open writes
+// unless asked for by name, and says what a deployment makes public.
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, expect, it } from "vitest";
+
+const run = promisify(execFile);
+const dir = mkdtempSync(join(tmpdir(), "edgecount-preflight-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The preflight over wrangler.toml with `extraVars` added, and the secrets named. */
+async function preflight(
+  extraVars: string,
+  secrets: string,
+  env: Record<string, string> = {},
+) {
+  const config = join(
+    dir,
+    `wrangler-${Math.random().toString(36).slice(2)}.toml`,
+  );
+  const toml = readFileSync("wrangler.toml", "utf8");
+  writeFileSync(
+    config,
+    toml
+      .replace(
+        'main = "build/entry.js"',
+        `main = ${JSON.stringify(resolve("build/entry.js"))}`,
+      )
+      .replace("[vars]\n", `[vars]\n${extraVars}`),
+  );
+  try {
+    const { stdout } = await run(
+      process.execPath,
+      [
+        "scripts/deploy-preflight.mjs",
+        "--config",
+        config,
+        "--secrets",
+        secrets,
+      ],
+      { env: { ...process.env, EDGECOUNT_OPEN: "", ...env } },
+    );
+    return { code: 0, out: stdout };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, out: failed.stdout + failed.stderr };
+  }
+}
+
+it("refuses the committed config, which has no token, with what to do", async () => {
+  const { code, out } = await preflight("", "");
+  expect(code).toBe(1);
+  expect(out).toContain("anyone could set, reset and delete every counter");
+  expect(out).toContain("wrangler secret put EDGECOUNT_ADMIN_TOKENS");
+  expect(out).toContain("EDGECOUNT_OPEN=1 make deploy");
+});
+
+it("passes with an admin token set as a secret, and says what is public", async () => {
+  const { code, out } = await preflight(
+    'EDGECOUNT_PUBLIC_NAMESPACES = "pages,likes"\n',
+    "EDGECOUNT_ADMIN_TOKENS",
+  );
+  expect(code).toBe(0);
+  expect(out).toContain(
+    "public counting (anyone may add 1 and read): pages, likes",
+  );
+  expect(out).toContain("/v1/stats and /metrics: need an admin token");
+  expect(out).toContain("demo page at /: not served");
+  expect(out).toMatch(
+    /bundle: [\d.]+ MiB, [\d.]+ MiB gzipped \(limits: 3 MiB on Workers Free/,
+  );
+  expect(out).not.toContain("secrets still to set");
+});
+
+it("passes open writes only when asked for by name, and says so", async () => {
+  const { code, out } = await preflight("", "", { EDGECOUNT_OPEN: "1" });
+  expect(code).toBe(0);
+  expect(out).toContain("OPEN: anyone may set, reset and delete every counter");
+  expect(out).toContain("secrets still to set: EDGECOUNT_ADMIN_TOKENS");
+});
+
+it("warns of tokens written into the committed [vars]", async () => {
+  const { code, out } = await preflight(
+    'EDGECOUNT_WRITE_TOKENS = "a-token-in-the-open"\n',
+    "",
+  );
+  expect(code).toBe(0);
+  expect(out).toContain("EDGECOUNT_WRITE_TOKENS in [vars] are committed");
+  expect(out).not.toContain("a-token-in-the-open");
+});
