@@ -5,8 +5,8 @@ use worker::{console_error, Context, Env, Method};
 
 use crate::http::api_error::ApiError;
 use edgecount_core::edge::access::Right;
-use edgecount_core::shard::protocol::Subject;
 use edgecount_core::http::query::CounterQuery;
+use edgecount_core::shard::protocol::Subject;
 use edgecount_core::{Namespace, OpKind, ShardId};
 
 use crate::http::cancellation::Cancellation;
