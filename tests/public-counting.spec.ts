@@ -175,3 +175,71 @@ describe("a count token", () => {
     expect(without.status).toBe(401);
   });
 });
+
+describe("a counter created with an owner key, on an open service", () => {
+  let open: Service;
+  beforeAll(async () => {
+    open = await startService();
+  });
+  afterAll(() => open.stop());
+
+  it("is set, lowered, deleted or re-created only with its key, whatever the route", async () => {
+    const ns = freshNamespace("owned");
+    const created = await open.fetch(`/create/${ns}/stars?initializer=10`, {
+      method: "POST",
+    });
+    expect(created.status).toBe(201);
+    const { admin_key: adminKey } = await created.json();
+    // Anyone may still add to it.
+    expect((await open.fetch(`/hit/${ns}/stars`)).status).toBe(200);
+    const json = { "content-type": "application/json" };
+    const batch = (op: object) => ({
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ ops: [{ ns, key: "stars", ...op }] }),
+    });
+    const attempts: [string, RequestInit][] = [
+      [
+        `/v1/counters/${ns}/stars`,
+        { method: "PUT", headers: json, body: '{"value":0}' },
+      ],
+      [`/v1/counters/${ns}/stars`, { method: "DELETE" }],
+      [`/v1/counters/${ns}/stars/decr`, { method: "POST" }],
+      [`/v1/counters/${ns}/stars/incr?by=-5`, { method: "POST" }],
+      [`/v1/counters/${ns}/stars/incr?ttl=1`, { method: "POST" }],
+      [`/update/${ns}/stars?amount=-1`, { method: "GET" }],
+      [`/set/${ns}/stars?value=0`, { method: "GET" }],
+      [`/v1/batch`, batch({ op: "set", value: 0 })],
+      [`/v1/batch`, batch({ op: "delete" })],
+      [`/v1/batch`, batch({ op: "decr" })],
+      [`/create/${ns}/stars`, { method: "POST" }],
+      [`/set/${ns}/stars?value=0&token=not-the-key`, { method: "POST" }],
+    ];
+    for (const [path, init] of attempts) {
+      const why = await refusal(path, await open.fetch(path, init));
+      expect(why, `${init.method} ${path}`).toMatch(/^(4xx|op forbidden)$/);
+    }
+    // A one-way decrement is accepted, then refused by the shard when applied.
+    await open.fetch(`/v1/counters/${ns}/stars/decr?async=1`, {
+      method: "POST",
+    });
+    // Wait until the isolate has settled it: refused for good, it is counted as dropped.
+    await expect
+      .poll(
+        async () =>
+          (await (await open.fetch("/v1/stats")).json()).edge.one_way.dropped,
+        {
+          timeout: 15_000,
+        },
+      )
+      .toBe(1);
+    expect(await open.value(ns, "stars")).toBe(11n);
+    // The key still works, and nobody was handed a new one.
+    const set = await open.fetch(
+      `/set/${ns}/stars?value=50&token=${adminKey}`,
+      { method: "POST" },
+    );
+    expect(set.status).toBe(200);
+    expect(await open.value(ns, "stars")).toBe(50n);
+  });
+});

@@ -78,7 +78,8 @@ fn bench_shard(c: &mut Criterion) {
     let store = MemoryStore::default();
     let mut engine = ShardEngine::new(CacheBounds { bytes: 64 * 1024 * 1024, entries: 50_000 });
     let (ns, key) = names("pages", "page/12345");
-    let call = ShardCall { op: ShardOp::Incr { ns, key, by: 1, ttl: None }, idempotency_key: None };
+    let call =
+        ShardCall { op: ShardOp::Incr { ns, key, by: 1, ttl: None }, idempotency_key: None, operator: false };
     let request = ShardRequest { ops: vec![call], answer_budget: None, receipt: None, placed: None };
     // The counter is then in the table, as a counter in use is.
     let first = engine.run(&store, &request, NOW_MS).response.results;

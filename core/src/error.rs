@@ -53,6 +53,11 @@ pub enum CoreError {
     #[error("The admin key is not this counter's.")]
     WrongAdminKey,
     #[error(
+        "This counter has an owner: only its admin key (POST /set, /update, /reset or /delete with \
+         ?token=) or an operator's token may set, lower, delete or give it a TTL; anyone may add to it."
+    )]
+    OwnedCounter,
+    #[error(
         "The keys were placed under EDGECOUNT_SHARDS={kept}, but this deployment says \
          EDGECOUNT_SHARDS={configured}; nothing was read or written. Set it back to {kept}, or declare \
          the change with EDGECOUNT_SHARDS_FROM={kept} so that the keys move with it (see \"Changing \
@@ -116,6 +121,7 @@ impl CoreError {
             Self::OutOfBounds { .. } => "out_of_bounds",
             Self::NoAdminKey => "no_admin_key",
             Self::WrongAdminKey => "wrong_admin_key",
+            Self::OwnedCounter => "forbidden",
             Self::PlacementChanged { .. }
             | Self::ChangeUnfinished { .. }
             | Self::ChangeInterrupted { .. } => "misconfigured",

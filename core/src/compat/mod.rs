@@ -92,7 +92,9 @@ impl CompatError {
         match error {
             CoreError::NotFound => Self::new(404, "Key not found"),
             CoreError::AlreadyExists => Self::new(409, "Key already exists, please use a different key."),
-            CoreError::ResetDisabled | CoreError::OutOfBounds { .. } => Self::new(403, &error.to_string()),
+            CoreError::ResetDisabled | CoreError::OutOfBounds { .. } | CoreError::OwnedCounter => {
+                Self::new(403, &error.to_string())
+            }
             CoreError::WrongAdminKey => Self::new(401, "token is invalid"),
             CoreError::StorageUnavailable { .. } => Self::new(500, "Failed to get data. Try again later."),
             CoreError::PlacementChanged { .. }

@@ -191,6 +191,14 @@ impl AccessPolicy {
         found
     }
 
+    /// Whether `token` is an operator's for `ns`: a write or admin token the operator configured,
+    /// which a counter's owner key does not bind (see [`crate::shard::owner`]). In an open
+    /// service nobody is: an owned counter there answers to its key alone.
+    #[must_use]
+    pub fn is_operator(&self, token: Option<&str>, ns: &Namespace) -> bool {
+        !self.is_open() && token.is_some() && self.check(token, Right::Write, Some(ns)).is_ok()
+    }
+
     /// Whether `token` may exercise `need` on `ns` (`None` for routes without a namespace).
     ///
     /// # Errors

@@ -73,7 +73,7 @@ fn parse_op(text: &str) -> Result<ShardCall, CoreError> {
             reason: "is a read, which takes no `idempotency_key`".to_owned(),
         });
     }
-    Ok(ShardCall { op, idempotency_key })
+    Ok(ShardCall { op, idempotency_key, operator: false })
 }
 
 fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {

@@ -228,6 +228,20 @@ impl CounterTable {
         Ok(OpResult::Changed { old_value: current.value, value: next.value, version: next.version })
     }
 
+    /// The live counter under the name, if any.
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`].
+    pub fn current(
+        &mut self,
+        store: &impl CounterStore,
+        ns: &Namespace,
+        key: &Key,
+        now_ms: u64,
+    ) -> Result<Option<Counter>, CoreError> {
+        self.live(store, ns, key, now_ms)
+    }
+
     /// A live counter with its creation time, expiry and rules.
     ///
     /// # Errors

@@ -11,6 +11,7 @@ use crate::shard::cache_table::{CacheBounds, CacheStore, CacheTable};
 use crate::shard::counter_table::CounterTable;
 use crate::shard::group_commit::{CommitFailures, PendingWrites};
 use crate::shard::idempotency::{self, IdempotencyStore, Recall, IDEMPOTENCY_WINDOW_MS};
+use crate::shard::owner;
 use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats};
 use crate::shard::receipt;
 use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace};
@@ -118,6 +119,10 @@ impl ShardEngine {
             .enumerate()
             .map(|(place, call)| {
                 if earlier.runs(place) {
+                    if let Err(error) = self.owner_permits(&pending, call, now_ms) {
+                        self.ops += 1;
+                        return OpResult::Failed { error };
+                    }
                     return self.execute(&pending, &call.op, now_ms);
                 }
                 self.ops += 1;
@@ -255,6 +260,10 @@ impl ShardEngine {
 
     /// Runs one call at `now_ms`: a keyed write seen before is answered from its record.
     fn execute_call(&mut self, store: &impl ShardStore, call: &ShardCall, now_ms: u64) -> OpResult {
+        if let Err(error) = self.owner_permits(store, call, now_ms) {
+            self.ops += 1;
+            return OpResult::Failed { error };
+        }
         let Some(key) = call.idempotency_key.as_ref().filter(|_| call.op.is_write()) else {
             return self.execute(store, &call.op, now_ms);
         };
@@ -280,6 +289,21 @@ impl ShardEngine {
                 result
             }
         }
+    }
+
+    /// Whether a counter's owner key lets `call` through (see [`owner`]); checked before a
+    /// replay too, so a refused caller learns nothing from another's record.
+    fn owner_permits(
+        &mut self,
+        store: &impl ShardStore,
+        call: &ShardCall,
+        now_ms: u64,
+    ) -> Result<(), CoreError> {
+        if call.operator || !owner::may_bind(&call.op) {
+            return Ok(());
+        }
+        let (ns, key) = call.op.target();
+        owner::permits(self.counters.current(store, ns, key, now_ms)?.as_ref(), &call.op)
     }
 
     /// Runs one op at `now_ms`; a refused op reports its error and changes nothing.
@@ -380,6 +404,7 @@ mod tests {
         let keyed = ShardCall {
             op: ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: None },
             idempotency_key: Some(crate::IdempotencyKey::new("once").unwrap()),
+            operator: false,
         };
         let read = ShardOp::Get { ns, key };
         let ran = engine.run(&store, &request(vec![read.clone().into()]), 1_000);
@@ -407,6 +432,7 @@ mod tests {
         let keyed = ShardCall {
             op: ShardOp::Incr { ns: ns.clone(), key: Key::new("long").unwrap(), by: 1, ttl: Some(120) },
             idempotency_key: Some(crate::IdempotencyKey::new("k1").unwrap()),
+            operator: false,
         };
         let short = ShardOp::Incr { ns, key, by: 1, ttl: Some(5) };
         engine.run(&store, &request(vec![short.into(), put.into(), keyed]), 0);

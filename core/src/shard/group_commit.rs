@@ -232,7 +232,11 @@ mod tests {
     }
 
     fn keyed(op: ShardOp, idempotency_key: &str) -> ShardCall {
-        ShardCall { op, idempotency_key: Some(IdempotencyKey::new(idempotency_key).unwrap()) }
+        ShardCall {
+            op,
+            idempotency_key: Some(IdempotencyKey::new(idempotency_key).unwrap()),
+            operator: false,
+        }
     }
 
     fn run(engine: &mut ShardEngine, store: &MemoryStore, ops: Vec<ShardCall>) -> Vec<OpResult> {

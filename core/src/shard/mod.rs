@@ -13,6 +13,7 @@ pub mod group_commit;
 pub mod idempotency;
 pub mod memory_store;
 pub mod migration;
+pub mod owner;
 pub mod placement;
 pub mod protocol;
 pub mod receipt;

@@ -291,11 +291,16 @@ pub struct ShardCall {
     pub op: ShardOp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<IdempotencyKey>,
+    /// The worker found the caller holds an operator's token for the namespace: a counter's
+    /// owner key does not bind it (see [`crate::shard::owner`]). Never taken from a client's
+    /// body: the batch parser sets it false, and only the worker's token check sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator: bool,
 }
 
 impl From<ShardOp> for ShardCall {
     fn from(op: ShardOp) -> Self {
-        Self { op, idempotency_key: None }
+        Self { op, idempotency_key: None, operator: false }
     }
 }
 

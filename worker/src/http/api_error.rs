@@ -87,7 +87,9 @@ impl ApiError {
                 | CoreError::ChangeInterrupted { .. },
             ) => 500,
             Self::Core(CoreError::AlreadyExists) => 409,
-            Self::Core(CoreError::ResetDisabled | CoreError::OutOfBounds { .. }) => 403,
+            Self::Core(
+                CoreError::ResetDisabled | CoreError::OutOfBounds { .. } | CoreError::OwnedCounter,
+            ) => 403,
             Self::Core(CoreError::WrongAdminKey) => 401,
             Self::Core(e) if e.is_semantic() => 422,
             Self::Core(_) => 400,

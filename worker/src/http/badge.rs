@@ -41,7 +41,7 @@ pub async fn serve(
     config.access.check(token, need, Some(&target.ns))?;
     if query.incr {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
-        let call = ShardCall { op, idempotency_key };
+        let call = ShardCall { op, idempotency_key, operator: false };
         let value = match counters::apply_write(env, caller, config, target, call).await?.0 {
             OpResult::Value { value, .. } => value,
             OpResult::Failed { error } => return Err(error.into()),

@@ -168,8 +168,10 @@ fn encoded_len(value: &Value) -> u64 {
 
 /// An op the token may run, or the per-op error saying why not.
 fn permitted(config: &Config, token: Option<&str>, call: ShardCall) -> Result<ShardCall, ApiError> {
-    config.access.check(token, Right::for_op(&call.op), Some(call.op.target().0))?;
-    Ok(call)
+    let ns = call.op.target().0;
+    config.access.check(token, Right::for_op(&call.op), Some(ns))?;
+    let operator = config.access.is_operator(token, ns);
+    Ok(ShardCall { operator, ..call })
 }
 
 async fn read_body(req: &Request) -> Result<String, ApiError> {

@@ -47,10 +47,14 @@ pub async fn serve(
     caller: &Caller<'_>,
     config: &Config,
     target: &Target,
+    token: Option<&str>,
 ) -> Result<Response, ApiError> {
     match kind {
         OpKind::Get => read(&req, env, caller, config, target).await,
-        _ => write(kind, &req, env, caller, config, target).await,
+        _ => {
+            let operator = config.access.is_operator(token, &target.ns);
+            write(kind, &req, env, caller, config, target, operator).await
+        }
     }
 }
 
@@ -174,6 +178,7 @@ async fn write(
     caller: &Caller<'_>,
     config: &Config,
     target: &Target,
+    operator: bool,
 ) -> Result<Response, ApiError> {
     let query = CounterQuery::parse(req.query())?;
     let (ns, key) = (target.ns.clone(), target.key.clone());
@@ -205,7 +210,7 @@ async fn write(
         }
         _ => return Err(ApiError::Internal(format!("`{}` on a counter route", kind.spec().name))),
     };
-    let call = ShardCall { op, idempotency_key };
+    let call = ShardCall { op, idempotency_key, operator };
     let (result, replayed) = apply_write(env, caller, config, target, call).await?;
     let mut response = match result {
         OpResult::Failed { error } => return Err(error.into()),

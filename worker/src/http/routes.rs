@@ -241,7 +241,7 @@ async fn serve(
         Action::Badge => badge::serve(&req, env, caller, config, token, keyed()?).await,
         Action::Op(kind) => match kind.spec().subject {
             Subject::CacheEntry => cache::serve(kind, &req, env, config, keyed()?).await,
-            Subject::Counter => counters::serve(kind, req, env, caller, config, keyed()?).await,
+            Subject::Counter => counters::serve(kind, req, env, caller, config, keyed()?, token).await,
         },
     }
 }

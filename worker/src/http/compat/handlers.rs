@@ -68,7 +68,8 @@ fn authorize(call: &Call<'_>, need: Right, ns: Option<&Namespace>) -> Result<(),
 /// request's `Idempotency-Key`, and refreshing a hot key's kept read).
 async fn write(call: &Call<'_>, target: &Target, op: ShardOp) -> Result<OpResult, CompatError> {
     let idempotency_key = counters::idempotency_key(call.req).map_err(|e| from_api(&e))?;
-    let shard_call = ShardCall { op, idempotency_key };
+    // Guarded changes carry their own proof (the key, or Guard::Operator); a hit only adds.
+    let shard_call = ShardCall { op, idempotency_key, operator: false };
     let (result, _replayed) = counters::apply_write(call.env, call.caller, call.config, target, shard_call)
         .await
         .map_err(|e| from_api(&e))?;
@@ -195,8 +196,7 @@ async fn admin_change(call: &Call<'_>, kind: AdminChange) -> Result<Reply, Compa
             "Token is required, please provide a token in the format of a Bearer token header or ?token=ADMIN_TOKEN",
         ));
     };
-    let operator = !call.config.access.is_open()
-        && call.config.access.check(Some(token), Right::Write, Some(&target.ns)).is_ok();
+    let operator = call.config.access.is_operator(Some(token), &target.ns);
     let guard = if operator { Guard::Operator } else { Guard::AdminKey { hash: AdminKeyHash::of(token) } };
     let path = format!("{}/{}", target.ns, target.key);
     match (kind, guarded(call, change, guard).await?) {
