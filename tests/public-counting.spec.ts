@@ -18,6 +18,8 @@ beforeAll(async () => {
       EDGECOUNT_ADMIN_TOKENS: ADMIN,
       EDGECOUNT_COUNT_TOKENS: `${COUNTER}@${COUNTED}`,
       EDGECOUNT_PUBLIC_NAMESPACES: `${PUBLIC}`,
+      // The per-visitor default (10/s) is tested on a service of its own below.
+      EDGECOUNT_RATE_LIMIT: "100000",
     },
   });
 });
@@ -135,6 +137,117 @@ describe("a public namespace", () => {
     });
     expect(set.status).toBe(200);
     expect(await service.value(PUBLIC, "admin-set")).toBe(42n);
+  });
+});
+
+describe("known bots in a public namespace", () => {
+  const GOOGLEBOT =
+    "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+  const BROWSER =
+    "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+  const bot = { "user-agent": GOOGLEBOT };
+
+  it("are answered with the value and not counted, on every counting route", async () => {
+    const key = "crawled";
+    const stats = async () =>
+      (
+        await (
+          await service.fetch("/v1/stats", { headers: auth(ADMIN) })
+        ).json()
+      ).edge.bot_counts_not_counted;
+    const before = await stats();
+    const oneWayAccepted = async () =>
+      (
+        await (
+          await service.fetch("/v1/stats", { headers: auth(ADMIN) })
+        ).json()
+      ).edge.one_way.accepted;
+    const acceptedBefore = await oneWayAccepted();
+    const counted = await service.fetch(`/v1/counters/${PUBLIC}/${key}/incr`, {
+      method: "POST",
+      headers: { "user-agent": BROWSER },
+    });
+    expect((await counted.json()).value).toBe(1);
+    const answered = await service.fetch(`/v1/counters/${PUBLIC}/${key}/incr`, {
+      method: "POST",
+      headers: bot,
+    });
+    expect(answered.status).toBe(200);
+    expect((await answered.json()).value).toBe(1);
+    const oneWay = await service.fetch(
+      `/v1/counters/${PUBLIC}/${key}/incr?async=1`,
+      {
+        method: "POST",
+        headers: bot,
+      },
+    );
+    expect(oneWay.status).toBe(202);
+    const badge = await service.fetch(`/v1/badge/${PUBLIC}/${key}.svg?incr=1`, {
+      headers: bot,
+    });
+    expect(await badge.text()).toContain(">1<");
+    const hit = await service.fetch(`/hit/${PUBLIC}/${key}`, { headers: bot });
+    expect(await hit.json()).toEqual({ value: 1 });
+    const body = (async: string) =>
+      service.fetch(`/v1/batch${async}`, {
+        method: "POST",
+        headers: { ...bot, "content-type": "application/json" },
+        body: JSON.stringify({ ops: [{ op: "incr", ns: PUBLIC, key }] }),
+      });
+    expect((await (await body("")).json()).results[0]).toEqual({
+      value: 1,
+      exists: true,
+    });
+    expect((await (await body("?async=1")).json()).results[0]).toEqual({
+      accepted: true,
+    });
+    expect(await stats()).toBe(before + 6);
+    // The one-way ones were never taken into the buffer, so nothing is left to apply later.
+    expect(await oneWayAccepted()).toBe(acceptedBefore);
+    expect(await service.value(PUBLIC, key)).toBe(1n);
+    // A configured token's counts are the operator's, whatever agent sends them.
+    const operator = await service.fetch(`/v1/counters/${PUBLIC}/${key}/incr`, {
+      method: "POST",
+      headers: { ...bot, ...auth(ADMIN) },
+    });
+    expect((await operator.json()).value).toBe(2);
+  });
+});
+
+describe("a public namespace's default per-visitor limit", () => {
+  it("is 10 a second with a burst of 20, per address, with RateLimit headers", async () => {
+    const limited = await startService({
+      vars: {
+        EDGECOUNT_ADMIN_TOKENS: ADMIN,
+        EDGECOUNT_PUBLIC_NAMESPACES: PUBLIC,
+      },
+    });
+    try {
+      const count = (address: string) =>
+        limited.fetch(`/v1/counters/${PUBLIC}/limited/incr`, {
+          method: "POST",
+          headers: { "cf-connecting-ip": address },
+        });
+      const started = performance.now();
+      const first = await count("192.0.2.1");
+      expect(first.headers.get("ratelimit-limit")).toBe("20");
+      const answers = [first];
+      for (let i = 0; i < 39; i++) answers.push(await count("192.0.2.1"));
+      const seconds = (performance.now() - started) / 1000;
+      const counted = answers.filter((a) => a.status === 200).length;
+      // What a bucket of 20 refilled at 10/s lets through, however long the requests took.
+      expect(counted).toBeGreaterThanOrEqual(20);
+      expect(counted).toBeLessThanOrEqual(20 + Math.ceil(10 * seconds) + 1);
+      for (const refused of answers.filter((a) => a.status !== 200)) {
+        expect(refused.status).toBe(429);
+        expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      }
+      // Another address has a bucket of its own; refused counts changed nothing.
+      expect((await count("198.51.100.7")).status).toBe(200);
+      expect(await limited.value(PUBLIC, "limited")).toBe(BigInt(counted + 1));
+    } finally {
+      await limited.stop();
+    }
   });
 });
 

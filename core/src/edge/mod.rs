@@ -4,6 +4,7 @@
 //! limits).
 
 pub mod access;
+pub mod bots;
 pub mod coalescer;
 pub mod hot_keys;
 pub mod one_way;

@@ -17,6 +17,7 @@ use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::shard_calls::Caller;
+use crate::isolate::visitors;
 
 const SVG: &str = "image/svg+xml; charset=utf-8";
 
@@ -39,7 +40,7 @@ pub async fn serve(
     // A counting badge adds 1: a count.
     let need = if query.incr { Right::Count } else { Right::Read };
     config.access.check(token, need, Some(&target.ns))?;
-    if query.incr {
+    if query.incr && !visitors::leaves_uncounted(req, config, token, &target.ns) {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
         let call = ShardCall { op, idempotency_key, operator: false };
         let value = match counters::apply_write(env, caller, config, target, call).await?.0 {

@@ -18,7 +18,7 @@ use edgecount_core::http::body::is_json_content_type;
 use edgecount_core::http::negotiate::prefers_respond_async;
 use edgecount_core::http::query::batch_asks_one_way;
 use edgecount_core::shard::answer_budget::{shard_shares, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
-use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
+use edgecount_core::{shard_for, CoreError, Namespace, OpResult, ShardCall, ShardId, ShardOp};
 use serde_json::{json, Value};
 use worker::Env;
 
@@ -30,7 +30,7 @@ use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::shard_calls::Caller;
-use crate::isolate::{hot_reads, one_way, request_task, shard_client};
+use crate::isolate::{hot_reads, one_way, request_task, shard_client, visitors};
 
 /// Serves `POST /v1/batch`.
 ///
@@ -48,15 +48,16 @@ pub async fn serve(
         batch_asks_one_way(req.query())? || prefers_respond_async(req.header(Header::Prefer).as_deref());
     let text = read_body(&req).await?;
     let parsed = parse_batch(&text)?;
+    let visitor = Visitor::of(&req, config, token);
     // Tops the arrival charge up to the batch's cost before any op is sent.
     meter.charge(config, parsed.len())?;
     if one_way {
-        return serve_one_way(parsed, env, caller, config, token);
+        return serve_one_way(parsed, env, caller, config, token, &visitor);
     }
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
     let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
     for (index, call) in parsed.into_iter().enumerate() {
-        match call.map_err(ApiError::from).and_then(|call| permitted(config, token, call)) {
+        match call.map_err(ApiError::from).and_then(|call| permitted(config, token, &visitor, call)) {
             Ok(call) => {
                 let (ns, key) = call.op.target();
                 let group = by_shard.entry(shard_for(ns, key, config.shards)).or_default();
@@ -118,15 +119,21 @@ fn serve_one_way(
     caller: &Caller<'_>,
     config: &Config,
     token: Option<&str>,
+    visitor: &Visitor<'_>,
 ) -> Result<Response, ApiError> {
     let results: Vec<Value> = parsed
         .into_iter()
         .map(|call| {
             let accepted = call
                 .map_err(ApiError::from)
-                .and_then(|call| permitted(config, token, call))
                 .and_then(|call| {
+                    let counts = Right::for_op(&call.op) == Right::Count;
+                    permitted(config, token, visitor, call).map(|call| (counts, call))
+                })
+                .and_then(|(counts, call)| {
                     let (delta, ttl) = match call.op {
+                        // A count `permitted` turned into a read: a bot's, accepted, not counted.
+                        ShardOp::Get { .. } if counts => return Ok(()),
                         ShardOp::Incr { by, ttl, .. } if call.idempotency_key.is_none() => {
                             (i128::from(by), ttl)
                         }
@@ -167,11 +174,40 @@ fn encoded_len(value: &Value) -> u64 {
 }
 
 /// An op the token may run, or the per-op error saying why not.
-fn permitted(config: &Config, token: Option<&str>, call: ShardCall) -> Result<ShardCall, ApiError> {
+fn permitted(
+    config: &Config,
+    token: Option<&str>,
+    visitor: &Visitor<'_>,
+    call: ShardCall,
+) -> Result<ShardCall, ApiError> {
     let ns = call.op.target().0;
-    config.access.check(token, Right::for_op(&call.op), Some(ns))?;
+    let need = Right::for_op(&call.op);
+    config.access.check(token, need, Some(ns))?;
     let operator = config.access.is_operator(token, ns);
+    if need == Right::Count && visitor.leaves_uncounted(ns) {
+        // A bot's count in a public namespace: answered with the value, not counted. In a
+        // one-way batch, where a read is refused, it is accepted and dropped instead.
+        let (ns, key) = (ns.clone(), call.op.target().1.clone());
+        return Ok(ShardCall { op: ShardOp::Get { ns, key }, idempotency_key: None, operator });
+    }
     Ok(ShardCall { operator, ..call })
+}
+
+/// The request a batch came in, for the visitor checks of its counts.
+struct Visitor<'a> {
+    req: &'a Request,
+    config: &'a Config,
+    token: Option<&'a str>,
+}
+
+impl<'a> Visitor<'a> {
+    fn of(req: &'a Request, config: &'a Config, token: Option<&'a str>) -> Self {
+        Self { req, config, token }
+    }
+
+    fn leaves_uncounted(&self, ns: &Namespace) -> bool {
+        visitors::leaves_uncounted(self.req, self.config, self.token, ns)
+    }
 }
 
 async fn read_body(req: &Request) -> Result<String, ApiError> {

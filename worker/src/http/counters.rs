@@ -25,7 +25,7 @@ use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::shard_calls::Caller;
-use crate::isolate::{hot_reads, one_way, shard_calls};
+use crate::isolate::{hot_reads, one_way, shard_calls, visitors};
 
 /// A counter as the API shows it, fields in the documented order.
 #[derive(Serialize)]
@@ -51,11 +51,39 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     match kind {
         OpKind::Get => read(&req, env, caller, config, target).await,
+        OpKind::Incr if counts_once(&req) && visitors::leaves_uncounted(&req, config, token, &target.ns) => {
+            uncounted(&req, env, caller, config, target).await
+        }
         _ => {
             let operator = config.access.is_operator(token, &target.ns);
             write(kind, &req, env, caller, config, target, operator).await
         }
     }
+}
+
+/// Whether an incr adds 1 without a TTL: a count, which a public namespace takes from anyone.
+fn counts_once(req: &Request) -> bool {
+    CounterQuery::parse(req.query()).is_ok_and(|q| q.by.unwrap_or(1) == 1 && q.ttl.is_none())
+}
+
+/// A bot's count in a public namespace, answered as the count would have been and not applied:
+/// a one-way count 202, an acknowledged one the value as it stands.
+async fn uncounted(
+    req: &Request,
+    env: &Env,
+    caller: &Caller<'_>,
+    config: &Config,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    let query = CounterQuery::parse(req.query())?;
+    let mut response = if query.one_way || prefers_respond_async(req.header(Header::Prefer).as_deref()) {
+        respond::json(202, &json!({ "status": "accepted" }))?
+    } else {
+        let read = current(req, env, caller, config, target, false, now_ms()).await?.read;
+        counter_body(req, target, read.value, read.exists)?
+    };
+    response.set_header("cache-control", "no-store");
+    Ok(response)
 }
 
 async fn read(

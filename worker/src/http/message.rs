@@ -83,10 +83,12 @@ pub enum Header {
     /// RFC 7240 preferences (`respond-async` asks for a one-way write).
     Prefer,
     Referer,
+    /// Tells known bots, whose public counts are not counted (`isolate::visitors`).
+    UserAgent,
 }
 
 impl Header {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::Accept,
         Self::Authorization,
         Self::CacheControl,
@@ -98,6 +100,7 @@ impl Header {
         Self::Origin,
         Self::Prefer,
         Self::Referer,
+        Self::UserAgent,
     ];
 
     fn name(self) -> &'static str {
@@ -113,6 +116,7 @@ impl Header {
             Self::Origin => "origin",
             Self::Prefer => "prefer",
             Self::Referer => "referer",
+            Self::UserAgent => "user-agent",
         }
     }
 }

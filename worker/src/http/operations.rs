@@ -12,7 +12,7 @@ use crate::http::message::Response;
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_client};
+use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_client, visitors};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///
@@ -94,6 +94,8 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "ops_withdrawn": coalescing.withdrawn,
         "shard_calls_lost": coalescing.lost_calls,
         "one_way": one_way_stats(config),
+        // Counts in public namespaces from known bots, answered and not counted.
+        "bot_counts_not_counted": visitors::not_counted(),
         "tasks_in_flight": request_task::in_flight(),
         // Whether this isolate's hash tables took their seed from the runtime's random source.
         "hash_seeded": edgecount_core::hashing::seeded(),

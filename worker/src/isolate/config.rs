@@ -51,6 +51,9 @@ pub const DEFAULT_HOT_MAX_AGE_S: u64 = 1;
 /// Ops for one shard that may wait in an isolate's queue while a call is in flight, when
 /// `EDGECOUNT_SHARD_QUEUE_LIMIT` is not set: as many as one batch may carry.
 pub const DEFAULT_SHARD_QUEUE_LIMIT: usize = 1000;
+/// Requests a second per client (burst twice that) when public namespaces are configured and
+/// `EDGECOUNT_RATE_LIMIT` is not: a visitor's counts, reads and badges together.
+pub const DEFAULT_PUBLIC_RATE_LIMIT: u32 = 10;
 
 /// How one-way writes are buffered when the `EDGECOUNT_ONE_WAY_*` vars are not set: a shard's
 /// sums are applied once the oldest is a second old or 1,000 ops wait for it, and an isolate
@@ -174,7 +177,9 @@ impl Config {
         .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_*_TOKENS" })?
         .with_public_namespaces(var("EDGECOUNT_PUBLIC_NAMESPACES").as_deref())
         .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_PUBLIC_NAMESPACES" })?;
-        let per_second = parse_number(var("EDGECOUNT_RATE_LIMIT"), 0_u32, 0..=1_000_000)
+        // Where anyone may count, each visitor is limited unless the operator says otherwise.
+        let default_rate = if access.public_namespaces().is_empty() { 0 } else { DEFAULT_PUBLIC_RATE_LIMIT };
+        let per_second = parse_number(var("EDGECOUNT_RATE_LIMIT"), default_rate, 0..=1_000_000)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_LIMIT" })?;
         let burst = parse_number(var("EDGECOUNT_RATE_BURST"), per_second.saturating_mul(2), 1..=10_000_000)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_BURST" })?;

@@ -14,3 +14,4 @@ pub mod placement;
 pub mod request_task;
 pub mod shard_calls;
 pub mod shard_client;
+pub mod visitors;

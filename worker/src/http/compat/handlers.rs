@@ -20,7 +20,7 @@ use crate::http::counters;
 use crate::http::operations::all_shard_stats;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
-use crate::isolate::shard_calls;
+use crate::isolate::{shard_calls, visitors};
 
 /// How long an isolate reuses the shards' totals for `/stats`: it is public and asks every
 /// shard, so a burst of it must not become a burst on every shard.
@@ -86,6 +86,9 @@ fn unexpected() -> CompatError {
 async fn hit(call: &Call<'_>) -> Result<i64, CompatError> {
     let target = call.target()?;
     authorize(call, Right::Count, Some(&target.ns))?;
+    if visitors::leaves_uncounted(call.req, call.config, call.token.as_deref(), &target.ns) {
+        return Ok(current(call).await?.unwrap_or(0));
+    }
     let op = ShardOp::Incr {
         ns: target.ns.clone(),
         key: target.key.clone(),

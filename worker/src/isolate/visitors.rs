@@ -1,0 +1,32 @@
+//! Who a public count comes from: a count in a public namespace sent by a known crawler or bot
+//! (`edgecount_core::edge::bots`) without a configured token is answered as usual and not
+//! counted. This isolate keeps how many were not, for `/v1/stats`.
+
+use std::cell::Cell;
+
+use edgecount_core::edge::bots;
+use edgecount_core::Namespace;
+
+use crate::http::message::{Header, Request};
+use crate::isolate::config::Config;
+
+thread_local! {
+    static NOT_COUNTED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Whether `req`'s count in `ns` is to be answered and not counted: the namespace is public,
+/// no configured token came with it, and its user agent is a known bot. Counted when true.
+pub fn leaves_uncounted(req: &Request, config: &Config, token: Option<&str>, ns: &Namespace) -> bool {
+    let visitor = token.is_none_or(|token| !config.access.recognizes(token));
+    let bot =
+        visitor && config.access.is_public(ns) && bots::is_bot(req.header(Header::UserAgent).as_deref());
+    if bot {
+        NOT_COUNTED.with(|count| count.set(count.get() + 1));
+    }
+    bot
+}
+
+/// Counts from known bots this isolate answered without counting.
+pub fn not_counted() -> u64 {
+    NOT_COUNTED.with(Cell::get)
+}
