@@ -18,8 +18,11 @@ afterAll(() => service.stop());
 
 const decoder = new TextDecoder();
 
-async function open(path: string, on: Service = service) {
-  const response = await fetch(on.url + path);
+async function open(path: string, on: Service = service, address?: string) {
+  const headers: Record<string, string> = address
+    ? { "cf-connecting-ip": address }
+    : {};
+  const response = await fetch(on.url + path, { headers });
   return { response, reader: response.body!.getReader() };
 }
 
@@ -91,12 +94,20 @@ describe("/stream", () => {
     await own.fetch(`/hit/${ns}/many`);
     const readers = [];
     for (let i = 0; i < MAX_WATCHERS_PER_SHARD; i++) {
-      const { response, reader } = await open(`/stream/${ns}/many`, own);
+      // Each from an address of its own: one client may hold only a few streams.
+      const address = `10.0.${i >> 8}.${i & 255}`;
+      const { response, reader } = await open(
+        `/stream/${ns}/many`,
+        own,
+        address,
+      );
       expect(response.status, `stream ${i}`).toBe(200);
       expect(await nextEvent(reader)).toBe('data: {"value":1}\n\n');
       readers.push(reader);
     }
-    const refused = await fetch(`${own.url}/stream/${ns}/many`);
+    const refused = await fetch(`${own.url}/stream/${ns}/many`, {
+      headers: { "cf-connecting-ip": "10.9.9.9" },
+    });
     expect([refused.status, await refused.json()]).toEqual([
       429,
       { error: "Too many open streams; try again later." },
@@ -110,7 +121,9 @@ describe("/stream", () => {
     await readers.pop()!.cancel();
     let reopened: Response | undefined;
     for (let attempt = 0; attempt < 100; attempt++) {
-      reopened = await fetch(`${own.url}/stream/${ns}/many`);
+      reopened = await fetch(`${own.url}/stream/${ns}/many`, {
+        headers: { "cf-connecting-ip": "10.9.9.9" },
+      });
       if (reopened.status === 200) break;
       await reopened.body?.cancel();
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -120,4 +133,33 @@ describe("/stream", () => {
     await Promise.all(readers.map((reader) => reader.cancel()));
     await own.stop();
   }, 60_000);
+
+  it("serves one client at most 8 streams, and another client still gets one", async () => {
+    const own = await startService(options);
+    const ns = freshNamespace("client");
+    await own.fetch(`/hit/${ns}/kkk`);
+    const readers = [];
+    for (let i = 0; i < 8; i++) {
+      const { response, reader } = await open(
+        `/stream/${ns}/kkk`,
+        own,
+        "192.0.2.50",
+      );
+      expect(response.status, `stream ${i}`).toBe(200);
+      readers.push(reader);
+    }
+    const ninth = await fetch(`${own.url}/stream/${ns}/kkk`, {
+      headers: { "cf-connecting-ip": "192.0.2.50" },
+    });
+    expect([ninth.status, await ninth.json()]).toEqual([
+      429,
+      { error: "Too many open streams; try again later." },
+    ]);
+    // Another address is another client, with places of its own.
+    const neighbour = await open(`/stream/${ns}/kkk`, own, "192.0.2.51");
+    expect(neighbour.response.status).toBe(200);
+    readers.push(neighbour.reader);
+    await Promise.all(readers.map((reader) => reader.cancel()));
+    await own.stop();
+  });
 });

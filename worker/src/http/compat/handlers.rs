@@ -7,6 +7,7 @@ use edgecount_core::compat::answers::{self, Totals};
 use edgecount_core::compat::params::{self, CreateParams};
 use edgecount_core::compat::{names, CompatError};
 use edgecount_core::edge::access::Right;
+use edgecount_core::edge::rate_limit::ClientId;
 use edgecount_core::http::badge::render_with_text_color;
 use edgecount_core::shard::protocol::GuardedChange;
 use edgecount_core::shard::settings::{AdminKeyHash, CounterSettings, Guard};
@@ -17,6 +18,7 @@ use worker::{js_sys, Method};
 
 use super::{from_api, Call, Reply, Route};
 use crate::http::counters;
+use crate::http::message::Header;
 use crate::http::operations::all_shard_stats;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
@@ -54,7 +56,8 @@ pub(super) async fn run(
         Route::Stream => {
             let target = call.target()?;
             authorize(call, Right::Read, Some(&target.ns))?;
-            super::stream::open(call.env, call.config, target).await.map(Reply::Events)
+            let client = ClientId::address(&call.req.header(Header::ClientAddress).unwrap_or_default());
+            super::stream::open(call.env, call.config, target, client).await.map(Reply::Events)
         }
     }
 }

@@ -4,14 +4,17 @@
 //!
 //! Bounded at both ends: a shard serves at most
 //! [`MAX_WATCHERS_PER_SHARD`](edgecount_core::shard::watchers::MAX_WATCHERS_PER_SHARD) streams
-//! and an isolate passes on at most [`MAX_STREAMS_PER_ISOLATE`]; past either the answer is
-//! 429. A comment line after every `EDGECOUNT_STREAM_KEEPALIVE` seconds of silence keeps idle
+//! and an isolate passes on at most [`MAX_STREAMS_PER_ISOLATE`], at most
+//! [`MAX_STREAMS_PER_CLIENT`] of them for one client (an address, an IPv6 /64), so that one
+//! client cannot take every place; past any of them the answer is 429. A comment line after every `EDGECOUNT_STREAM_KEEPALIVE` seconds of silence keeps idle
 //! connections from being closed on the way, and is how a reader that hung up is noticed.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use edgecount_core::compat::CompatError;
+use edgecount_core::edge::rate_limit::ClientId;
+use edgecount_core::hashing::{key_map, KeyMap};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use wasm_bindgen::JsCast;
@@ -24,25 +27,47 @@ use crate::isolate::shard_client::{self, WatchRefusal};
 
 /// Most streams one isolate keeps open: a few shards' worth.
 pub const MAX_STREAMS_PER_ISOLATE: usize = 1024;
+/// Most streams one client keeps open through an isolate.
+pub const MAX_STREAMS_PER_CLIENT: usize = 8;
 const KEEPALIVE_LINE: &[u8] = b": keepalive\n\n";
 
 thread_local! {
     static OPEN: Cell<usize> = const { Cell::new(0) };
+    /// Open streams by client; a client leaves the map with its last stream, so it holds at
+    /// most as many entries as there are streams.
+    static BY_CLIENT: RefCell<KeyMap<ClientId, usize>> = RefCell::new(key_map());
 }
 
-/// One stream counted against the isolate's bound while it lives.
-struct Opened;
+/// One stream counted against the isolate's and its client's bounds while it lives.
+struct Opened {
+    client: ClientId,
+}
 
 impl Opened {
-    fn claim() -> Option<Self> {
-        OPEN.with(|open| (open.get() < MAX_STREAMS_PER_ISOLATE).then(|| open.set(open.get() + 1)))?;
-        Some(Self)
+    fn claim(client: ClientId) -> Option<Self> {
+        let room = OPEN.with(Cell::get) < MAX_STREAMS_PER_ISOLATE
+            && BY_CLIENT.with(|map| map.borrow().get(&client).copied().unwrap_or(0) < MAX_STREAMS_PER_CLIENT);
+        if !room {
+            return None;
+        }
+        OPEN.with(|open| open.set(open.get() + 1));
+        BY_CLIENT.with(|map| *map.borrow_mut().entry(client).or_insert(0) += 1);
+        Some(Self { client })
     }
 }
 
 impl Drop for Opened {
     fn drop(&mut self) {
         OPEN.with(|open| open.set(open.get().saturating_sub(1)));
+        BY_CLIENT.with(|map| {
+            let mut map = map.borrow_mut();
+            if let Some(count) = map.get_mut(&self.client) {
+                *count -= 1;
+                if *count == 0 {
+                    map.remove(&self.client);
+                }
+            }
+        });
     }
 }
 
@@ -54,9 +79,14 @@ fn too_many() -> CompatError {
 ///
 /// # Errors
 /// 404 for a counter that does not exist, 429 past the bounds, 500 for an unreachable shard.
-pub async fn open(env: &Env, config: &Config, target: &Target) -> Result<JsStream, CompatError> {
+pub async fn open(
+    env: &Env,
+    config: &Config,
+    target: &Target,
+    client: ClientId,
+) -> Result<JsStream, CompatError> {
     let keepalive = Duration::from_secs(config.stream_keepalive_s);
-    let opened = Opened::claim().ok_or_else(too_many)?;
+    let opened = Opened::claim(client).ok_or_else(too_many)?;
     let raw = shard_client::watch(env, target.shard, target.ns.as_str(), target.key.as_str()).await.map_err(
         |refusal| match refusal {
             WatchRefusal::NotFound => CompatError::new(404, "Key not found"),
