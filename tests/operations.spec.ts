@@ -66,6 +66,25 @@ describe("operations", () => {
     );
   });
 
+  it("asks the shards once for 1,000 concurrent /v1/stats and /stats, and reuses the answer", async () => {
+    const reused = await startService({
+      vars: { EDGECOUNT_STATS_MAX_AGE_MS: "60000" },
+    });
+    try {
+      const paths = Array.from({ length: 1_000 }, (_, i) =>
+        i % 2 ? "/v1/stats" : "/stats",
+      );
+      const answers = await Promise.all(
+        paths.map((path) => reused.fetch(path)),
+      );
+      expect(answers.every((answer) => answer.status === 200)).toBe(true);
+      const last = await (await reused.fetch("/v1/stats")).json();
+      expect(last.edge.shard_stats_asks).toBe(1);
+    } finally {
+      await reused.stop();
+    }
+  });
+
   it("exposes Prometheus metrics", async () => {
     const response = await service.fetch("/metrics");
     expect(response.status).toBe(200);

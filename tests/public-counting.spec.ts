@@ -129,6 +129,17 @@ describe("a public namespace", () => {
     expect(await service.value(other, "home")).toBe(0n);
   });
 
+  it("keeps the statistics for admin tokens, /stats included", async () => {
+    for (const path of ["/v1/stats", "/metrics", "/stats"]) {
+      const refused = await service.fetch(path);
+      expect(refused.status, path).toBe(401);
+      expect(
+        (await service.fetch(path, { headers: auth(ADMIN) })).status,
+        path,
+      ).toBe(200);
+    }
+  });
+
   it("keeps the admin token's rights", async () => {
     const set = await service.fetch(`/v1/counters/${PUBLIC}/admin-set`, {
       method: "PUT",

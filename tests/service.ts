@@ -28,6 +28,13 @@ export interface Service {
   stop(): Promise<void>;
 }
 
+/** Vars every spec's worker gets unless it says otherwise: the shards' statistics fresh on
+ * every ask (a spec compares them before and after what it does; reuse, the default, is
+ * tested in tests/operations.spec.ts). */
+export const SPEC_VARS: Record<string, string> = {
+  EDGECOUNT_STATS_MAX_AGE_MS: "0",
+};
+
 export async function startService(
   options: ServiceOptions = {},
 ): Promise<Service> {
@@ -70,7 +77,11 @@ export async function startService(
           ...workerOptions,
           ...code,
           name,
-          bindings: { ...workerOptions.bindings, ...options.vars },
+          bindings: {
+            ...workerOptions.bindings,
+            ...SPEC_VARS,
+            ...options.vars,
+          },
         },
         ...previous,
       ],

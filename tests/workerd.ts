@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "../scripts/child-process.mjs";
+import { SPEC_VARS } from "./service";
 
 export interface Runtime {
   /** `http://127.0.0.1:<port>` */
@@ -32,7 +33,9 @@ export async function startWorkerd(
       String(port),
       join(dir, "state"),
       config,
-      ...Object.entries(vars).map(([name, value]) => `${name}=${value}`),
+      ...Object.entries({ ...SPEC_VARS, ...vars }).map(
+        ([name, value]) => `${name}=${value}`,
+      ),
     ],
     { stdio: "inherit" },
   );

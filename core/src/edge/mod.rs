@@ -10,3 +10,4 @@ pub mod hot_keys;
 pub mod one_way;
 pub mod rate_limit;
 pub mod read_cache;
+pub mod single_flight;

@@ -12,7 +12,7 @@ use crate::http::message::Response;
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_client, visitors};
+use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_client, shard_stats, visitors};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///
@@ -41,7 +41,7 @@ pub(crate) async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<Sh
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when a shard does not answer.
 pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
-    let per_shard = all_shard_stats(env, config).await?;
+    let per_shard = shard_stats::shard_stats(env, config).await?;
     let mut totals = Map::new();
     let mut shards = Vec::with_capacity(per_shard.len());
     for (index, stats) in per_shard.iter().enumerate() {
@@ -96,6 +96,8 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "one_way": one_way_stats(config),
         // Counts in public namespaces from known bots, answered and not counted.
         "bot_counts_not_counted": visitors::not_counted(),
+        // Times this isolate asked every shard for these figures (once at a time, reused).
+        "shard_stats_asks": shard_stats::asks(),
         "tasks_in_flight": request_task::in_flight(),
         // Whether this isolate's hash tables took their seed from the runtime's random source.
         "hash_seeded": edgecount_core::hashing::seeded(),
@@ -126,7 +128,7 @@ fn one_way_stats(config: &Config) -> Value {
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when a shard does not answer.
 pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
-    let per_shard = all_shard_stats(env, config).await?;
+    let per_shard = shard_stats::shard_stats(env, config).await?;
     let mut text = String::new();
     for (field, _) in ShardStats::default().fields() {
         let (kind, name) = match field {

@@ -54,6 +54,8 @@ pub const DEFAULT_SHARD_QUEUE_LIMIT: usize = 1000;
 /// Requests a second per client (burst twice that) when public namespaces are configured and
 /// `EDGECOUNT_RATE_LIMIT` is not: a visitor's counts, reads and badges together.
 pub const DEFAULT_PUBLIC_RATE_LIMIT: u32 = 10;
+/// How long an isolate reuses the shards' statistics (`EDGECOUNT_STATS_MAX_AGE_MS`).
+pub const DEFAULT_STATS_MAX_AGE_MS: u64 = 2_000;
 
 /// How one-way writes are buffered when the `EDGECOUNT_ONE_WAY_*` vars are not set: a shard's
 /// sums are applied once the oldest is a second old or 1,000 ops wait for it, and an isolate
@@ -74,6 +76,8 @@ pub struct Config {
     /// Whether the demo page and its script are served at `/` (`EDGECOUNT_DEMO=1`, which
     /// `make dev` sets): a deployment shows no page of its own unless asked to.
     pub demo: bool,
+    /// How long the shards' statistics are reused (`isolate::shard_stats`).
+    pub stats_max_age_ms: u64,
     pub shards: u32,
     /// The count being left while a change of count is under way (`EDGECOUNT_SHARDS_FROM`).
     pub shards_from: Option<u32>,
@@ -185,6 +189,9 @@ impl Config {
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_BURST" })?;
         let rate_limit = NonZeroU32::new(per_second)
             .map(|per_second| RateLimit { per_second, burst: NonZeroU32::new(burst).unwrap_or(per_second) });
+        let stats_max_age_ms =
+            parse_number(var("EDGECOUNT_STATS_MAX_AGE_MS"), DEFAULT_STATS_MAX_AGE_MS, 0..=60_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_STATS_MAX_AGE_MS" })?;
         let shard_queue_limit =
             parse_number(var("EDGECOUNT_SHARD_QUEUE_LIMIT"), DEFAULT_SHARD_QUEUE_LIMIT, 1..=1_000_000)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_SHARD_QUEUE_LIMIT" })?;
@@ -227,6 +234,7 @@ impl Config {
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_STREAM_KEEPALIVE" })?;
         Ok(Self {
             demo: var("EDGECOUNT_DEMO").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
+            stats_max_age_ms,
             stream_keepalive_s,
             compat_mode,
             compat_ttl_seconds,

@@ -14,4 +14,5 @@ pub mod placement;
 pub mod request_task;
 pub mod shard_calls;
 pub mod shard_client;
+pub mod shard_stats;
 pub mod visitors;

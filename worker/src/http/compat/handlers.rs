@@ -1,8 +1,6 @@
 //! The handlers of the compatible routes, one per route and method, each a counter op sent to
 //! the key's shard (or, for `/stats`, a sum over the shards).
 
-use std::cell::RefCell;
-
 use edgecount_core::compat::answers::{self, Totals};
 use edgecount_core::compat::params::{self, CreateParams};
 use edgecount_core::compat::{names, CompatError};
@@ -19,18 +17,9 @@ use worker::{js_sys, Method};
 use super::{from_api, Call, Reply, Route};
 use crate::http::counters;
 use crate::http::message::Header;
-use crate::http::operations::all_shard_stats;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
-use crate::isolate::{shard_calls, visitors};
-
-/// How long an isolate reuses the shards' totals for `/stats`: it is public and asks every
-/// shard, so a burst of it must not become a burst on every shard.
-const STATS_MAX_AGE_MS: u64 = 60_000;
-
-thread_local! {
-    static STATS: RefCell<Option<(u64, Totals)>> = const { RefCell::new(None) };
-}
+use crate::isolate::{shard_calls, shard_stats, visitors};
 
 /// Runs the handler of `route`; `x_path` is set for routes that pick their names themselves.
 pub(super) async fn run(
@@ -325,26 +314,17 @@ async fn info(call: &Call<'_>) -> Result<Reply, CompatError> {
     }
 }
 
-/// `/stats`: the shards' totals, at most [`STATS_MAX_AGE_MS`] old. Public as reads are: with
-/// `EDGECOUNT_PRIVATE_READS` it needs a token that may read every namespace.
+/// `/stats`: the shards' totals, asked once at a time and reused (`isolate::shard_stats`).
+/// Public only while the service is open, as Abacus has it; otherwise for admin tokens.
 async fn stats(call: &Call<'_>) -> Result<Reply, CompatError> {
-    authorize(call, Right::Read, None)?;
-    let now = now_ms();
-    let kept = STATS.with(|kept| *kept.borrow()).filter(|(at, _)| now.saturating_sub(*at) < STATS_MAX_AGE_MS);
-    let totals = match kept {
-        Some((_, totals)) => totals,
-        None => {
-            let per_shard = all_shard_stats(call.env, call.config).await.map_err(|e| from_api(&e))?;
-            let totals = per_shard.iter().fold(Totals::default(), |sum, shard| Totals {
-                keys: sum.keys + shard.keys,
-                ops: sum.ops + shard.ops,
-                calls: sum.calls + shard.calls,
-                reclaimed: sum.reclaimed + shard.reclaimed,
-            });
-            STATS.with(|kept| *kept.borrow_mut() = Some((now, totals)));
-            totals
-        }
-    };
+    authorize(call, Right::Admin, None)?;
+    let per_shard = shard_stats::shard_stats(call.env, call.config).await.map_err(|e| from_api(&e))?;
+    let totals = per_shard.iter().fold(Totals::default(), |sum, shard| Totals {
+        keys: sum.keys + shard.keys,
+        ops: sum.ops + shard.ops,
+        calls: sum.calls + shard.calls,
+        reclaimed: sum.reclaimed + shard.reclaimed,
+    });
     let version = concat!("edgecount ", env!("CARGO_PKG_VERSION"));
     Ok(Reply::ok(answers::stats(call.config.compat_mode, &totals, version)))
 }

@@ -1,0 +1,84 @@
+//! The shards' statistics as this isolate asks for them: one request asks every shard at a
+//! time, the others wait for its answer, and an answer is reused for
+//! `EDGECOUNT_STATS_MAX_AGE_MS` (`edgecount_core::edge::single_flight`). So `/v1/stats`,
+//! `/metrics` and the compatible `/stats` cost the shards the same however many ask at once.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use edgecount_core::edge::single_flight::{SingleFlight, Step};
+use edgecount_core::shard::protocol::ShardStats;
+use worker::{Delay, Env};
+
+use crate::http::api_error::ApiError;
+use crate::http::operations::all_shard_stats;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+
+/// A claim to ask lapses after this: past the 15 s every shard call is given, and then some.
+const LEASE_MS: u64 = 20_000;
+/// How often a waiting request looks for the answer.
+const LOOK_EVERY: Duration = Duration::from_millis(10);
+
+type Figures = Rc<Vec<ShardStats>>;
+
+thread_local! {
+    static FLIGHT: RefCell<Option<SingleFlight<Figures>>> = const { RefCell::new(None) };
+    static ASKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times this isolate has asked every shard for its statistics.
+pub fn asks() -> u64 {
+    ASKS.with(std::cell::Cell::get)
+}
+
+fn step(config: &Config, since: u64) -> Step<Figures> {
+    FLIGHT.with(|flight| {
+        flight
+            .borrow_mut()
+            .get_or_insert_with(|| SingleFlight::new(config.stats_max_age_ms, LEASE_MS))
+            .step(now_ms(), since)
+    })
+}
+
+/// Lets the next request ask if this one's asking ends without an answer (its client hung up
+/// and its work was dropped, or a shard failed).
+struct Claim;
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        FLIGHT.with(|flight| {
+            if let Some(flight) = flight.borrow_mut().as_mut() {
+                flight.abandon();
+            }
+        });
+    }
+}
+
+/// Every shard's statistics, at most `EDGECOUNT_STATS_MAX_AGE_MS` old (or made while this
+/// request waited).
+///
+/// # Errors
+/// [`ApiError::ShardUnavailable`] when a shard does not answer.
+pub async fn shard_stats(env: &Env, config: &Config) -> Result<Figures, ApiError> {
+    let since = now_ms();
+    loop {
+        match step(config, since) {
+            Step::Use(figures) => return Ok(figures),
+            Step::Wait => Delay::from(LOOK_EVERY).await,
+            Step::Ask => {
+                let claim = Claim;
+                ASKS.with(|asks| asks.set(asks.get() + 1));
+                let figures = Rc::new(all_shard_stats(env, config).await?);
+                std::mem::forget(claim);
+                FLIGHT.with(|flight| {
+                    if let Some(flight) = flight.borrow_mut().as_mut() {
+                        flight.finish(now_ms(), Rc::clone(&figures));
+                    }
+                });
+                return Ok(figures);
+            }
+        }
+    }
+}
