@@ -98,11 +98,14 @@ export async function startService(
         mf.dispatchFetch(`http://edgecount.test${path}`, init as never);
       // A read is safe to send again, and may have to be: after the worker refuses a body it
       // did not read in full (413), it closes that connection, which can still be in the
-      // client's pool when the next request takes it ("other side closed").
+      // client's pool when the next request takes it. Whether the client then finds it closed
+      // while reading ("other side closed") or while writing (EPIPE, or a reset) is down to
+      // timing.
       const method = (init?.method ?? "GET").toUpperCase();
       const safe = method === "GET" || method === "HEAD";
+      const closedUnder = ["UND_ERR_SOCKET", "EPIPE", "ECONNRESET"];
       const response = await send().catch((error) => {
-        if (!safe || error?.cause?.code !== "UND_ERR_SOCKET") throw error;
+        if (!safe || !closedUnder.includes(error?.cause?.code)) throw error;
         return send();
       });
       return buffered(response as unknown as Response);
