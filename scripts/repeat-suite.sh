@@ -86,7 +86,10 @@ const note = (name, round, message) => {
     stack === -1
       ? undefined
       : lines.slice(stack).find((line) => /^\s+at /.test(line) && !/node_modules|node:/.test(line));
-  const text = [...head, ...(where ? [where.trim()] : [])].join("\n");
+  // Ports differ from round to round; the same failure should read the same.
+  const text = [...head, ...(where ? [where.trim()] : [])]
+    .join("\n")
+    .replace(/127\.0\.0\.1:\d+/g, "127.0.0.1:<port>");
   entry.messages.set(text, (entry.messages.get(text) ?? 0) + 1);
   failures.set(name, entry);
 };
