@@ -48,21 +48,35 @@ function deployedSecrets() {
 }
 
 const secrets = deployedSecrets();
-const set = (name) =>
-  secrets.includes(name) || String(vars[name] ?? "").trim() !== "";
+// A list in [vars] counts only with an entry in it, as the worker reads it (`,` or spaces alone
+// configure no token). A secret's value cannot be seen from here: its name is taken at its word.
+const entries = (value) =>
+  String(value ?? "")
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+const set = (name) => secrets.includes(name) || entries(vars[name]).length > 0;
 const yes = (name) =>
   ["1", "true", "yes"].includes(
     String(process.env[name] ?? vars[name] ?? "").trim(),
   );
-const publicNamespaces = String(vars.EDGECOUNT_PUBLIC_NAMESPACES ?? "")
-  .split(",")
-  .map((name) => name.trim())
-  .filter(Boolean);
+const publicNamespaces = entries(vars.EDGECOUNT_PUBLIC_NAMESPACES);
 const tokens = TOKEN_LISTS.filter(set);
 const open = tokens.length === 0 && publicNamespaces.length === 0;
 
+// As the worker reads it: 10/s by default where public namespaces are configured.
+const rateLimit = () =>
+  vars.EDGECOUNT_RATE_LIMIT !== undefined
+    ? Number(vars.EDGECOUNT_RATE_LIMIT)
+    : publicNamespaces.length > 0
+      ? 10
+      : 0;
 const say = (line) => console.log(`[deploy] ${line}`);
-if (open && !yes("EDGECOUNT_OPEN")) {
+// Asked for on the command line only: a committed `EDGECOUNT_OPEN` would pass every deploy after.
+const askedOpen = ["1", "true", "yes"].includes(
+  String(process.env.EDGECOUNT_OPEN ?? "").trim(),
+);
+if (open && !askedOpen) {
   console.error(
     "[deploy] stopped: this deployment would be open, so anyone could set, reset and delete every counter.\n" +
       "[deploy] Set an admin token first:  openssl rand -hex 24 | npx wrangler secret put EDGECOUNT_ADMIN_TOKENS\n" +
@@ -93,9 +107,7 @@ say(
   `demo page at /: ${yes("EDGECOUNT_DEMO") ? "served (EDGECOUNT_DEMO=1)" : "not served"}`,
 );
 say(`CORS origins: ${vars.EDGECOUNT_CORS_ORIGINS ?? "*"}`);
-say(
-  `rate limit per client: ${Number(vars.EDGECOUNT_RATE_LIMIT ?? 0) > 0 ? `${vars.EDGECOUNT_RATE_LIMIT}/s` : "off"}`,
-);
+say(`rate limit per client: ${rateLimit() > 0 ? `${rateLimit()}/s` : "off"}`);
 
 const main = resolve(
   dirname(resolve(args.config)),

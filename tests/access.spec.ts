@@ -100,6 +100,7 @@ describe("access with tokens", () => {
 
 describe("private reads", () => {
   const privateReads = {
+    EDGECOUNT_ADMIN_TOKENS: ADMIN,
     EDGECOUNT_READ_TOKENS: READER,
     EDGECOUNT_WRITE_TOKENS: WRITER,
     EDGECOUNT_PRIVATE_READS: "true",
@@ -138,10 +139,13 @@ describe("private reads", () => {
     ).toBe(404);
   });
 
-  it("needs a read token for the compatible routes' deployment-wide /stats too", async () => {
+  it("needs an admin token for the compatible routes' deployment-wide /stats", async () => {
     expect((await strict.fetch("/stats")).status).toBe(401);
     expect(
       (await strict.fetch("/stats", { headers: auth(READER) })).status,
+    ).toBe(403);
+    expect(
+      (await strict.fetch("/stats", { headers: auth(ADMIN) })).status,
     ).toBe(200);
   });
 

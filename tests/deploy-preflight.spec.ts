@@ -91,3 +91,18 @@ it("warns of tokens written into the committed [vars]", async () => {
   expect(out).toContain("EDGECOUNT_WRITE_TOKENS in [vars] are committed");
   expect(out).not.toContain("a-token-in-the-open");
 });
+
+it("takes no token from a list with no entry, nor open writes from the committed [vars]", async () => {
+  const empty = await preflight('EDGECOUNT_ADMIN_TOKENS = " , "\n', "");
+  expect(empty.code).toBe(1);
+  const committed = await preflight('EDGECOUNT_OPEN = "1"\n', "");
+  expect(committed.code).toBe(1);
+});
+
+it("names the per-visitor limit public namespaces bring", async () => {
+  const { out } = await preflight(
+    'EDGECOUNT_PUBLIC_NAMESPACES = "pages"\n',
+    "EDGECOUNT_ADMIN_TOKENS",
+  );
+  expect(out).toContain("rate limit per client: 10/s");
+});

@@ -10,7 +10,8 @@
 // each call it makes, then optionally the answer, `# 200 {"value":1}`. A JSON answer is checked
 // for its shape: the same keys (`...` as the last member allows more) holding the same values,
 // where `...` as a value takes any. Any other answer is text, where `...` stands for anything.
-// A command that only captures an answer (`X=$(curl ...)`) shows nothing and must get a 2xx.
+// A command whose curl calls only capture answers (`X=$(curl ...)`) shows nothing, and each
+// of those calls must get a 2xx.
 
 export interface ShellBlock {
   /** Where the block starts, `README.md:42`. */
@@ -95,13 +96,14 @@ function commands(
     const shown = comment ? /^((?:\d{3}\s*)+)(.*)$/s.exec(comment) : null;
     const statuses = shown ? shown[1].trim().split(/\s+/).map(Number) : [];
     const answer = shown && shown[2].trim() ? shown[2].trim() : undefined;
-    const captures = /^\s*[A-Za-z_][A-Za-z0-9_]*=\$\(/.test(text);
+
     out.push({
       where: `${path}:${firstLine + start}`,
       text,
       statuses,
       answer,
-      callsCurl: /(^|[\s;|&(])curl\s/.test(text) && !captures,
+      // A curl inside `$(...)` only captures an answer for what follows: it shows nothing.
+      callsCurl: /(^|[\s;|&])curl\s/.test(text),
     });
   }
   return out;

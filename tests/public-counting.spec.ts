@@ -256,9 +256,69 @@ describe("a public namespace's default per-visitor limit", () => {
       // Another address has a bucket of its own; refused counts changed nothing.
       expect((await count("198.51.100.7")).status).toBe(200);
       expect(await limited.value(PUBLIC, "limited")).toBe(BigInt(counted + 1));
+      // A visitor's batch may not hold more ops than the burst, whatever it costs; an admin's may.
+      const batch = (headers: Record<string, string>) =>
+        limited.fetch("/v1/batch", {
+          method: "POST",
+          headers: { "content-type": "application/json", ...headers },
+          body: JSON.stringify({
+            ops: Array.from({ length: 21 }, () => ({
+              op: "incr",
+              ns: PUBLIC,
+              key: "batched",
+            })),
+          }),
+        });
+      const refused = await batch({ "cf-connecting-ip": "203.0.113.9" });
+      expect(refused.status).toBe(413);
+      expect((await refused.json()).error.code).toBe("too_many_ops");
+      expect(await limited.value(PUBLIC, "batched")).toBe(0n);
+      expect((await batch(auth(ADMIN))).status).toBe(200);
+      expect(await limited.value(PUBLIC, "batched")).toBe(21n);
     } finally {
       await limited.stop();
     }
+  });
+});
+
+describe("a count token's visitors", () => {
+  it("each have a bucket of their own, by address, not one shared by the token", async () => {
+    const limited = await startService({
+      vars: {
+        EDGECOUNT_COUNT_TOKENS: `${COUNTER}@${COUNTED}`,
+        EDGECOUNT_RATE_LIMIT: "1",
+        EDGECOUNT_RATE_BURST: "2",
+      },
+    });
+    try {
+      const count = (address: string) =>
+        limited.fetch(`/v1/counters/${COUNTED}/shared/incr`, {
+          method: "POST",
+          headers: { ...auth(COUNTER), "cf-connecting-ip": address },
+        });
+      for (let i = 0; i < 5; i++) await count("192.0.2.77");
+      // However the first address fared, a fresh one starts with a full bucket.
+      const fresh = await count("192.0.2.78");
+      expect(fresh.status).toBe(200);
+      expect(fresh.headers.get("ratelimit-remaining")).toBe("1");
+    } finally {
+      await limited.stop();
+    }
+  });
+});
+
+describe("/hit by a visitor", () => {
+  it("gives a counter that never expires no lifetime", async () => {
+    const key = "forever";
+    await service.fetch(`/v1/counters/${PUBLIC}/${key}`, {
+      method: "PUT",
+      headers: { "content-type": "application/json", ...auth(ADMIN) },
+      body: '{"value":100}',
+    });
+    expect((await service.fetch(`/hit/${PUBLIC}/${key}`)).status).toBe(200);
+    const info = await (await service.fetch(`/info/${PUBLIC}/${key}`)).json();
+    expect(info.ttl).toBe(-1);
+    expect(info.value).toBe(101);
   });
 });
 
@@ -358,6 +418,19 @@ describe("a counter created with an owner key, on an open service", () => {
       )
       .toBe(1);
     expect(await open.value(ns, "stars")).toBe(11n);
+    // Counts sent one-way beside a refused decrement or TTL are kept apart from it, and applied.
+    const oneWay = (query: string) =>
+      open.fetch(`/v1/counters/${ns}/stars/incr?async=1${query}`, {
+        method: "POST",
+      });
+    for (let i = 0; i < 3; i++) await oneWay("");
+    await oneWay("&ttl=1");
+    await open.fetch(`/v1/counters/${ns}/stars/decr?async=1&by=2`, {
+      method: "POST",
+    });
+    await expect
+      .poll(() => open.value(ns, "stars"), { timeout: 15_000 })
+      .toBe(14n);
     // The key still works, and nobody was handed a new one.
     const set = await open.fetch(
       `/set/${ns}/stars?value=50&token=${adminKey}`,

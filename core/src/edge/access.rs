@@ -180,6 +180,19 @@ impl AccessPolicy {
         self.private_reads && !self.is_open()
     }
 
+    /// Whether `token` is a configured token with more than the count right: one held by a
+    /// person or a server, not one shipped in a page's source for anyone to use. Such a token
+    /// has a rate-limit bucket of its own and its counts are never taken for a bot's.
+    #[must_use]
+    pub fn is_private_token(&self, token: &str) -> bool {
+        let presented = token_digest(token.as_bytes());
+        let mut found = false;
+        for grant in &self.grants {
+            found |= grant.matches(&presented) && grant.right != Right::Count;
+        }
+        found
+    }
+
     /// Whether `token` is one of the configured tokens, whatever its right.
     #[must_use]
     pub fn recognizes(&self, token: &str) -> bool {
@@ -330,6 +343,9 @@ mod tests {
         assert_eq!(p.check(Some("page-counter"), Right::Count, Some(&ns("likes"))), Err(Denial::Forbidden));
         assert_eq!(p.check(Some("write-token-1"), Right::Count, Some(&pages)), Ok(()));
         assert_eq!(p.check(None, Right::Count, Some(&pages)), Err(Denial::Unauthenticated));
+        assert!(p.recognizes("page-counter"));
+        assert!(!p.is_private_token("page-counter"));
+        assert!(p.is_private_token("read-token-1"));
     }
 
     #[test]

@@ -188,7 +188,10 @@ struct Pending {
     ttl: Option<u32>,
 }
 
-type Slot = (Namespace, Key);
+/// A key's pending sum, counts apart: `true` holds only +1s without a TTL, which no counter can
+/// refuse (see [`crate::shard::owner`]), so that a decrement or a TTL sent beside them, which an
+/// owned counter refuses, never takes visitors' counts down with it.
+type Slot = (Namespace, Key, bool);
 
 /// A flush sent and not yet settled.
 #[derive(Debug)]
@@ -295,7 +298,7 @@ impl OneWayBuffer {
         delta: i128,
         now_ms: u64,
     ) -> Accept {
-        let slot = (ns.clone(), key.clone());
+        let slot = (ns.clone(), key.clone(), delta == 1 && ttl.is_none());
         let buffer = self.shards.entry(shard).or_default();
         if let Some(pending) = buffer.pending.get_mut(&slot) {
             let sum = pending.sum + delta;
@@ -410,7 +413,7 @@ impl OneWayBuffer {
             }
             let Some(pending) = buffer.pending.remove(&slot) else { continue };
             taken_ops += pending.ops;
-            let ((ns, key), ttl) = (slot, pending.ttl);
+            let ((ns, key, _), ttl) = (slot, pending.ttl);
             charged += pending_charge(&ns, &key);
             ops.extend(split(pending.sum).enumerate().map(|(i, by)| FlushOp {
                 ns: ns.clone(),
@@ -717,7 +720,8 @@ mod tests {
             buffer.accept(ShardId(0), &ns, &key, None, 1, 2);
         }
         let flush = take(&mut buffer, 1_000).unwrap();
-        assert_eq!(flush.ops.len(), 20, "one op per key");
+        // The TTL'd sum and the plain count go apart: two ops a key, in either order the same.
+        assert_eq!(flush.ops.len(), 40, "two ops per key");
         on_shard(&mut shard, &store, &flush.request("i").unwrap(), 1_000);
         for n in 0..20 {
             let now = read(&mut shard, &store, &format!("k{n}"), 121_000);
@@ -726,6 +730,28 @@ mod tests {
                 "k{n} lives 24 h: {now:?}"
             );
         }
+    }
+
+    #[test]
+    fn counts_are_kept_apart_from_deltas_an_owned_counter_refuses() {
+        use crate::shard::settings::{AdminKeyHash, CounterSettings};
+        let store = crate::shard::memory_store::MemoryStore::default();
+        let mut shard = new_shard();
+        let (ns, key) = names("owned");
+        let settings = CounterSettings { admin_key_hash: Some(AdminKeyHash::of("k")), ..Default::default() };
+        let create = ShardOp::Create { ns: ns.clone(), key: key.clone(), value: 100, settings, ttl: None };
+        shard.run(&store, &ShardRequest { ops: vec![create.into()], ..Default::default() }, 0);
+        let mut buffer = OneWayBuffer::new(limits());
+        for _ in 0..10 {
+            buffer.accept(ShardId(0), &ns, &key, None, 1, 0);
+        }
+        buffer.accept(ShardId(0), &ns, &key, None, -9, 0);
+        buffer.accept(ShardId(0), &ns, &key, Some(1), 1, 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        let results = on_shard(&mut shard, &store, &flush.request("i").unwrap(), 1_000);
+        // The ten counts are applied; the decrement and the TTL'd increment are refused.
+        assert_eq!(flush.settled(results), (10, 2));
+        assert!(matches!(read(&mut shard, &store, "owned", 2_000), OpResult::Value { value: 110, .. }));
     }
 
     #[test]

@@ -49,6 +49,17 @@ pub async fn serve(
     let text = read_body(&req).await?;
     let parsed = parse_batch(&text)?;
     let visitor = Visitor::of(&req, config, token);
+    // A batch costs at most the burst, so one from a visitor without a token that may write
+    // (a public page's) may hold no more ops than that: else it would count many times the
+    // rate that single counts may.
+    if let Some(limit) = config.rate_limit {
+        let burst = limit.burst.get() as usize;
+        let visitor =
+            !config.access.is_open() && !token.is_some_and(|token| config.access.is_private_token(token));
+        if visitor && parsed.len() > burst {
+            return Err(CoreError::TooManyOps { max: burst }.into());
+        }
+    }
     // Tops the arrival charge up to the batch's cost before any op is sent.
     meter.charge(config, parsed.len())?;
     if one_way {

@@ -4,7 +4,8 @@
 //!
 //! A client is its bearer token when the token is one of the configured ones, else its address
 //! (`CF-Connecting-IP`, which Cloudflare sets and a client cannot forge), an IPv6 address by its
-//! /64. Unknown tokens count as the address, so inventing tokens does not buy fresh buckets. The buckets live per isolate, so
+//! /64. Unknown tokens and count tokens count as the address, so inventing tokens does not buy
+//! fresh buckets and a count token's visitors do not share one. The buckets live per isolate, so
 //! a client spread over many edge locations may get more in total; the limit protects each
 //! isolate and the shards behind it.
 
@@ -30,7 +31,8 @@ impl Meter {
     /// The meter for a request sent with `token`.
     pub fn for_request(req: &Request, config: &Config, token: Option<&str>) -> Self {
         let client = match token {
-            Some(token) if config.access.recognizes(token) => ClientId::token(token),
+            // A count token is in pages' source, shared by every visitor: they are counted apart.
+            Some(token) if config.access.is_private_token(token) => ClientId::token(token),
             _ => ClientId::address(&req.header(Header::ClientAddress).unwrap_or_default()),
         };
         Self { request: RequestCharge::new(client), last: None }

@@ -15,9 +15,10 @@ thread_local! {
 }
 
 /// Whether `req`'s count in `ns` is to be answered and not counted: the namespace is public,
-/// no configured token came with it, and its user agent is a known bot. Counted when true.
+/// no token with more than the count right came with it, and its user agent is a known bot.
+/// Counted when true.
 pub fn leaves_uncounted(req: &Request, config: &Config, token: Option<&str>, ns: &Namespace) -> bool {
-    let visitor = token.is_none_or(|token| !config.access.recognizes(token));
+    let visitor = token.is_none_or(|token| !config.access.is_private_token(token));
     let bot =
         visitor && config.access.is_public(ns) && bots::is_bot(req.header(Header::UserAgent).as_deref());
     if bot {

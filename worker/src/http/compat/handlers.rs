@@ -81,11 +81,14 @@ async fn hit(call: &Call<'_>) -> Result<i64, CompatError> {
     if visitors::leaves_uncounted(call.req, call.config, call.token.as_deref(), &target.ns) {
         return Ok(current(call).await?.unwrap_or(0));
     }
+    // CountAPI's TTL comes with a write; a count alone (a public page's visitor) keeps the
+    // counter's own, so that it cannot give a counter that never expires a lifetime.
+    let writes = call.config.access.check(call.token.as_deref(), Right::Write, Some(&target.ns)).is_ok();
     let op = ShardOp::Incr {
         ns: target.ns.clone(),
         key: target.key.clone(),
         by: 1,
-        ttl: Some(call.config.compat_ttl_seconds),
+        ttl: writes.then_some(call.config.compat_ttl_seconds),
     };
     match write(call, target, op).await? {
         OpResult::Value { value, .. } => Ok(value),
