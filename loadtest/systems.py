@@ -192,8 +192,14 @@ class EdgecountWorkerd(V1System):
     # ncache scenario's million items fit in 16 shards without evictions. A key is hot from 5
     # reads/s (wrangler.toml: 50): capped at 0.15 of a core the whole server answers a few
     # hundred requests/s, so the hot scenario's 10 keys would otherwise never become hot, as
-    # they would at the rates the default is meant for.
-    VARS = {"EDGECOUNT_SHARD_CACHE_ENTRIES": "100000", "EDGECOUNT_HOT_THRESHOLD": "5"}
+    # they would at the rates the default is meant for. The kit reads `/v1/stats` just before
+    # and after each hold and bills what changed between: the shards' figures must be fresh
+    # (EDGECOUNT_STATS_MAX_AGE_MS 0), not the answer an isolate reuses for 2 s by default.
+    VARS = {
+        "EDGECOUNT_SHARD_CACHE_ENTRIES": "100000",
+        "EDGECOUNT_HOT_THRESHOLD": "5",
+        "EDGECOUNT_STATS_MAX_AGE_MS": "0",
+    }
 
     def __init__(self) -> None:
         System.__init__(self, "edgecount-workerd", "http://127.0.0.1:8790",
@@ -257,7 +263,9 @@ class EdgecountWranglerDev(V1System):
                "PATH": f"{NODE_BIN}:{os.environ['PATH']}"}
         self.spawn(run_dir, "server", [str(NODE_BIN / "wrangler"), "dev", "--ip", "127.0.0.1",
                                        "--port", "8791", "--persist-to", str(run_dir / "wrangler-state"),
-                                       "--show-interactive-dev-session=false"], cwd=ROOT, env=env)
+                                       "--show-interactive-dev-session=false",
+                                       # Fresh shard figures at each hold's ends, as for workerd.
+                                       "--var", "EDGECOUNT_STATS_MAX_AGE_MS:0"], cwd=ROOT, env=env)
         wait_until_up(f"{self.base_url}/v1/health", seconds=120)
 
     # Not preloaded: through the dev proxy a million keys take longer than the whole run. Its
