@@ -109,34 +109,35 @@ function commands(
   return out;
 }
 
-/** Whether `text` leaves a shell quote open. */
-function openQuote(text: string): boolean {
+/** What a shell scan of `text` finds: whether it leaves a quote open, and the text of the
+ * `#` comment it ends with, if any (quotes respected; a comment runs to the end of its line). */
+function scanShell(text: string): { openQuote: boolean; comment?: string } {
   let quote = "";
+  let comment: string | undefined;
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
     if (quote) {
       if (c === quote) quote = "";
       else if (c === "\\" && quote === '"') i++;
     } else if (c === "'" || c === '"') quote = c;
-    else if (c === "#" && (i === 0 || /\s/.test(text[i - 1])))
-      while (i < text.length && text[i] !== "\n") i++;
+    else if (c === "#" && (i === 0 || /\s/.test(text[i - 1]))) {
+      const end = text.indexOf("\n", i);
+      const stop = end < 0 ? text.length : end;
+      comment = text.slice(i + 1, stop).trim();
+      i = stop;
+    } else if (c === "\n") comment = undefined;
   }
-  return quote !== "";
+  return { openQuote: quote !== "", comment };
+}
+
+/** Whether `text` leaves a shell quote open. */
+function openQuote(text: string): boolean {
+  return scanShell(text).openQuote;
 }
 
 /** The text after a line's `#` comment mark, quotes respected; undefined without one. */
 function trailingComment(line: string): string | undefined {
-  let quote = "";
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i];
-    if (quote) {
-      if (c === quote) quote = "";
-      else if (c === "\\" && quote === '"') i++;
-    } else if (c === "'" || c === '"') quote = c;
-    else if (c === "#" && (i === 0 || /\s/.test(line[i - 1])))
-      return line.slice(i + 1).trim();
-  }
-  return undefined;
+  return scanShell(line).comment;
 }
 
 const ANY = "\u0000any";
