@@ -185,21 +185,22 @@ impl AccessPolicy {
     /// has a rate-limit bucket of its own and its counts are never taken for a bot's.
     #[must_use]
     pub fn is_private_token(&self, token: &str) -> bool {
-        let presented = token_digest(token.as_bytes());
-        let mut found = false;
-        for grant in &self.grants {
-            found |= grant.matches(&presented) && grant.right != Right::Count;
-        }
-        found
+        self.any_grant(token, |grant| grant.right != Right::Count)
     }
 
     /// Whether `token` is one of the configured tokens, whatever its right.
     #[must_use]
     pub fn recognizes(&self, token: &str) -> bool {
+        self.any_grant(token, |_| true)
+    }
+
+    /// Whether `token` is configured with a grant that `wanted` accepts. Every grant's digest is
+    /// compared, so timing does not tell which one (if any) matched.
+    fn any_grant(&self, token: &str, wanted: impl Fn(&Grant) -> bool) -> bool {
         let presented = token_digest(token.as_bytes());
         let mut found = false;
         for grant in &self.grants {
-            found |= grant.matches(&presented);
+            found |= grant.matches(&presented) && wanted(grant);
         }
         found
     }

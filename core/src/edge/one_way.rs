@@ -28,6 +28,7 @@
 //!   (`Accept::Accepted::start_flusher`) and the old one stops when it next looks. A flush left
 //!   in flight by a flusher that died is sent again, under its number, by the next.
 
+use crate::edge::access::Right;
 use crate::hashing::{key_map, KeyMap};
 use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
 use crate::shard::protocol::{OpResult, ShardOp, ShardRequest};
@@ -298,7 +299,8 @@ impl OneWayBuffer {
         delta: i128,
         now_ms: u64,
     ) -> Accept {
-        let slot = (ns.clone(), key.clone(), delta == 1 && ttl.is_none());
+        let counts = i64::try_from(delta).is_ok_and(|by| Right::for_increment(by, ttl) == Right::Count);
+        let slot = (ns.clone(), key.clone(), counts);
         let buffer = self.shards.entry(shard).or_default();
         if let Some(pending) = buffer.pending.get_mut(&slot) {
             let sum = pending.sum + delta;

@@ -18,7 +18,7 @@ use edgecount_core::http::body::is_json_content_type;
 use edgecount_core::http::negotiate::prefers_respond_async;
 use edgecount_core::http::query::batch_asks_one_way;
 use edgecount_core::shard::answer_budget::{shard_shares, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
-use edgecount_core::{shard_for, CoreError, Namespace, OpResult, ShardCall, ShardId, ShardOp};
+use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
 use serde_json::{json, Value};
 use worker::Env;
 
@@ -48,27 +48,23 @@ pub async fn serve(
         batch_asks_one_way(req.query())? || prefers_respond_async(req.header(Header::Prefer).as_deref());
     let text = read_body(&req).await?;
     let parsed = parse_batch(&text)?;
-    let visitor = Visitor::of(&req, config, token);
-    // A batch costs at most the burst, so one from a visitor without a token that may write
-    // (a public page's) may hold no more ops than that: else it would count many times the
-    // rate that single counts may.
+    // A batch costs at most the burst, so one from a visitor (a public page's) may hold no more
+    // ops than that: else it would count many times the rate that single counts may.
     if let Some(limit) = config.rate_limit {
         let burst = limit.burst.get() as usize;
-        let visitor =
-            !config.access.is_open() && !token.is_some_and(|token| config.access.is_private_token(token));
-        if visitor && parsed.len() > burst {
+        if !config.access.is_open() && visitors::is_visitor(config, token) && parsed.len() > burst {
             return Err(CoreError::TooManyOps { max: burst }.into());
         }
     }
     // Tops the arrival charge up to the batch's cost before any op is sent.
     meter.charge(config, parsed.len())?;
     if one_way {
-        return serve_one_way(parsed, env, caller, config, token, &visitor);
+        return serve_one_way(parsed, &req, env, caller, config, token);
     }
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
     let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
     for (index, call) in parsed.into_iter().enumerate() {
-        match call.map_err(ApiError::from).and_then(|call| permitted(config, token, &visitor, call)) {
+        match call.map_err(ApiError::from).and_then(|call| permitted(&req, config, token, call)) {
             Ok(call) => {
                 let (ns, key) = call.op.target();
                 let group = by_shard.entry(shard_for(ns, key, config.shards)).or_default();
@@ -126,11 +122,11 @@ pub async fn serve(
 /// order, every other op refused in its place.
 fn serve_one_way(
     parsed: Vec<Result<ShardCall, CoreError>>,
+    req: &Request,
     env: &Env,
     caller: &Caller<'_>,
     config: &Config,
     token: Option<&str>,
-    visitor: &Visitor<'_>,
 ) -> Result<Response, ApiError> {
     let results: Vec<Value> = parsed
         .into_iter()
@@ -139,7 +135,7 @@ fn serve_one_way(
                 .map_err(ApiError::from)
                 .and_then(|call| {
                     let counts = Right::for_op(&call.op) == Right::Count;
-                    permitted(config, token, visitor, call).map(|call| (counts, call))
+                    permitted(req, config, token, call).map(|call| (counts, call))
                 })
                 .and_then(|(counts, call)| {
                     let (delta, ttl) = match call.op {
@@ -186,39 +182,24 @@ fn encoded_len(value: &Value) -> u64 {
 
 /// An op the token may run, or the per-op error saying why not.
 fn permitted(
+    req: &Request,
     config: &Config,
     token: Option<&str>,
-    visitor: &Visitor<'_>,
     call: ShardCall,
 ) -> Result<ShardCall, ApiError> {
-    let ns = call.op.target().0;
+    let (ns, key) = call.op.target();
     let need = Right::for_op(&call.op);
     config.access.check(token, need, Some(ns))?;
-    let operator = config.access.is_operator(token, ns);
-    if need == Right::Count && visitor.leaves_uncounted(ns) {
+    if need == Right::Count && visitors::leaves_uncounted(req, config, token, ns) {
         // A bot's count in a public namespace: answered with the value, not counted. In a
         // one-way batch, where a read is refused, it is accepted and dropped instead.
-        let (ns, key) = (ns.clone(), call.op.target().1.clone());
-        return Ok(ShardCall { op: ShardOp::Get { ns, key }, idempotency_key: None, operator });
+        let op = ShardOp::Get { ns: ns.clone(), key: key.clone() };
+        return Ok(ShardCall { op, idempotency_key: None, operator: false });
     }
+    // Only a write beyond counting can meet a counter's owner key (`shard::owner`): the token
+    // is looked at again for those alone, not for every count and read of a batch.
+    let operator = need == Right::Write && config.access.is_operator(token, ns);
     Ok(ShardCall { operator, ..call })
-}
-
-/// The request a batch came in, for the visitor checks of its counts.
-struct Visitor<'a> {
-    req: &'a Request,
-    config: &'a Config,
-    token: Option<&'a str>,
-}
-
-impl<'a> Visitor<'a> {
-    fn of(req: &'a Request, config: &'a Config, token: Option<&'a str>) -> Self {
-        Self { req, config, token }
-    }
-
-    fn leaves_uncounted(&self, ns: &Namespace) -> bool {
-        visitors::leaves_uncounted(self.req, self.config, self.token, ns)
-    }
 }
 
 async fn read_body(req: &Request) -> Result<String, ApiError> {

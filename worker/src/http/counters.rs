@@ -7,6 +7,7 @@
 //! (`Prefer: respond-async` or `?async=1`), answered 202 at once and applied within the flush
 //! interval (see [`crate::isolate::one_way`]).
 
+use edgecount_core::edge::access::Right;
 use edgecount_core::edge::read_cache::{cache_control, may_serve_kept_read, Audience, CachedRead, Lookup};
 use edgecount_core::http::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
 use edgecount_core::http::etag::{etag, if_none_match};
@@ -61,9 +62,11 @@ pub async fn serve(
     }
 }
 
-/// Whether an incr adds 1 without a TTL: a count, which a public namespace takes from anyone.
+/// Whether an incr is a count (see `Right::for_increment`), which a public namespace takes
+/// from anyone.
 fn counts_once(req: &Request) -> bool {
-    CounterQuery::parse(req.query()).is_ok_and(|q| q.by.unwrap_or(1) == 1 && q.ttl.is_none())
+    CounterQuery::parse(req.query())
+        .is_ok_and(|q| Right::for_increment(q.by.unwrap_or(1), q.ttl) == Right::Count)
 }
 
 /// A bot's count in a public namespace, answered as the count would have been and not applied:

@@ -18,13 +18,19 @@ thread_local! {
 /// no token with more than the count right came with it, and its user agent is a known bot.
 /// Counted when true.
 pub fn leaves_uncounted(req: &Request, config: &Config, token: Option<&str>, ns: &Namespace) -> bool {
-    let visitor = token.is_none_or(|token| !config.access.is_private_token(token));
-    let bot =
-        visitor && config.access.is_public(ns) && bots::is_bot(req.header(Header::UserAgent).as_deref());
+    let bot = is_visitor(config, token)
+        && config.access.is_public(ns)
+        && bots::is_bot(req.header(Header::UserAgent).as_deref());
     if bot {
         NOT_COUNTED.with(|count| count.set(count.get() + 1));
     }
     bot
+}
+
+/// Whether a request with `token` is a visitor's: no token, or one any visitor may hold (a
+/// count token, shipped in a page's source), rather than one with more than the count right.
+pub fn is_visitor(config: &Config, token: Option<&str>) -> bool {
+    token.is_none_or(|token| !config.access.is_private_token(token))
 }
 
 /// Counts from known bots this isolate answered without counting.
