@@ -310,6 +310,39 @@ describe("Abacus routes", () => {
     expect((await call(`/reset/${ns}/key1`, bearer)).status).toBe(400);
   });
 
+  it("a create retried with its Idempotency-Key is answered the same admin key", async () => {
+    const ns = freshNamespace("recreate");
+    const once = {
+      method: "POST",
+      headers: { "idempotency-key": crypto.randomUUID() },
+    };
+    const made = await call(`/create/${ns}/key1?initializer=4`, once);
+    const again = await call(`/create/${ns}/key1?initializer=4`, once);
+    expect([made.status, again.status]).toEqual([201, 201]);
+    // Had the retry created again, it would have found the name taken (409).
+    expect(again.body).toEqual(made.body);
+    const reset = await call(
+      `/reset/${ns}/key1?token=${made.body.admin_key}`,
+      post,
+    );
+    expect([reset.status, reset.body.value]).toEqual([200, 0]);
+    // Another create under that key is refused; one without a key finds the name taken.
+    const other = await call(`/create/${ns}/key1?initializer=5`, once);
+    expect([other.status, other.body.error]).toEqual([
+      400,
+      "This Idempotency-Key was already used for a different request.",
+    ]);
+    expect((await call(`/create/${ns}/key1`, post)).status).toBe(409);
+    // A short key could be guessed, and its replay would hand out the admin key.
+    const short = await call(`/create/${ns}/key2`, {
+      method: "POST",
+      headers: { "idempotency-key": "retry-1" },
+    });
+    expect(short.status).toBe(400);
+    expect(short.body.error).toMatch(/at least 16 characters/);
+    expect((await call(`/get/${ns}/key2`)).status).toBe(404);
+  });
+
   it("a counter created without an admin key refuses the token routes with 400", async () => {
     const ns = freshNamespace("genuine");
     await call(`/hit/${ns}/key1`);

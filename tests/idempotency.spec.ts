@@ -1,7 +1,7 @@
 // Idempotency keys: a repeat returns the first answer without applying again, also after a
 // restart; the same key with a different request to the same key is refused, and to another
 // key is another write. Records are small, and those of the older layout still work.
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -12,6 +12,7 @@ import {
   startService,
   type Service,
 } from "./service";
+import { shardDatabase } from "./shard-database";
 
 let service: Service;
 beforeAll(async () => {
@@ -192,16 +193,6 @@ describe("idempotency across a restart", () => {
     }
   });
 });
-
-/** The SQLite file of the one shard of a service started with `EDGECOUNT_SHARDS: "1"`. */
-function shardDatabase(dir: string): string {
-  // Miniflare keeps each object's database as `<id>.sqlite` beside a `metadata.sqlite`.
-  const files = readdirSync(dir, { recursive: true, encoding: "utf8" }).filter(
-    (file) => /Shard\/[0-9a-f]{64}\.sqlite$/.test(file),
-  );
-  expect(files).toHaveLength(1);
-  return join(dir, files[0]);
-}
 
 /** Stores a record as shards did before records were scoped and digested: keyed by the
  * Idempotency-Key alone (`old-key`), holding the whole op, here a first `incr` of `ns/k`. */

@@ -736,12 +736,17 @@ mod tests {
 
     #[test]
     fn counts_are_kept_apart_from_deltas_an_owned_counter_refuses() {
-        use crate::shard::settings::{AdminKeyHash, CounterSettings};
         let store = crate::shard::memory_store::MemoryStore::default();
         let mut shard = new_shard();
         let (ns, key) = names("owned");
-        let settings = CounterSettings { admin_key_hash: Some(AdminKeyHash::of("k")), ..Default::default() };
-        let create = ShardOp::Create { ns: ns.clone(), key: key.clone(), value: 100, settings, ttl: None };
+        let create = ShardOp::Create {
+            ns: ns.clone(),
+            key: key.clone(),
+            value: 100,
+            settings: crate::shard::settings::CounterSettings::default(),
+            admin_key: Some("k".to_owned()),
+            ttl: None,
+        };
         shard.run(&store, &ShardRequest { ops: vec![create.into()], ..Default::default() }, 0);
         let mut buffer = OneWayBuffer::new(limits());
         for _ in 0..10 {

@@ -77,12 +77,14 @@ pub fn after_op(op: &ShardOp, outcome: Option<&OpResult>, sent_at_ms: u64) -> Af
             version: *version,
             read_at_ms: sent_at_ms,
         }),
-        Some(OpResult::Changed { value, version, .. }) => AfterOp::Refresh(CachedRead {
-            value: *value,
-            exists: true,
-            version: *version,
-            read_at_ms: sent_at_ms,
-        }),
+        Some(OpResult::Changed { value, version, .. } | OpResult::Created { value, version, .. }) => {
+            AfterOp::Refresh(CachedRead {
+                value: *value,
+                exists: true,
+                version: *version,
+                read_at_ms: sent_at_ms,
+            })
+        }
         Some(OpResult::Deleted { .. }) => AfterOp::Forget,
         Some(_) => AfterOp::Keep,
     }

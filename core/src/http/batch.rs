@@ -166,6 +166,7 @@ pub fn result_json(result: &OpResult) -> Value {
         OpResult::Changed { old_value, value, .. } => {
             json!({"old_value": old_value, "value": value, "exists": true})
         }
+        OpResult::Created { value, .. } => json!({"value": value, "exists": true}),
         OpResult::Info(info) => json!(info),
         OpResult::Replayed { first } => {
             let mut answer = result_json(first);

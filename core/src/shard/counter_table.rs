@@ -10,7 +10,7 @@ use lru::LruCache;
 
 use crate::hashing::KeyHashing;
 use crate::shard::protocol::{CounterInfo, GuardedChange, OpResult};
-use crate::shard::settings::{CounterSettings, Guard};
+use crate::shard::settings::{AdminKeyHash, CounterSettings, Guard};
 use crate::shard::PartialWrite;
 use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
 
@@ -188,15 +188,27 @@ impl CounterTable {
         key: &Key,
         value: i64,
         settings: CounterSettings,
+        admin_key: Option<&str>,
         ttl_seconds: Option<u32>,
         now_ms: u64,
     ) -> Result<OpResult, CoreError> {
         if self.live(store, ns, key, now_ms)?.is_some() {
             return Err(CoreError::AlreadyExists);
         }
+        let settings = match admin_key {
+            Some(admin_key) => {
+                CounterSettings { admin_key_hash: Some(AdminKeyHash::of(admin_key)), ..settings }
+            }
+            None => settings,
+        };
         let created = Counter::create(value, ttl_seconds, settings, now_ms);
         self.keep(store, ns, key, created)?;
-        Ok(OpResult::Value { value, exists: true, version: created.version })
+        Ok(match admin_key {
+            Some(admin_key) => {
+                OpResult::Created { value, version: created.version, admin_key: admin_key.to_owned() }
+            }
+            None => OpResult::Value { value, exists: true, version: created.version },
+        })
     }
 
     /// Changes an existing counter if `guard` holds for its rules, in the same turn as the
@@ -421,11 +433,11 @@ mod tests {
         let mut table = CounterTable::new();
         let (ns, key) = names();
         assert_eq!(
-            table.create(&store, &ns, &key, 7, settings(false, None), None, 5),
+            table.create(&store, &ns, &key, 7, settings(false, None), None, None, 5),
             Ok(OpResult::Value { value: 7, exists: true, version: 1 })
         );
         assert_eq!(
-            table.create(&store, &ns, &key, 9, settings(true, None), None, 6),
+            table.create(&store, &ns, &key, 9, settings(true, None), None, None, 6),
             Err(CoreError::AlreadyExists)
         );
         let Ok(OpResult::Info(info)) = CounterTable::new().info(&store, &ns, &key, 7) else { panic!() };
@@ -441,7 +453,8 @@ mod tests {
             table.guarded(&store, &ns, &key, GuardedChange::Set(3), guard, None, 0)
         };
         assert_eq!(set(&mut table, &Guard::Reset), Err(CoreError::NotFound));
-        table.create(&store, &ns, &key, 1, settings(false, Some("admin")), None, 0).unwrap();
+        let created = table.create(&store, &ns, &key, 1, settings(false, None), Some("admin"), None, 0);
+        assert_eq!(created, Ok(OpResult::Created { value: 1, version: 1, admin_key: "admin".to_owned() }));
         assert_eq!(set(&mut table, &Guard::Reset), Err(CoreError::ResetDisabled));
         let wrong = Guard::AdminKey { hash: crate::shard::settings::AdminKeyHash::of("guess") };
         assert_eq!(set(&mut table, &wrong), Err(CoreError::WrongAdminKey));

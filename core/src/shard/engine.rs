@@ -327,8 +327,8 @@ impl ShardEngine {
                 self.cache.put(store, ns, key, value, content_type.as_str(), *ttl, now_ms)
             }
             ShardOp::CacheDelete { .. } => self.cache.delete(store, ns, key, now_ms),
-            ShardOp::Create { value, settings, ttl, .. } => {
-                self.counters.create(store, ns, key, *value, *settings, *ttl, now_ms)
+            ShardOp::Create { value, settings, admin_key, ttl, .. } => {
+                self.counters.create(store, ns, key, *value, *settings, admin_key.as_deref(), *ttl, now_ms)
             }
             ShardOp::Guarded { change, guard, ttl, .. } => {
                 self.counters.guarded(store, ns, key, *change, guard, *ttl, now_ms)
@@ -393,6 +393,32 @@ mod tests {
 
     fn request(ops: Vec<ShardCall>) -> ShardRequest {
         ShardRequest { ops, answer_budget: None, receipt: None, placed: None }
+    }
+
+    #[test]
+    fn a_keyed_create_retried_with_a_fresh_admin_key_is_answered_the_first() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
+        let (ns, key) = names("owned");
+        let create = |admin_key: &str, value| ShardCall {
+            op: ShardOp::Create {
+                ns: ns.clone(),
+                key: key.clone(),
+                value,
+                settings: crate::shard::settings::CounterSettings::default(),
+                admin_key: Some(admin_key.to_owned()),
+                ttl: None,
+            },
+            idempotency_key: Some(crate::IdempotencyKey::new("create-once-0123456789").unwrap()),
+            operator: false,
+        };
+        let first = engine.run(&store, &request(vec![create("first-key", 5)]), 0).response.results;
+        assert_eq!(first, vec![OpResult::Created { value: 5, version: 1, admin_key: "first-key".into() }]);
+        let retry = engine.run(&store, &request(vec![create("second-key", 5)]), 10).response.results;
+        assert_eq!(retry, vec![OpResult::Replayed { first: Box::new(first[0].clone()) }]);
+        // Another request under the same idempotency key is still refused.
+        let other = engine.run(&store, &request(vec![create("third-key", 6)]), 20).response.results;
+        assert_eq!(other, vec![OpResult::Failed { error: CoreError::IdempotencyMismatch }]);
     }
 
     #[test]

@@ -61,12 +61,17 @@ pub enum ShardOp {
         ns: Namespace,
         key: Key,
     },
-    /// Creates a counter with its own rules; refused while a live one has the name.
+    /// Creates a counter with its own rules; refused while a live one has the name. With an
+    /// `admin_key`, the counter is owned by it: the shard keeps its hash in the rules, and the
+    /// key itself only in the answer ([`OpResult::Created`]), so that a retry of the same
+    /// keyed create is answered the same key.
     Create {
         ns: Namespace,
         key: Key,
         value: i64,
         settings: CounterSettings,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        admin_key: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ttl: Option<u32>,
     },
@@ -165,7 +170,7 @@ pub const OP_TABLE: [OpSpec; 11] = [
     spec(OpKind::CacheGet, "cache_get", &[], false, Subject::CacheEntry),
     spec(OpKind::CachePut, "cache_put", &["value", "ttl", "content_type"], true, Subject::CacheEntry),
     spec(OpKind::CacheDelete, "cache_delete", &[], true, Subject::CacheEntry),
-    unbatched(OpKind::Create, "create", &["value", "settings", "ttl"], true),
+    unbatched(OpKind::Create, "create", &["value", "settings", "admin_key", "ttl"], true),
     unbatched(OpKind::Guarded, "guarded", &["change", "guard", "ttl"], true),
     unbatched(OpKind::Info, "info", &[], false),
 ];
@@ -326,6 +331,9 @@ pub enum OpResult {
     Replayed { first: Box<OpResult> },
     /// A guarded change of a counter's value: the value before and after.
     Changed { old_value: i64, value: i64, version: u64 },
+    /// A counter created with an owner's admin key, and that key: the one place it is kept
+    /// (in the idempotency record of a keyed create, for its window).
+    Created { value: i64, version: u64, admin_key: String },
     /// A live counter as [`ShardOp::Info`] sees it.
     Info(Box<CounterInfo>),
 }
@@ -495,6 +503,7 @@ mod tests {
                 key: key.clone(),
                 value: 0,
                 settings: CounterSettings::default(),
+                admin_key: Some("k".into()),
                 ttl: Some(5),
             },
             ShardOp::Guarded {

@@ -90,7 +90,12 @@ pub fn changes(calls: &[ShardCall], results: &[OpResult]) -> Vec<Change> {
             continue;
         }
         let value = match (&call.op, result) {
-            (_, OpResult::Value { value, .. } | OpResult::Changed { value, .. }) => Some(*value),
+            (
+                _,
+                OpResult::Value { value, .. }
+                | OpResult::Changed { value, .. }
+                | OpResult::Created { value, .. },
+            ) => Some(*value),
             (ShardOp::Delete { .. } | ShardOp::Guarded { .. }, OpResult::Deleted { deleted: true }) => None,
             _ => continue,
         };

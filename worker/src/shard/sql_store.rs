@@ -22,7 +22,7 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 // converted: converting a day of full requests at start-up could outlast what a start may
 // take. Instead it is read as a fallback while its records can still be replayed, reclaimed by
 // the alarm as they lapse, and dropped once empty, within 24 hours of the upgrade.
-const SCHEMA: [&str; 7] = [
+const SCHEMA: [&str; 9] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -80,6 +80,34 @@ const SCHEMA: [&str; 7] = [
         done_from INTEGER,
         done_to INTEGER
     )",
+    // The stored counters, kept by the triggers in [`COUNTER_TOTAL_TRIGGERS`] so that the
+    // statistics never count the table (see [`SqlShardStore::keep_counter_total`]).
+    "CREATE TABLE IF NOT EXISTS totals (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        counters INTEGER NOT NULL
+    )",
+    // Counters with a TTL by when they lapse: the alarm finds the lapsed ones and the next to
+    // lapse through it instead of reading every counter. Counters without a TTL (most of them)
+    // are not in it, so writing them costs no index row.
+    "CREATE INDEX IF NOT EXISTS counters_by_expiry ON counters (expires_at_ms) \
+     WHERE expires_at_ms IS NOT NULL",
+];
+
+/// What keeps `totals.counters` equal to the rows of `counters`, whichever statement adds or
+/// removes them (ops, the alarm, hand-overs to and from other shards): SQLite runs them in the
+/// statement's own transaction, so the total cannot drift from the table. An upsert that
+/// updates an existing row fires neither, so counting an existing key costs no extra row.
+const COUNTER_TOTAL_TRIGGERS: [(&str, &str); 2] = [
+    (
+        "counter_added",
+        "CREATE TRIGGER IF NOT EXISTS counter_added AFTER INSERT ON counters \
+         BEGIN UPDATE totals SET counters = counters + 1 WHERE id = 0; END",
+    ),
+    (
+        "counter_removed",
+        "CREATE TRIGGER IF NOT EXISTS counter_removed AFTER DELETE ON counters \
+         BEGIN UPDATE totals SET counters = counters - 1 WHERE id = 0; END",
+    ),
 ];
 
 /// Columns added to `counters` after its first release, each with its type: a shard stored
@@ -208,30 +236,45 @@ impl SqlShardStore {
             sql.exec(statement, None)?;
         }
         let store = Self::unopened(sql);
-        // `sqlite_master` holds each table's CREATE statement, as altered.
+        // `sqlite_master` holds each table's and trigger's CREATE statement, as altered: read
+        // once, it tells what an older release left to bring up to date.
         #[derive(Deserialize)]
         struct Created {
+            name: String,
             sql: String,
         }
         let created: Vec<Created> =
-            store.rows("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'counters'", vec![])?;
-        let created = created.first().map_or("", |table| table.sql.as_str());
+            store.rows("SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'trigger')", vec![])?;
+        let statement = |name: &str| created.iter().find(|c| c.name == name).map(|c| c.sql.as_str());
+        let counters = statement("counters").unwrap_or_default();
         for (column, kind) in ADDED_COUNTER_COLUMNS {
-            if !created.contains(&format!("{column} {kind}")) {
+            if !counters.contains(&format!("{column} {kind}")) {
                 store.change(&format!("ALTER TABLE counters ADD COLUMN {column} {kind}"), vec![])?;
             }
         }
-        let placement: Vec<Created> = store
-            .rows("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'placement'", vec![])?;
-        if !placement.first().is_some_and(|table| table.sql.contains("from_shards")) {
+        if !statement("placement").is_some_and(|sql| sql.contains("from_shards")) {
             store.change("ALTER TABLE placement ADD COLUMN from_shards INTEGER", vec![])?;
         }
-        let legacy = store.count(
-            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?",
-            vec![text(LEGACY_RECORDS)],
-        )?;
-        store.legacy_records.set(legacy > 0);
+        store.legacy_records.set(statement(LEGACY_RECORDS).is_some());
+        if COUNTER_TOTAL_TRIGGERS.iter().any(|(name, _)| statement(name).is_none()) {
+            store.keep_counter_total()?;
+        }
         Ok(store)
+    }
+
+    /// Starts keeping the stored counters' total: a shard stored before the total was kept
+    /// counts its table this one time, in the same synchronous run (and so the same
+    /// transaction) that installs the triggers, so no write falls between the two.
+    fn keep_counter_total(&self) -> Result<()> {
+        let stored = self.count("SELECT COUNT(*) AS n FROM counters", vec![])?;
+        self.change(
+            "INSERT OR REPLACE INTO totals (id, counters) VALUES (0, ?)",
+            vec![integer(Some(stored))],
+        )?;
+        for (_, trigger) in COUNTER_TOTAL_TRIGGERS {
+            self.sql.exec(trigger, None)?;
+        }
+        Ok(())
     }
 
     /// The tables without creating them, for when [`Self::open`] failed: every op then reports
@@ -311,8 +354,9 @@ impl SqlShardStore {
         Ok(rows)
     }
 
-    /// Runs a statement that answers no rows, and answers how many rows it changed. The cursor
-    /// runs the statement lazily; draining it makes the counts final.
+    /// Runs a statement that answers no rows, and answers how many rows it wrote, as billed:
+    /// index rows and rows written by triggers included. The cursor runs the statement lazily;
+    /// draining it makes the counts final.
     pub(super) fn change(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
         let cursor = self.sql.exec(query, bindings)?;
         let _ = cursor.raw().count();
@@ -379,26 +423,34 @@ impl SqlShardStore {
 
 impl CounterStore for SqlShardStore {
     fn remove_expired_counters(&self, now_ms: u64) -> std::result::Result<u64, String> {
-        self.change(
-            "DELETE FROM counters WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?",
-            vec![integer(Some(now_ms))],
-        )
-        .map_err(|e| describe(&e))
+        // Counted by the rows returned: the rows written include the expiry index's and the
+        // total's, which are not counters.
+        let removed: Vec<serde::de::IgnoredAny> = self
+            .rows(
+                "DELETE FROM counters WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? RETURNING 1 AS n",
+                vec![integer(Some(now_ms))],
+            )
+            .map_err(|e| describe(&e))?;
+        Ok(removed.len() as u64)
     }
 
     fn next_counter_expiry(&self) -> std::result::Result<Option<u64>, String> {
-        let next =
-            self.count("SELECT MIN(expires_at_ms) AS n FROM counters", vec![]).map_err(|e| describe(&e))?;
+        let next = self
+            .count("SELECT MIN(expires_at_ms) AS n FROM counters WHERE expires_at_ms IS NOT NULL", vec![])
+            .map_err(|e| describe(&e))?;
         Ok((next > 0).then_some(next))
     }
 
+    /// The kept total, less the lapsed counters the alarm has not yet removed, which the
+    /// expiry index finds without reading the others.
     fn count_counters(&self, now_ms: u64) -> std::result::Result<(u64, u64), String> {
-        let live = self.count(
-            "SELECT COUNT(*) AS n FROM counters WHERE expires_at_ms IS NULL OR expires_at_ms > ?",
+        let stored = self.count("SELECT counters AS n FROM totals WHERE id = 0", vec![]);
+        let lapsed = self.count(
+            "SELECT COUNT(*) AS n FROM counters WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?",
             vec![integer(Some(now_ms))],
         );
-        let stored = self.count("SELECT COUNT(*) AS n FROM counters", vec![]);
-        Ok((live.map_err(|e| describe(&e))?, stored.map_err(|e| describe(&e))?))
+        let stored = stored.map_err(|e| describe(&e))?;
+        Ok((stored.saturating_sub(lapsed.map_err(|e| describe(&e))?), stored))
     }
 
     fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {

@@ -225,23 +225,27 @@ fn random_uuid() -> Result<String, CompatError> {
     make.call0(&crypto).ok().and_then(|uuid| uuid.as_string()).ok_or_else(random_failed)
 }
 
-/// Creates the counter `target` names.
+/// Creates the counter `target` names, owned by `admin_key` if one is given; answers the
+/// shard's result (for an owned counter, the key it was created with: a keyed retry's is the
+/// first try's).
 async fn create(
     call: &Call<'_>,
     target: &Target,
     value: i64,
     settings: CounterSettings,
-) -> Result<(), CompatError> {
+    admin_key: Option<String>,
+) -> Result<OpResult, CompatError> {
     authorize(call, Right::Write, Some(&target.ns))?;
     let op = ShardOp::Create {
         ns: target.ns.clone(),
         key: target.key.clone(),
         value,
         settings,
+        admin_key,
         ttl: Some(call.config.compat_ttl_seconds),
     };
     match write(call, target, op).await? {
-        OpResult::Value { .. } => Ok(()),
+        created @ (OpResult::Value { .. } | OpResult::Created { .. }) => Ok(created),
         _ => Err(unexpected()),
     }
 }
@@ -263,7 +267,7 @@ async fn countapi_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result
         admin_key_hash: None,
     };
     let target = Target::new(call.config, ns, key);
-    create(call, &target, params.value, settings).await?;
+    create(call, &target, params.value, settings, None).await?;
     Ok(Reply::ok(
         json!({ "namespace": target.ns.as_str(), "key": target.key.as_str(), "value": params.value }),
     ))
@@ -276,7 +280,8 @@ fn percent_free(text: &str) -> String {
 }
 
 /// Abacus's `/create/:ns/:key` (or `/create/` for random names) `?initializer=N`: 201 with the
-/// admin key, shown this once; the shard keeps only its hash.
+/// admin key. The counter keeps only its hash; the key itself is shown this once, or again to
+/// a retry with the same `Idempotency-Key` within the record's 24 hours (the record holds it).
 async fn abacus_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result<Reply, CompatError> {
     let value = params::number(call.req.query(), "initializer", Some(0))?;
     let target = match &call.target {
@@ -289,15 +294,29 @@ async fn abacus_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result<R
             Target::new(call.config, ns, key)
         }
     };
-    let admin_key = random_uuid()?;
-    let settings =
-        CounterSettings { admin_key_hash: Some(AdminKeyHash::of(&admin_key)), ..CounterSettings::default() };
-    create(call, &target, value, settings).await?;
-    Ok(Reply::Json(
-        201,
-        json!({ "key": target.key.as_str(), "namespace": target.ns.as_str(), "admin_key": admin_key, "value": value }),
-    ))
+    // A replay answers the admin key, so the Idempotency-Key that asks for one must be as hard
+    // to guess as a key.
+    if counters::idempotency_key(call.req)
+        .map_err(|e| from_api(&e))?
+        .is_some_and(|key| key.as_str().len() < MIN_CREATE_IDEMPOTENCY_KEY)
+    {
+        return Err(CompatError::new(
+            400,
+            "An Idempotency-Key on /create must have at least 16 characters (a UUID, say): a retry is answered the admin key.",
+        ));
+    }
+    let drawn = random_uuid()?;
+    match create(call, &target, value, CounterSettings::default(), Some(drawn)).await? {
+        OpResult::Created { value, admin_key, .. } => Ok(Reply::Json(
+            201,
+            json!({ "key": target.key.as_str(), "namespace": target.ns.as_str(), "admin_key": admin_key, "value": value }),
+        )),
+        _ => Err(unexpected()),
+    }
 }
+
+/// The shortest Idempotency-Key `/create/:ns/:key` takes (see [`abacus_create`]).
+const MIN_CREATE_IDEMPOTENCY_KEY: usize = 16;
 
 async fn info(call: &Call<'_>) -> Result<Reply, CompatError> {
     let target = call.target()?;
