@@ -433,6 +433,32 @@ describe("Abacus routes", () => {
     const stats = await call("/stats", undefined, abacus);
     expect(stats.body).toHaveProperty("total_keys");
     expect(stats.body).not.toHaveProperty("keys_created");
+    expect(stats.body.uptime).toMatch(/^(\d+h)?(\d+m)?[\d.]+m?s$/);
+    // The commands count what the shards ran: one create, a hit and a get of it add their own.
+    await call(`/hit/${ns}/key1`, undefined, abacus);
+    await call(`/get/${ns}/key1`, undefined, abacus);
+    const { commands } = (await call("/stats", undefined, abacus)).body;
+    expect(Object.keys(commands).sort()).toEqual([
+      "create",
+      "get",
+      "hit",
+      "total",
+    ]);
+    expect(commands.create).toBeGreaterThanOrEqual(1);
+    expect(commands.hit).toBeGreaterThanOrEqual(1);
+    expect(commands.total).toBeGreaterThanOrEqual(
+      commands.create + commands.hit + commands.get,
+    );
+  });
+
+  it("answers Abacus's healthcheck in every mode", async () => {
+    for (const on of [abacus, service]) {
+      const health = await call("/healthcheck", undefined, on);
+      expect(health.status).toBe(200);
+      expect(Object.keys(health.body).sort()).toEqual(["status", "uptime"]);
+      expect(health.body.status).toBe("ok");
+      expect(health.body.uptime).toMatch(/^(\d+h)?(\d+m)?[\d.]+m?s$/);
+    }
   });
 });
 

@@ -30,6 +30,7 @@ pub mod shard;
 #[wasm_bindgen]
 pub fn fetch(req: worker_sys::web_sys::Request, env: Env, ctx: worker_sys::Context) -> JsValue {
     isolate::hash_seed::seed_once();
+    isolate::clock::note_request();
     isolate::request_task::run(async move {
         let req = http::message::Request::new(req)?;
         let ctx = Context::new(ctx);

@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::compat::Mode;
-use crate::shard::protocol::CounterInfo;
+use crate::shard::protocol::{Commands, CounterInfo};
 use crate::{Key, Namespace};
 
 /// `/get` of a key that does not exist (404): CountAPI's `{"value": null}`, Abacus's error.
@@ -109,11 +109,13 @@ pub struct Totals {
     pub calls: u64,
     /// Expired counters and entries reclaimed since the shards started.
     pub reclaimed: u64,
+    /// Reads, increments and creates the shards ran since they started.
+    pub commands: Commands,
 }
 
 /// `/stats`: CountAPI's four fields, Abacus's that edgecount can fill, or both.
 #[must_use]
-pub fn stats(mode: Mode, totals: &Totals, version: &str) -> Value {
+pub fn stats(mode: Mode, totals: &Totals, version: &str, uptime_ms: u64) -> Value {
     let mut body = Map::new();
     if mode.countapi_fields() {
         body.insert("keys_created".into(), json!(totals.keys));
@@ -124,9 +126,42 @@ pub fn stats(mode: Mode, totals: &Totals, version: &str) -> Value {
     if mode.abacus_fields() {
         body.insert("total_keys".into(), json!(totals.keys));
         body.insert("expired_keys__since_restart".into(), json!(totals.reclaimed));
-        body.insert("commands".into(), json!({"total": totals.ops}));
+        body.insert("uptime".into(), json!(go_duration(uptime_ms)));
+        let Commands { reads, increments, creates } = totals.commands;
+        body.insert(
+            "commands".into(),
+            json!({"total": totals.ops, "get": reads, "hit": increments, "create": creates}),
+        );
     }
     Value::Object(body)
+}
+
+/// Abacus's `/healthcheck`: `uptime` as Go prints a duration, as Abacus's does.
+#[must_use]
+pub fn healthcheck(uptime_ms: u64) -> Value {
+    json!({"status": "ok", "uptime": go_duration(uptime_ms)})
+}
+
+/// `ms` as Go's `time.Duration.String` prints it at millisecond precision: `0s`, `250ms`,
+/// `1.5s`, `2m3.25s`, `1h0m0s`.
+#[must_use]
+pub fn go_duration(ms: u64) -> String {
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    let (hours, minutes) = (ms / 3_600_000, ms / 60_000 % 60);
+    let (seconds, millis) = (ms / 1_000 % 60, ms % 1_000);
+    let fraction = format!(".{millis:03}");
+    let fraction = fraction.trim_end_matches('0').trim_end_matches('.');
+    let seconds = format!("{seconds}{fraction}s");
+    match (hours, minutes) {
+        (0, 0) => seconds,
+        (0, _) => format!("{minutes}m{seconds}"),
+        _ => format!("{hours}h{minutes}m{seconds}"),
+    }
 }
 
 #[cfg(test)]
@@ -212,13 +247,24 @@ mod tests {
     }
 
     #[test]
+    fn durations_print_as_go_prints_them() {
+        let printed: Vec<String> =
+            [0, 250, 1_000, 1_500, 61_250, 3_600_000, 3_723_004].into_iter().map(go_duration).collect();
+        assert_eq!(printed, ["0s", "250ms", "1s", "1.5s", "1m1.25s", "1h0m0s", "1h2m3.004s"]);
+        assert_eq!(healthcheck(2_000), json!({"status": "ok", "uptime": "2s"}));
+    }
+
+    #[test]
     fn stats_and_missing_values_follow_the_mode() {
-        let totals = Totals { keys: 3, ops: 10, calls: 7, reclaimed: 1 };
+        let commands = Commands { reads: 4, increments: 5, creates: 1 };
+        let totals = Totals { keys: 3, ops: 10, calls: 7, reclaimed: 1, commands };
         assert_eq!(
-            field_names(&stats(Mode::CountApi, &totals, "1")),
+            field_names(&stats(Mode::CountApi, &totals, "1", 0)),
             ["keys_created", "keys_updated", "requests", "version"]
         );
-        assert_eq!(stats(Mode::Abacus, &totals, "1")["commands"]["total"], 10);
+        let abacus = stats(Mode::Abacus, &totals, "1", 61_500);
+        assert_eq!(abacus["commands"], json!({"total": 10, "get": 4, "hit": 5, "create": 1}));
+        assert_eq!(abacus["uptime"], "1m1.5s");
         assert_eq!(missing_value(Mode::CountApi), json!({"value": null}));
         assert_eq!(missing_value(Mode::Abacus), json!({"error": "Key not found"}));
     }

@@ -12,7 +12,9 @@ use crate::shard::counter_table::CounterTable;
 use crate::shard::group_commit::{CommitFailures, PendingWrites};
 use crate::shard::idempotency::{self, IdempotencyStore, Recall, IDEMPOTENCY_WINDOW_MS};
 use crate::shard::owner;
-use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats};
+use crate::shard::protocol::{
+    Commands, OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats,
+};
 use crate::shard::receipt;
 use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace};
 
@@ -31,6 +33,8 @@ pub struct ShardEngine {
     ops: u64,
     /// Expired counters and cache entries reclaimed since the shard started.
     reclaimed: u64,
+    /// Of the ops executed, the counter reads, increments and creates: Abacus's command counts.
+    commands: Commands,
 }
 
 /// What [`ShardEngine::run`] answers.
@@ -57,6 +61,7 @@ impl ShardEngine {
             calls: 0,
             ops: 0,
             reclaimed: 0,
+            commands: Commands::default(),
         }
     }
 
@@ -229,6 +234,7 @@ impl ShardEngine {
             cache_bytes: self.cache.bytes(),
             evictions: self.cache.evictions(),
             reclaimed: self.reclaimed,
+            commands: self.commands,
             counters_in_memory: self.cached_counters() as u64,
             // Counted by the store, which the engine does not see into; the caller fills them.
             rows_read: 0,
@@ -309,6 +315,7 @@ impl ShardEngine {
     /// Runs one op at `now_ms`; a refused op reports its error and changes nothing.
     fn execute(&mut self, store: &impl ShardStore, op: &ShardOp, now_ms: u64) -> OpResult {
         self.ops += 1;
+        self.commands.count(op);
         let (ns, key) = op.target();
         let result = match op {
             ShardOp::Get { .. } => self.counters.get(store, ns, key, now_ms),

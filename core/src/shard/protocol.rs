@@ -338,6 +338,37 @@ pub enum OpResult {
     Info(Box<CounterInfo>),
 }
 
+/// Ops a shard executed by kind, for the figures Abacus reports per command (`get`, `hit`,
+/// `create`): each counts ops as the shard ran them, so a one-way flush's summed increment is one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commands {
+    pub reads: u64,
+    pub increments: u64,
+    pub creates: u64,
+}
+
+impl Commands {
+    /// Counts `op` if it is of a kind counted.
+    pub fn count(&mut self, op: &ShardOp) {
+        match op.kind() {
+            OpKind::Get => self.reads += 1,
+            OpKind::Incr => self.increments += 1,
+            OpKind::Create => self.creates += 1,
+            _ => {}
+        }
+    }
+
+    /// Both counts added together.
+    #[must_use]
+    pub fn plus(self, other: Commands) -> Commands {
+        Commands {
+            reads: self.reads + other.reads,
+            increments: self.increments + other.increments,
+            creates: self.creates + other.creates,
+        }
+    }
+}
+
 /// A live counter with its creation time, expiry and rules (the admin key's hash stays in the
 /// shard: only whether there is one leaves it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -409,6 +440,9 @@ pub struct ShardStats {
     pub evictions: u64,
     /// Expired counters and entries whose storage was reclaimed since the object started.
     pub reclaimed: u64,
+    /// Of the ops executed since the object started, the counter reads, increments and creates.
+    #[serde(default)]
+    pub commands: Commands,
     /// Counters held in memory now; the others are read from storage when next used.
     #[serde(default)]
     pub counters_in_memory: u64,

@@ -10,3 +10,24 @@ pub fn now_ms() -> u64 {
     // A whole, non-negative number of milliseconds, far below 2^53.
     Date::now() as u64
 }
+
+thread_local! {
+    /// When this Wasm instance served its first request (0 before), for Abacus's `uptime`.
+    static FIRST_REQUEST_MS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Notes that a request arrived: the first one marks when this instance started serving.
+pub fn note_request() {
+    FIRST_REQUEST_MS.with(|first| {
+        if first.get() == 0 {
+            first.set(now_ms());
+        }
+    });
+}
+
+/// How long this instance has served, in milliseconds: what Abacus calls its uptime. An
+/// instance is one isolate's copy of the worker, so this is not the deployment's age.
+#[must_use]
+pub fn uptime_ms() -> u64 {
+    FIRST_REQUEST_MS.with(|first| now_ms().saturating_sub(first.get()))
+}

@@ -18,7 +18,7 @@ use super::{from_api, Call, Reply, Route};
 use crate::http::counters;
 use crate::http::message::Header;
 use crate::http::target::Target;
-use crate::isolate::clock::now_ms;
+use crate::isolate::clock::{self, now_ms};
 use crate::isolate::{shard_calls, shard_stats, visitors};
 
 /// Runs the handler of `route`; `x_path` is set for routes that pick their names themselves.
@@ -42,6 +42,8 @@ pub(super) async fn run(
         Route::CreateWithAdminKey => abacus_create(call, x_path).await,
         Route::Info => info(call).await,
         Route::Stats => stats(call).await,
+        // Says only that this isolate answers, and for how long it has: open to all, as Abacus's.
+        Route::Healthcheck => Ok(Reply::ok(answers::healthcheck(clock::uptime_ms()))),
         Route::Stream => {
             let target = call.target()?;
             authorize(call, Right::Read, Some(&target.ns))?;
@@ -346,7 +348,8 @@ async fn stats(call: &Call<'_>) -> Result<Reply, CompatError> {
         ops: sum.ops + shard.ops,
         calls: sum.calls + shard.calls,
         reclaimed: sum.reclaimed + shard.reclaimed,
+        commands: sum.commands.plus(shard.commands),
     });
     let version = concat!("edgecount ", env!("CARGO_PKG_VERSION"));
-    Ok(Reply::ok(answers::stats(call.config.compat_mode, &totals, version)))
+    Ok(Reply::ok(answers::stats(call.config.compat_mode, &totals, version, clock::uptime_ms())))
 }

@@ -43,6 +43,8 @@ enum Route {
     CreateWithAdminKey,
     Info,
     Stats,
+    /// Abacus's `/healthcheck`.
+    Healthcheck,
     /// Abacus's server-sent events of a value.
     Stream,
 }
@@ -94,6 +96,7 @@ fn build_router() -> matchit::Router<(Route, Shape)> {
         ("/create", Route::Create, Shape::Unnamed),
         ("/create/", Route::CreateWithAdminKey, Shape::Unnamed),
         ("/stats", Route::Stats, Shape::Unnamed),
+        ("/healthcheck", Route::Healthcheck, Shape::Unnamed),
     ];
     for (path, route, shape) in others {
         router.insert(path, (route, shape)).expect("distinct routes");
