@@ -134,7 +134,7 @@ describe("/stream", () => {
     await own.stop();
   }, 60_000);
 
-  it("serves one client at most 8 streams, and another client still gets one", async () => {
+  it("serves one client at most 8 streams of a shard, and another client still gets one", async () => {
     const own = await startService(options);
     const ns = freshNamespace("client");
     await own.fetch(`/hit/${ns}/kkk`);
@@ -161,5 +161,43 @@ describe("/stream", () => {
     readers.push(neighbour.reader);
     await Promise.all(readers.map((reader) => reader.cancel()));
     await own.stop();
+  });
+
+  it("lets one client hold at most 32 streams through an isolate, over all shards", async () => {
+    const many = await startService({
+      ...options,
+      vars: { ...options.vars, EDGECOUNT_SHARDS: "16" },
+    });
+    const ns = freshNamespace("spread");
+    // Five keys on five shards: the shard's bound of 8 a client never binds here.
+    const keys: string[] = [];
+    const shards = new Set<string>();
+    for (let i = 0; keys.length < 5; i++) {
+      const hit = await many.fetch(`/v1/counters/${ns}/key${i}/incr`, {
+        method: "POST",
+      });
+      const shard = hit.headers.get("x-edgecount-shard")!;
+      if (!shards.has(shard)) {
+        shards.add(shard);
+        keys.push(`key${i}`);
+      }
+    }
+    const readers = [];
+    for (let i = 0; i < 32; i++) {
+      const { response, reader } = await open(
+        `/stream/${ns}/${keys[i % 4]}`,
+        many,
+        "192.0.2.60",
+      );
+      expect(response.status, `stream ${i}`).toBe(200);
+      readers.push(reader);
+    }
+    const past = await fetch(`${many.url}/stream/${ns}/${keys[4]}`, {
+      headers: { "cf-connecting-ip": "192.0.2.60" },
+    });
+    expect(past.status).toBe(429);
+    await past.body?.cancel();
+    await Promise.all(readers.map((reader) => reader.cancel()));
+    await many.stop();
   });
 });

@@ -108,8 +108,8 @@ export class Shard extends DurableObject {
     return guardedAsync(() => this.#current().migrate(shard));
   }
 
-  watch(ns, key) {
-    return guarded(() => this.#current().watch(ns, key));
+  watch(ns, key, client) {
+    return guarded(() => this.#current().watch(ns, key, client));
   }
 
   alarm() {

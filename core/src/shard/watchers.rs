@@ -3,8 +3,10 @@
 //! ([`changes`]) and hands each watcher of a changed key the new value ([`Watchers::notify`]).
 //!
 //! Generic over the sender, so the runtime's streams stay in the worker. Bounded: a shard keeps
-//! at most [`MAX_WATCHERS_PER_SHARD`] watchers, and a watcher holds at most one undelivered
-//! value (the sender keeps only the latest; a slow reader skips values, never piles them up).
+//! at most [`MAX_WATCHERS_PER_SHARD`] watchers, at most [`MAX_WATCHERS_PER_CLIENT`] of them for
+//! one client whichever isolates its streams came through, and a watcher holds at most one
+//! undelivered value (the sender keeps only the latest; a slow reader skips values, never piles
+//! them up).
 
 use crate::hashing::{key_map, KeyMap};
 use crate::shard::protocol::{OpResult, ShardCall, ShardOp};
@@ -12,6 +14,9 @@ use crate::{Key, Namespace};
 
 /// Most open streams one shard serves.
 pub const MAX_WATCHERS_PER_SHARD: usize = 256;
+/// Most open streams one shard serves one client (an address, an IPv6 /64): so that one client
+/// cannot take a shard's places from everyone else.
+pub const MAX_WATCHERS_PER_CLIENT: usize = 8;
 
 /// A counter's new value after a request, or `None` when the request deleted it.
 pub type Change = (Namespace, Key, Option<i64>);
@@ -19,7 +24,8 @@ pub type Change = (Namespace, Key, Option<i64>);
 /// The watchers of one shard's counters.
 #[derive(Debug)]
 pub struct Watchers<S> {
-    by_key: KeyMap<(Namespace, Key), Vec<S>>,
+    /// Each watcher with the client it streams to.
+    by_key: KeyMap<(Namespace, Key), Vec<(String, S)>>,
     count: usize,
 }
 
@@ -30,15 +36,19 @@ impl<S> Default for Watchers<S> {
 }
 
 impl<S> Watchers<S> {
-    /// Adds a watcher of `ns`/`key`; refused (given back) when the shard has its most.
+    /// Adds a watcher of `ns`/`key` for `client`; refused (given back) when the shard, or the
+    /// client on this shard, has its most. Prune first, so that readers who left do not count.
     ///
     /// # Errors
-    /// The sender, when [`MAX_WATCHERS_PER_SHARD`] are open.
-    pub fn add(&mut self, ns: Namespace, key: Key, sender: S) -> Result<(), S> {
-        if self.count >= MAX_WATCHERS_PER_SHARD {
+    /// The sender, when [`MAX_WATCHERS_PER_SHARD`] are open, or [`MAX_WATCHERS_PER_CLIENT`] for
+    /// `client`.
+    pub fn add(&mut self, ns: Namespace, key: Key, client: &str, sender: S) -> Result<(), S> {
+        // At most 256 watchers to look through: cheaper than keeping a count per client.
+        let clients = self.by_key.values().flatten().filter(|(of, _)| of == client).count();
+        if self.count >= MAX_WATCHERS_PER_SHARD || clients >= MAX_WATCHERS_PER_CLIENT {
             return Err(sender);
         }
-        self.by_key.entry((ns, key)).or_default().push(sender);
+        self.by_key.entry((ns, key)).or_default().push((client.to_owned(), sender));
         self.count += 1;
         Ok(())
     }
@@ -62,7 +72,7 @@ impl<S> Watchers<S> {
             let slot = (ns.clone(), key.clone());
             let Some(senders) = self.by_key.get_mut(&slot) else { continue };
             let before = senders.len();
-            senders.retain(|sender| deliver(sender, *value));
+            senders.retain(|(_, sender)| deliver(sender, *value));
             self.count -= before - senders.len();
             if senders.is_empty() {
                 self.by_key.remove(&slot);
@@ -73,7 +83,7 @@ impl<S> Watchers<S> {
     /// Drops the watchers whose readers left, found by `alive`.
     pub fn prune(&mut self, alive: impl Fn(&S) -> bool) {
         self.by_key.retain(|_, senders| {
-            senders.retain(&alive);
+            senders.retain(|(_, sender)| alive(sender));
             !senders.is_empty()
         });
         self.count = self.by_key.values().map(Vec::len).sum();
@@ -159,9 +169,9 @@ mod tests {
         let mut watchers: Watchers<u32> = Watchers::default();
         let (ns, a) = names("a");
         for id in 0..MAX_WATCHERS_PER_SHARD as u32 {
-            watchers.add(ns.clone(), a.clone(), id).unwrap();
+            watchers.add(ns.clone(), a.clone(), &format!("client {}", id / 8), id).unwrap();
         }
-        assert_eq!(watchers.add(ns.clone(), a.clone(), 9_999), Err(9_999));
+        assert_eq!(watchers.add(ns.clone(), a.clone(), "another", 9_999), Err(9_999));
         let mut told = Vec::new();
         // Odd watchers have left.
         watchers.notify(&[(ns.clone(), a.clone(), Some(5))], |id, value| {
@@ -175,5 +185,21 @@ mod tests {
         watchers.notify(&[(ns, a, None)], |_, _| false);
         assert!(watchers.is_empty());
         assert_eq!(event(-3), "data: {\"value\":-3}\n\n");
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share_of_a_shard() {
+        let mut watchers: Watchers<u32> = Watchers::default();
+        let (ns, a) = names("a");
+        let b = Key::new("b").unwrap();
+        for id in 0..MAX_WATCHERS_PER_CLIENT as u32 {
+            let key = if id % 2 == 0 { a.clone() } else { b.clone() };
+            watchers.add(ns.clone(), key, "one", id).unwrap();
+        }
+        assert_eq!(watchers.add(ns.clone(), b.clone(), "one", 100), Err(100), "on any key");
+        watchers.add(ns.clone(), a.clone(), "other", 101).unwrap();
+        // A stream that ends gives its place back.
+        watchers.prune(|id| *id != 0);
+        watchers.add(ns, a, "one", 102).unwrap();
     }
 }

@@ -3,6 +3,7 @@
 //! The namespace and each shard's object id are looked up once per isolate; stubs are made per
 //! call, as a stub belongs to the request that makes it.
 
+use edgecount_core::edge::rate_limit::ClientId;
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::shard::migration::{Migration, Parcel, Placed};
 use edgecount_core::shard::placement::Kept;
@@ -201,7 +202,7 @@ extern "C" {
 
     /// Resolves to a `ReadableStream` of a counter's value as server-sent events.
     #[wasm_bindgen(method, js_name = watch)]
-    fn watch(this: &ShardRpc, ns: &str, key: &str) -> js_sys::Promise;
+    fn watch(this: &ShardRpc, ns: &str, key: &str, client: &str) -> js_sys::Promise;
 }
 
 /// Asks the keeper of the placement (`shard-0`) whether `configured` agrees with the placement
@@ -304,9 +305,15 @@ pub enum WatchRefusal {
 ///
 /// # Errors
 /// The shard's [`WatchRefusal`].
-pub async fn watch(env: &Env, shard: ShardId, ns: &str, key: &str) -> Result<JsValue, WatchRefusal> {
+pub async fn watch(
+    env: &Env,
+    shard: ShardId,
+    ns: &str,
+    key: &str,
+    client: ClientId,
+) -> Result<JsValue, WatchRefusal> {
     let rpc = stub(env, shard).map_err(|_| WatchRefusal::Unavailable)?;
-    answer_of(JsFuture::from(rpc.watch(ns, key))).await.map_err(|error| {
+    answer_of(JsFuture::from(rpc.watch(ns, key, &client.label()))).await.map_err(|error| {
         let message = rejection_message(&error);
         if message.contains("not_found") {
             WatchRefusal::NotFound

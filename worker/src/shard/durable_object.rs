@@ -157,13 +157,15 @@ impl Shard {
 
     /// A stream of server-sent events of one counter's value (Abacus's `/stream`): the value
     /// now, then each new value a write stores, until the counter is deleted or the reader
-    /// leaves. Rejected with `not_found` for a counter that does not exist, `too_many_streams`
-    /// past [`watchers::MAX_WATCHERS_PER_SHARD`], `invalid_name` for a bad name.
+    /// leaves. `client` names who reads it ([`edgecount_core::edge::rate_limit::ClientId::label`]).
+    /// Rejected with `not_found` for a counter that does not exist, `too_many_streams` past
+    /// [`watchers::MAX_WATCHERS_PER_SHARD`] or [`watchers::MAX_WATCHERS_PER_CLIENT`] for the
+    /// client, `invalid_name` for a bad name.
     ///
     /// # Errors
     /// Those three refusals, as the rejection's message.
     #[wasm_bindgen(js_name = watch)]
-    pub fn watch_rpc(&self, ns: &str, key: &str) -> std::result::Result<JsValue, JsValue> {
+    pub fn watch_rpc(&self, ns: &str, key: &str, client: &str) -> std::result::Result<JsValue, JsValue> {
         let (Ok(ns), Ok(key)) = (Namespace::new(ns), Key::new(key)) else {
             return Err(JsValue::from_str("invalid_name"));
         };
@@ -172,14 +174,15 @@ impl Shard {
             ..Default::default()
         };
         match hand_over::route(&self.object, &read) {
-            Ok(Route::Here) => self.object.open_stream(ns, key, &read),
+            Ok(Route::Here) => self.object.open_stream(ns, key, client, &read),
             Ok(Route::Refused(_)) => Err(JsValue::from_str("misconfigured")),
             // A counter moving here during a change of count is taken over first.
             Ok(Route::AfterHandOvers) => {
                 let object = Rc::clone(&self.object);
+                let client = client.to_owned();
                 Ok(request_task::run(async move {
                     hand_over::take_over_keys_of(&object, &read).await?;
-                    object.open_stream(ns, key, &read)
+                    object.open_stream(ns, key, &client, &read)
                 }))
             }
             Err(_) => Err(JsValue::from_str("storage_unavailable")),
@@ -380,6 +383,7 @@ impl ShardObject {
         &self,
         ns: Namespace,
         key: Key,
+        client: &str,
         read: &ShardRequest,
     ) -> std::result::Result<JsValue, JsValue> {
         let mut watching = self.watchers.borrow_mut();
@@ -391,7 +395,7 @@ impl ShardObject {
             _ => return Err(JsValue::from_str("storage_unavailable")),
         };
         let (sender, stream) = watcher(value);
-        if watching.add(ns, key, sender).is_err() {
+        if watching.add(ns, key, client, sender).is_err() {
             return Err(JsValue::from_str("too_many_streams"));
         }
         let events =

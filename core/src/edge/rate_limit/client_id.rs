@@ -39,6 +39,13 @@ impl ClientId {
         }
     }
 
+    /// The client as text, to name it to a shard (see [`crate::shard::watchers`]): a hash, not
+    /// the address or token.
+    #[must_use]
+    pub fn label(self) -> String {
+        format!("{:016x}", self.0)
+    }
+
     /// The tag keeps the kinds apart: a token can never share a bucket with an address.
     fn tagged(tag: &str, bytes: &[u8]) -> Self {
         Self(xxh3_64(&[tag.as_bytes(), b"\0", bytes].concat()))

@@ -5,8 +5,11 @@
 //! Bounded at both ends: a shard serves at most
 //! [`MAX_WATCHERS_PER_SHARD`](edgecount_core::shard::watchers::MAX_WATCHERS_PER_SHARD) streams
 //! and an isolate passes on at most [`MAX_STREAMS_PER_ISOLATE`], at most
-//! [`MAX_STREAMS_PER_CLIENT`] of them for one client (an address, an IPv6 /64), so that one
-//! client cannot take every place; past any of them the answer is 429. A comment line after every `EDGECOUNT_STREAM_KEEPALIVE` seconds of silence keeps idle
+//! [`MAX_STREAMS_PER_CLIENT`] of them for one client (an address, an IPv6 /64); the shard also
+//! serves one client at most
+//! [`MAX_WATCHERS_PER_CLIENT`](edgecount_core::shard::watchers::MAX_WATCHERS_PER_CLIENT),
+//! whichever isolates its streams come through. So one client cannot take every place; past
+//! any of them the answer is 429. A comment line after every `EDGECOUNT_STREAM_KEEPALIVE` seconds of silence keeps idle
 //! connections from being closed on the way, and is how a reader that hung up is noticed.
 
 use std::cell::{Cell, RefCell};
@@ -27,8 +30,10 @@ use crate::isolate::shard_client::{self, WatchRefusal};
 
 /// Most streams one isolate keeps open: a few shards' worth.
 pub const MAX_STREAMS_PER_ISOLATE: usize = 1024;
-/// Most streams one client keeps open through an isolate.
-pub const MAX_STREAMS_PER_CLIENT: usize = 8;
+/// Most streams one client keeps open through an isolate, over all shards: a few shards'
+/// worth of the 8 each shard serves a client
+/// ([`MAX_WATCHERS_PER_CLIENT`](edgecount_core::shard::watchers::MAX_WATCHERS_PER_CLIENT)).
+pub const MAX_STREAMS_PER_CLIENT: usize = 32;
 const KEEPALIVE_LINE: &[u8] = b": keepalive\n\n";
 
 thread_local! {
@@ -87,13 +92,13 @@ pub async fn open(
 ) -> Result<JsStream, CompatError> {
     let keepalive = Duration::from_secs(config.stream_keepalive_s);
     let opened = Opened::claim(client).ok_or_else(too_many)?;
-    let raw = shard_client::watch(env, target.shard, target.ns.as_str(), target.key.as_str()).await.map_err(
-        |refusal| match refusal {
-            WatchRefusal::NotFound => CompatError::new(404, "Key not found"),
-            WatchRefusal::TooManyStreams => too_many(),
-            WatchRefusal::Unavailable => CompatError::new(500, "Failed to get data. Try again later."),
-        },
-    )?;
+    let raw = shard_client::watch(env, target.shard, target.ns.as_str(), target.key.as_str(), client)
+        .await
+        .map_err(|refusal| match refusal {
+        WatchRefusal::NotFound => CompatError::new(404, "Key not found"),
+        WatchRefusal::TooManyStreams => too_many(),
+        WatchRefusal::Unavailable => CompatError::new(500, "Failed to get data. Try again later."),
+    })?;
     let events = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
     // Each step waits for the next event or the keepalive, whichever comes first; the shard's
     // stream keeps a read in flight across a keepalive, so no event is lost. `opened` lives as
