@@ -48,11 +48,12 @@ build: $(call needs,tools)
 dev: build
 	@scripts/dev.sh
 
-# The preflight stops a deployment that would let anyone set and delete counters (see
-# scripts/deploy-preflight.mjs); EDGECOUNT_OPEN=1 asks for one by name.
+# The preflight stops a deployment with nothing configured (see scripts/deploy-preflight.mjs),
+# which would answer reads only; EDGECOUNT_OPEN=1 asks for open writes by name, and the worker is
+# told so. `wrangler deploy` run directly deploys the same safe default.
 deploy: build
 	@node scripts/deploy-preflight.mjs
-	wrangler deploy
+	wrangler deploy $(if $(filter 1 true yes,$(EDGECOUNT_OPEN)),--var EDGECOUNT_OPEN:1)
 
 lint: lint-rust lint-js
 

@@ -265,7 +265,8 @@ class EdgecountWranglerDev(V1System):
                                        "--port", "8791", "--persist-to", str(run_dir / "wrangler-state"),
                                        "--show-interactive-dev-session=false",
                                        # Fresh shard figures at each hold's ends, as for workerd.
-                                       "--var", "EDGECOUNT_STATS_MAX_AGE_MS:0"], cwd=ROOT, env=env)
+                                       "--var", "EDGECOUNT_STATS_MAX_AGE_MS:0",
+                                       "--var", "EDGECOUNT_OPEN:1"], cwd=ROOT, env=env)
         wait_until_up(f"{self.base_url}/v1/health", seconds=120)
 
     # Not preloaded: through the dev proxy a million keys take longer than the whole run. Its

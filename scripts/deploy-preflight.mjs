@@ -1,7 +1,8 @@
-// What `make deploy` checks before `wrangler deploy`: it stops when the deployment would let
-// anyone set, reset and delete counters (no token and no public namespace configured) unless
-// open writes are asked for by name (EDGECOUNT_OPEN=1), and it prints what the deployment makes
-// public, the bundle's size against the Workers plans' limits and the secrets still to set.
+// What `make deploy` checks before `wrangler deploy`: it stops when nothing is configured (no
+// token and no public namespace), where the worker would answer reads only, unless open writes
+// are asked for by name (EDGECOUNT_OPEN=1, which `make deploy` then passes to the worker), and
+// it prints what the deployment makes public, the bundle's size against the Workers plans'
+// limits and the secrets still to set.
 //
 // Usage: node scripts/deploy-preflight.mjs [--config wrangler.toml] [--secrets NAME,NAME]
 // Without --secrets it asks wrangler which secrets the deployed worker has (`wrangler secret
@@ -78,10 +79,10 @@ const askedOpen = ["1", "true", "yes"].includes(
 );
 if (open && !askedOpen) {
   console.error(
-    "[deploy] stopped: this deployment would be open, so anyone could set, reset and delete every counter.\n" +
+    "[deploy] stopped: no token and no public namespace is configured, so the deployment would answer reads only.\n" +
       "[deploy] Set an admin token first:  openssl rand -hex 24 | npx wrangler secret put EDGECOUNT_ADMIN_TOKENS\n" +
       "[deploy] and, for a public page, EDGECOUNT_PUBLIC_NAMESPACES in wrangler.toml (see docs/operations.md#production-checklist);\n" +
-      "[deploy] or ask for open writes by name:  EDGECOUNT_OPEN=1 make deploy",
+      "[deploy] or ask for open writes by name, where anyone could set, reset and delete every counter:  EDGECOUNT_OPEN=1 make deploy",
   );
   process.exit(1);
 }

@@ -29,6 +29,7 @@ TEXT
 announce &
 announcer=$!
 trap 'kill "$announcer" 2>/dev/null || true' EXIT
-# The demo page is served only where it is asked for; a deployment shows none.
+# The demo page is served, and anyone may write, only where it is asked for: a deployment shows
+# no demo and, with nothing configured, answers reads only.
 wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .dev-state --show-interactive-dev-session=false \
-  --var EDGECOUNT_DEMO:1 "$@"
+  --var EDGECOUNT_DEMO:1 --var EDGECOUNT_OPEN:1 "$@"

@@ -30,9 +30,14 @@ const overridden = Object.fromEntries(
     pair.slice(pair.indexOf("=") + 1),
   ]),
 );
-const vars = Object.entries({ ...config.vars, ...overridden }).map(
-  ([name, value]) => `(name = ${text(name)}, text = ${text(value)})`,
-);
+// Served on loopback for specs, soaks and benches: open, as `make dev` is, unless overridden
+// (`EDGECOUNT_OPEN=0`). A deployment is not: the worker answers reads only until tokens or public
+// namespaces are configured, or open writes are asked for by name.
+const vars = Object.entries({
+  ...config.vars,
+  EDGECOUNT_OPEN: "1",
+  ...overridden,
+}).map(([name, value]) => `(name = ${text(name)}, text = ${text(value)})`);
 const objects = config.durable_objects.bindings.map(
   (b) =>
     `(name = ${text(b.name)}, durableObjectNamespace = ${text(b.class_name)})`,

@@ -205,3 +205,49 @@ describe("private reads", () => {
     expectPrivate(entry, /^private, no-cache$/);
   });
 });
+
+describe("a deployment nobody configured", () => {
+  it("answers reads only until tokens, public namespaces or open writes are set", async () => {
+    const bare = await startService({ vars: { EDGECOUNT_OPEN: "0" } });
+    try {
+      const ns = freshNamespace("bare");
+      expect((await (await bare.fetch("/v1/health")).json()).auth).toBe(
+        "reads_only",
+      );
+      const writes: [string, RequestInit][] = [
+        [`/v1/counters/${ns}/a/incr`, { method: "POST" }],
+        [`/v1/counters/${ns}/a/incr?mode=one-way`, { method: "POST" }],
+        [
+          `/v1/counters/${ns}/a`,
+          {
+            method: "PUT",
+            headers: { "content-type": "application/json" },
+            body: '{"value":5}',
+          },
+        ],
+        [`/v1/counters/${ns}/a`, { method: "DELETE" }],
+        [`/v1/badge/${ns}/a.svg?incr=1`, {}],
+        ["/v1/stats", {}],
+      ];
+      for (const [path, init] of writes) {
+        const answer = await bare.fetch(path, init);
+        expect([path, answer.status], path).toEqual([path, 403]);
+        expect((await answer.json()).error.code, path).toBe("not_open");
+      }
+      for (const [path, method] of [
+        [`/hit/${ns}/aaa`, "GET"],
+        [`/create/${ns}/bbb`, "POST"],
+      ]) {
+        const answer = await bare.fetch(path, { method });
+        expect([path, answer.status]).toEqual([path, 403]);
+        expect((await answer.json()).error, path).toMatch(/reads only/);
+      }
+      const read = await bare.fetch(`/v1/counters/${ns}/a`);
+      expect(read.status).toBe(200);
+      expect((await read.json()).exists).toBe(false);
+      expect(await bare.value(ns, "a")).toBe(0n);
+    } finally {
+      await bare.stop();
+    }
+  });
+});

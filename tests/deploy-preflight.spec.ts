@@ -53,6 +53,7 @@ async function preflight(
 it("refuses the committed config, which has no token, with what to do", async () => {
   const { code, out } = await preflight("", "");
   expect(code).toBe(1);
+  expect(out).toContain("the deployment would answer reads only");
   expect(out).toContain("anyone could set, reset and delete every counter");
   expect(out).toContain("wrangler secret put EDGECOUNT_ADMIN_TOKENS");
   expect(out).toContain("EDGECOUNT_OPEN=1 make deploy");

@@ -28,11 +28,14 @@ export interface Service {
   stop(): Promise<void>;
 }
 
-/** Vars every spec's worker gets unless it says otherwise: the shards' statistics fresh on
- * every ask (a spec compares them before and after what it does; reuse, the default, is
- * tested in tests/operations.spec.ts). */
+/** Vars every spec's worker (and a previous deployment's) gets unless it says otherwise: the
+ * shards' statistics fresh on every ask (a spec compares them before and after what it does;
+ * reuse, the default, is tested in tests/operations.spec.ts), and open writes. */
 export const SPEC_VARS: Record<string, string> = {
   EDGECOUNT_STATS_MAX_AGE_MS: "0",
+  // Open, as `make dev` is, unless a spec configures tokens or public namespaces (or sets it
+  // to "0" to see a deployment nobody configured).
+  EDGECOUNT_OPEN: "1",
 };
 
 export async function startService(
@@ -62,6 +65,7 @@ export async function startService(
           name: `${name}-previous`,
           bindings: {
             ...workerOptions.bindings,
+            ...SPEC_VARS,
             ...options.previousDeployment,
           },
           // The same Durable Object class and storage as the current deployment's worker.

@@ -2,7 +2,9 @@
 //! to some namespaces, and public namespaces where everyone has the count right.
 //!
 //! Configured as comma-separated entries, each `token` or `token@ns1|ns2`. With no token and no
-//! public namespace configured the service is open. Otherwise writes need a write or admin
+//! public namespace configured the service is open only if that was asked for by name
+//! (`EDGECOUNT_OPEN=1`, as `make dev` does); otherwise it only answers reads, so that a deployment
+//! nobody configured is not one anybody can reset. With tokens or public namespaces, writes need a write or admin
 //! token, operations data (`/v1/stats`, `/metrics`) an admin token, and reads are public unless
 //! reads are made private. The count right is what a public page may hold: add exactly 1 to a
 //! counter and read it, nothing that could lower, reset or shorten the life of a count. Tokens are kept and compared as SHA-256 digests: every comparison is of 32 bytes
@@ -58,6 +60,8 @@ pub enum Denial {
     Unauthenticated,
     /// A known token without the right, or not for this namespace (HTTP 403).
     Forbidden,
+    /// Nothing is configured that could allow it, and open writes were not asked for (HTTP 403).
+    NotOpen,
 }
 
 /// A token as kept and compared: its SHA-256, the same length whatever the token's.
@@ -98,6 +102,8 @@ pub struct AccessPolicy {
     /// Namespaces where everyone, without a token, has the count right.
     public_namespaces: Vec<String>,
     private_reads: bool,
+    /// Open writes asked for by name: with nothing else configured, everyone may do everything.
+    open_asked: bool,
 }
 
 impl AccessPolicy {
@@ -130,7 +136,13 @@ impl AccessPolicy {
                 grants.push(Grant { token: token_digest(token.as_bytes()), right, namespaces });
             }
         }
-        Ok(Self { grants, public_namespaces: Vec::new(), private_reads })
+        Ok(Self { grants, public_namespaces: Vec::new(), private_reads, open_asked: false })
+    }
+
+    /// Asks for open writes when nothing else is configured (`EDGECOUNT_OPEN`).
+    #[must_use]
+    pub fn with_open_asked(self, open_asked: bool) -> Self {
+        Self { open_asked, ..self }
     }
 
     /// Adds count tokens (`EDGECOUNT_COUNT_TOKENS`, entries as for the other lists).
@@ -155,10 +167,23 @@ impl AccessPolicy {
         Ok(self)
     }
 
-    /// Whether no token and no public namespace is configured: everyone may do everything.
+    /// Whether open writes were asked for and no token and no public namespace is configured:
+    /// everyone may do everything.
     #[must_use]
     pub fn is_open(&self) -> bool {
+        self.open_asked && self.nothing_configured()
+    }
+
+    /// Whether neither a token nor a public namespace is configured.
+    fn nothing_configured(&self) -> bool {
         self.grants.is_empty() && self.public_namespaces.is_empty()
+    }
+
+    /// Whether nothing is configured and open writes were not asked for: only reads are
+    /// answered (the safe default of a deployment nobody configured).
+    #[must_use]
+    pub fn answers_reads_only(&self) -> bool {
+        !self.open_asked && self.nothing_configured()
     }
 
     /// The namespaces where everyone may count.
@@ -221,6 +246,9 @@ impl AccessPolicy {
         if self.is_open() || (need == Right::Read && !self.private_reads) {
             return Ok(());
         }
+        if self.nothing_configured() {
+            return Err(Denial::NotOpen);
+        }
         // A public namespace's counts and reads are everyone's, whatever token comes with them.
         if need <= Right::Count && ns.is_some_and(|ns| self.is_public(ns)) {
             return Ok(());
@@ -266,10 +294,21 @@ mod tests {
     }
 
     #[test]
-    fn no_tokens_means_open() {
-        let open = AccessPolicy::parse(None, Some(" "), None, true).unwrap();
+    fn no_tokens_means_open_only_when_asked_for() {
+        let open = AccessPolicy::parse(None, Some(" "), None, true).unwrap().with_open_asked(true);
         assert!(open.is_open());
         assert_eq!(open.check(None, Right::Admin, None), Ok(()));
+        let unasked = AccessPolicy::parse(None, Some(" "), None, false).unwrap();
+        assert!(!unasked.is_open());
+        assert_eq!(unasked.check(None, Right::Read, Some(&ns("pages"))), Ok(()));
+        for need in [Right::Count, Right::Write, Right::Admin] {
+            assert_eq!(unasked.check(None, need, Some(&ns("pages"))), Err(Denial::NotOpen), "{need:?}");
+            assert_eq!(unasked.check(Some("any-token-1"), need, None), Err(Denial::NotOpen), "{need:?}");
+        }
+        // With tokens configured, asking for open writes changes nothing.
+        let configured = policy(false).with_open_asked(true);
+        assert!(!configured.is_open());
+        assert_eq!(configured.check(None, Right::Write, Some(&ns("pages"))), Err(Denial::Unauthenticated));
     }
 
     #[test]
@@ -295,7 +334,8 @@ mod tests {
     fn reads_are_public_unless_private() {
         assert!(!policy(false).reads_need_a_token());
         assert!(policy(true).reads_need_a_token());
-        assert!(!AccessPolicy::parse(None, None, None, true).unwrap().reads_need_a_token());
+        let open = AccessPolicy::parse(None, None, None, true).unwrap().with_open_asked(true);
+        assert!(!open.reads_need_a_token());
         assert_eq!(policy(false).check(None, Right::Read, Some(&ns("pages"))), Ok(()));
         let private = policy(true);
         assert_eq!(private.check(None, Right::Read, Some(&ns("pages"))), Err(Denial::Unauthenticated));

@@ -13,6 +13,8 @@ pub enum ApiError {
     Unauthorized,
     /// A token without the right for this request.
     Forbidden,
+    /// No token and no public namespace is configured, and open writes were not asked for.
+    NotOpen,
     MethodNotAllowed {
         allow: &'static str,
     },
@@ -60,6 +62,7 @@ impl From<edgecount_core::edge::access::Denial> for ApiError {
         match denial {
             edgecount_core::edge::access::Denial::Unauthenticated => Self::Unauthorized,
             edgecount_core::edge::access::Denial::Forbidden => Self::Forbidden,
+            edgecount_core::edge::access::Denial::NotOpen => Self::NotOpen,
         }
     }
 }
@@ -94,7 +97,7 @@ impl ApiError {
             Self::Core(e) if e.is_semantic() => 422,
             Self::Core(_) => 400,
             Self::Unauthorized => 401,
-            Self::Forbidden => 403,
+            Self::Forbidden | Self::NotOpen => 403,
             Self::MethodNotAllowed { .. } => 405,
             Self::PayloadTooLarge { .. } => 413,
             Self::BodyTimeout { .. } => 408,
@@ -110,6 +113,7 @@ impl ApiError {
             Self::RouteNotFound => "not_found",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
+            Self::NotOpen => "not_open",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
@@ -131,6 +135,11 @@ impl ApiError {
             Self::RouteNotFound => "There is no such route; see /v1/openapi.json or docs/api.md.".into(),
             Self::Unauthorized => "This needs a valid token in `Authorization: Bearer <token>`.".into(),
             Self::Forbidden => "The token does not allow this here.".into(),
+            Self::NotOpen => {
+                "This service answers reads only: no token and no public namespace is configured, \
+                              and open writes were not asked for (EDGECOUNT_OPEN=1). See docs/access.md."
+                    .into()
+            }
             Self::MethodNotAllowed { allow } => format!("This route only accepts {allow}."),
             Self::UnsupportedMediaType { expected } => {
                 format!("The request body must be sent as {expected}.")

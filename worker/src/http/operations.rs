@@ -24,7 +24,13 @@ pub fn health(config: &Config) -> Result<Response, ApiError> {
         &json!({
             "status": "ok",
             "shards": config.shards,
-            "auth": if config.access.is_open() { "open" } else { "tokens" },
+            "auth": if config.access.is_open() {
+                "open"
+            } else if config.access.answers_reads_only() {
+                "reads_only"
+            } else {
+                "tokens"
+            },
             "version": env!("CARGO_PKG_VERSION"),
         }),
     )

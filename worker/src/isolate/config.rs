@@ -169,8 +169,7 @@ impl Config {
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_THRESHOLD" })?;
         let hot_max_age_s = parse_number(var("EDGECOUNT_HOT_MAX_AGE"), DEFAULT_HOT_MAX_AGE_S, 0..=86_400)
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_HOT_MAX_AGE" })?;
-        let private_reads =
-            var("EDGECOUNT_PRIVATE_READS").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        let private_reads = is_set(var("EDGECOUNT_PRIVATE_READS"));
         let access = AccessPolicy::parse(
             var("EDGECOUNT_ADMIN_TOKENS").as_deref(),
             var("EDGECOUNT_WRITE_TOKENS").as_deref(),
@@ -180,7 +179,8 @@ impl Config {
         .and_then(|policy| policy.with_count_tokens(var("EDGECOUNT_COUNT_TOKENS").as_deref()))
         .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_*_TOKENS" })?
         .with_public_namespaces(var("EDGECOUNT_PUBLIC_NAMESPACES").as_deref())
-        .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_PUBLIC_NAMESPACES" })?;
+        .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_PUBLIC_NAMESPACES" })?
+        .with_open_asked(is_set(var("EDGECOUNT_OPEN")));
         // Where anyone may count, each visitor is limited unless the operator says otherwise.
         let default_rate = if access.public_namespaces().is_empty() { 0 } else { DEFAULT_PUBLIC_RATE_LIMIT };
         let per_second = parse_number(var("EDGECOUNT_RATE_LIMIT"), default_rate, 0..=1_000_000)
@@ -233,7 +233,7 @@ impl Config {
             parse_number(var("EDGECOUNT_STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S, 1..=300)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_STREAM_KEEPALIVE" })?;
         Ok(Self {
-            demo: var("EDGECOUNT_DEMO").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
+            demo: is_set(var("EDGECOUNT_DEMO")),
             stats_max_age_ms,
             stream_keepalive_s,
             compat_mode,
@@ -304,6 +304,11 @@ fn parse_origins(raw: Option<&str>) -> CorsOrigins {
     } else {
         CorsOrigins::List(origins)
     }
+}
+
+/// Whether a switch var is on: `1`, `true` or `yes`.
+fn is_set(value: Option<String>) -> bool {
+    value.is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
 }
 
 #[cfg(test)]
