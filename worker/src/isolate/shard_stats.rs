@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use edgecount_core::edge::single_flight::{SingleFlight, Step};
+use edgecount_core::edge::single_flight::{SingleFlight, Step, Ticket};
 use edgecount_core::shard::protocol::ShardStats;
 use worker::{Delay, Env};
 
@@ -24,7 +24,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(10);
 type Figures = Rc<Vec<ShardStats>>;
 
 thread_local! {
-    static FLIGHT: RefCell<Option<SingleFlight<Figures>>> = const { RefCell::new(None) };
+    static FLIGHT: RefCell<Option<SingleFlight<Figures, ApiError>>> = const { RefCell::new(None) };
     static ASKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
@@ -33,24 +33,22 @@ pub fn asks() -> u64 {
     ASKS.with(std::cell::Cell::get)
 }
 
-fn step(config: &Config, since: u64) -> Step<Figures> {
+/// Runs `act` on this isolate's flight, made on first use.
+fn with_flight<R>(config: &Config, act: impl FnOnce(&mut SingleFlight<Figures, ApiError>) -> R) -> R {
     FLIGHT.with(|flight| {
-        flight
-            .borrow_mut()
-            .get_or_insert_with(|| SingleFlight::new(config.stats_max_age_ms, LEASE_MS))
-            .step(now_ms(), since)
+        act(flight.borrow_mut().get_or_insert_with(|| SingleFlight::new(config.stats_max_age_ms, LEASE_MS)))
     })
 }
 
-/// Lets the next request ask if this one's asking ends without an answer (its client hung up
-/// and its work was dropped, or a shard failed).
-struct Claim;
+/// Lets the next request ask if this one's asking ends without a word (its client hung up and
+/// its work was dropped).
+struct Claim(Ticket);
 
 impl Drop for Claim {
     fn drop(&mut self) {
         FLIGHT.with(|flight| {
             if let Some(flight) = flight.borrow_mut().as_mut() {
-                flight.abandon();
+                flight.abandon(self.0);
             }
         });
     }
@@ -60,24 +58,25 @@ impl Drop for Claim {
 /// request waited).
 ///
 /// # Errors
-/// [`ApiError::ShardUnavailable`] when a shard does not answer.
+/// [`ApiError::ShardUnavailable`] when a shard does not answer (this request's asking, or the
+/// one it waited for).
 pub async fn shard_stats(env: &Env, config: &Config) -> Result<Figures, ApiError> {
     let since = now_ms();
     loop {
-        match step(config, since) {
+        match with_flight(config, |flight| flight.step(now_ms(), since)) {
             Step::Use(figures) => return Ok(figures),
+            Step::Failed(error) => return Err(error),
             Step::Wait => Delay::from(LOOK_EVERY).await,
-            Step::Ask => {
-                let claim = Claim;
+            Step::Ask(ticket) => {
+                let claim = Claim(ticket);
                 ASKS.with(|asks| asks.set(asks.get() + 1));
-                let figures = Rc::new(all_shard_stats(env, config).await?);
+                let asked = all_shard_stats(env, config).await.map(Rc::new);
                 std::mem::forget(claim);
-                FLIGHT.with(|flight| {
-                    if let Some(flight) = flight.borrow_mut().as_mut() {
-                        flight.finish(now_ms(), Rc::clone(&figures));
-                    }
+                with_flight(config, |flight| match &asked {
+                    Ok(figures) => flight.finish(ticket, now_ms(), Rc::clone(figures)),
+                    Err(error) => flight.fail(ticket, now_ms(), error.clone()),
                 });
-                return Ok(figures);
+                return asked;
             }
         }
     }
