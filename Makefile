@@ -62,6 +62,8 @@ lint-rust: $(call needs,tools-rust)
 	@cargo fmt --all -- --check
 	@echo "[lint] cargo clippy -D warnings"
 	@cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
+	@echo "[lint] no Rust file uses one that uses it back"
+	@python3 scripts/check-import-cycles.py
 
 lint-js: $(call needs,tools-test)
 	@echo "[lint] prettier --check"

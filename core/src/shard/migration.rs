@@ -30,14 +30,6 @@ use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
 use crate::shard::protocol::{base64_bytes, ShardCall};
 use crate::{Counter, Key, Namespace};
 
-/// The shard count a caller placed a request's keys under, and the shard it sent it to (which
-/// is how a shard learns its own index: its object is `shard-{shard}` under any count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placed {
-    pub shards: u32,
-    pub shard: u32,
-}
-
 /// A declared change of the shard count, from `from` shards to `to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Migration {

@@ -7,7 +7,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::names::IdempotencyKey;
-use crate::shard::migration::Placed;
 use crate::shard::settings::{CounterSettings, Guard};
 use crate::{ContentType, CoreError, Key, Namespace};
 
@@ -336,6 +335,14 @@ pub enum OpResult {
     Created { value: i64, version: u64, admin_key: String },
     /// A live counter as [`ShardOp::Info`] sees it.
     Info(Box<CounterInfo>),
+}
+
+/// The shard count a caller placed a request's keys under, and the shard it sent it to (which
+/// is how a shard learns its own index: its object is `shard-{shard}` under any count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placed {
+    pub shards: u32,
+    pub shard: u32,
 }
 
 /// Ops a shard executed by kind, for the figures Abacus reports per command (`get`, `hit`,

@@ -170,6 +170,15 @@ impl Request {
         &self.query
     }
 
+    /// The token of `Authorization: Bearer <token>`, if any.
+    #[must_use]
+    pub fn bearer_token(&self) -> Option<String> {
+        self.header(Header::Authorization).and_then(|h| {
+            let (scheme, token) = h.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
+        })
+    }
+
     /// A header's value (several sent values joined by `, `), or `None`.
     pub fn header(&self, header: Header) -> Option<String> {
         self.headers[header as usize].clone()

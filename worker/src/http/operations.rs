@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use edgecount_core::shard::protocol::ShardStats;
-use edgecount_core::{shard_for, ShardId};
+use edgecount_core::shard_for;
 use serde_json::{json, Map, Value};
 use worker::Env;
 
@@ -12,7 +12,7 @@ use crate::http::message::Response;
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_client, shard_stats, visitors};
+use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_stats, visitors};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///
@@ -34,12 +34,6 @@ pub fn health(config: &Config) -> Result<Response, ApiError> {
             "version": env!("CARGO_PKG_VERSION"),
         }),
     )
-}
-
-/// Every shard's statistics, asked concurrently.
-pub(crate) async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
-    let shards = 0..config.shards_holding_keys();
-    request_task::join_every(shards.map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
 }
 
 /// `GET /v1/stats`: each shard's statistics and their totals.

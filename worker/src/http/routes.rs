@@ -189,7 +189,7 @@ async fn dispatch_matched(
         (Route::CounterDecr, Method::Post) => Action::Op(OpKind::Decr),
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
-    let token = bearer_token(&req);
+    let token = req.bearer_token();
     let mut meter = Meter::for_request(&req, config, token.as_deref());
     let target = resolve_target(config, matched).transpose();
     let shard = target.as_ref().ok().and_then(|t| t.as_ref().map(|t| t.shard));
@@ -255,14 +255,6 @@ enum Action {
     Badge,
     /// One op on the key the path names.
     Op(OpKind),
-}
-
-/// The token of `Authorization: Bearer <token>`, if any.
-pub(crate) fn bearer_token(req: &Request) -> Option<String> {
-    req.header(Header::Authorization).and_then(|h| {
-        let (scheme, token) = h.trim().split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
-    })
 }
 
 /// Checks the right the action needs; batches check each op's own right instead.

@@ -5,9 +5,9 @@
 
 use edgecount_core::edge::rate_limit::ClientId;
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
-use edgecount_core::shard::migration::{Migration, Parcel, Placed};
+use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::Kept;
-use edgecount_core::shard::protocol::{ShardRequest, ShardResponse, ShardStats};
+use edgecount_core::shard::protocol::{Placed, ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
 use serde::Serialize;
 use std::cell::RefCell;

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use edgecount_core::edge::single_flight::{SingleFlight, Step, Ticket};
 use edgecount_core::shard::protocol::ShardStats;
+use edgecount_core::ShardId;
 use worker::{Delay, Env};
 
 use crate::http::api_error::ApiError;
-use crate::http::operations::all_shard_stats;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
+use crate::isolate::{request_task, shard_client};
 
 /// A claim to ask lapses after this: past the 15 s every shard call is given, and then some.
 const LEASE_MS: u64 = 20_000;
@@ -38,6 +39,12 @@ fn with_flight<R>(config: &Config, act: impl FnOnce(&mut SingleFlight<Figures, A
     FLIGHT.with(|flight| {
         act(flight.borrow_mut().get_or_insert_with(|| SingleFlight::new(config.stats_max_age_ms, LEASE_MS)))
     })
+}
+
+/// Every shard's statistics, asked concurrently.
+async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
+    let shards = 0..config.shards_holding_keys();
+    request_task::join_every(shards.map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
 }
 
 /// Lets the next request ask if this one's asking ends without a word (its client hung up and

@@ -15,15 +15,14 @@
 //!   after the new home has answered that it holds the key. A sweep that ends with nothing left
 //!   is kept as done.
 
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use edgecount_core::hashing::{key_set, KeySet};
+use edgecount_core::hashing::key_set;
 use edgecount_core::partition::shard_for;
 use edgecount_core::shard::migration::{
-    self, Migration, Parcel, Placed, MAX_PARCELS_PER_CALL, MAX_PARCEL_BYTES_PER_CALL,
+    self, Migration, Parcel, MAX_PARCELS_PER_CALL, MAX_PARCEL_BYTES_PER_CALL,
 };
-use edgecount_core::shard::protocol::{ShardCall, ShardRequest, ShardResponse};
+use edgecount_core::shard::protocol::{Placed, ShardCall, ShardRequest, ShardResponse};
 use edgecount_core::shard::receipt;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardId};
 use wasm_bindgen::prelude::JsValue;
@@ -31,41 +30,15 @@ use worker::console_error;
 
 use crate::isolate::clock::now_ms;
 use crate::isolate::{request_task, shard_client};
-use crate::shard::durable_object::ShardObject;
-use crate::shard::sql_store::SqlShardStore;
+use crate::shard::hand_over_state::SWEEP_PAGE;
+use crate::shard::object::ShardObject;
 
-/// Names the alarm reads per page of its sweep.
-const SWEEP_PAGE: u64 = 500;
 /// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
 const PAGES_PER_ALARM: usize = 4;
 /// The shortest pause between two alarms that hand keys over.
 const MIN_PAUSE_MS: u64 = 5;
 /// How long the alarm waits before trying again after a hand-over failed.
 const RETRY_AFTER_MS: u64 = 1_000;
-/// Arrived keys remembered in memory (beyond it, storage is asked again): a bound on the set.
-const MAX_REMEMBERED_ARRIVALS: usize = 100_000;
-
-/// Where a shard is in the change of count under way.
-pub struct HandOverState {
-    /// The change this deployment declares, if any.
-    pub migration: Option<Migration>,
-    /// A change this shard ran under, not declared over, that this deployment does not declare:
-    /// every op is refused until it is declared again or over.
-    interrupted: Cell<Option<Migration>>,
-    /// This shard's index, once a caller has told it.
-    shard: Cell<Option<u32>>,
-    /// Whether every key leaving this shard has been handed over.
-    done: Cell<bool>,
-    /// The last name the alarm's sweep handed over or passed.
-    cursor: RefCell<Option<(String, String)>>,
-    /// Keys known to have arrived here: storage need not be asked again.
-    arrived: RefCell<KeySet<(Namespace, Key)>>,
-    /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
-    keys_per_alarm: usize,
-    /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
-    leaving_left: Cell<Option<u64>>,
-}
-
 /// Whether a request can run at once.
 pub enum Route {
     Here,
@@ -75,110 +48,6 @@ pub enum Route {
     /// Not at all: the shard is in the middle of a change this deployment no longer declares,
     /// where a key not yet moved would read 0 at its new home and its writes be lost.
     Refused(CoreError),
-}
-
-impl HandOverState {
-    /// The state kept in `store` for `migration`. Under a change, arrivals of any other change
-    /// are forgotten and the change is kept as this shard's; without one, a change this shard
-    /// ran under that was never declared over interrupts it (see [`Route::Refused`]).
-    pub fn open(store: &SqlShardStore, migration: Option<Migration>, keys_per_alarm: usize) -> Self {
-        let declared = store.declared_change().unwrap_or_else(|detail| {
-            console_error!("reading the change of count this shard ran under failed: {detail}");
-            None
-        });
-        if let Some(migration) = migration {
-            let kept = store.settle_arrivals(migration).and_then(|()| {
-                if declared == Some(migration) {
-                    Ok(())
-                } else {
-                    store.declare_change(migration)
-                }
-            });
-            if let Err(detail) = kept {
-                console_error!("keeping the change of count failed: {detail}");
-            }
-        }
-        let kept =
-            if migration.is_some() { store.hand_overs().unwrap_or_default() } else { Default::default() };
-        Self {
-            migration,
-            interrupted: Cell::new(declared.filter(|_| migration.is_none())),
-            shard: Cell::new(kept.shard),
-            done: Cell::new(migration.is_some() && kept.done == migration),
-            cursor: RefCell::new(None),
-            arrived: RefCell::new(key_set()),
-            keys_per_alarm: keys_per_alarm.max(1),
-            leaving_left: Cell::new(None),
-        }
-    }
-
-    /// Forgets `change`, declared over: its arrival marks, and that this shard ran under it.
-    ///
-    /// # Errors
-    /// A storage failure.
-    pub fn settle(&self, store: &SqlShardStore, change: Migration) -> Result<(), String> {
-        store.settle_change(change)?;
-        if self.interrupted.get() == Some(change) {
-            self.interrupted.set(None);
-        }
-        Ok(())
-    }
-
-    /// Remembers this shard's index (kept in storage while a change is under way, for the
-    /// alarm after a restart).
-    ///
-    /// # Errors
-    /// A failure to store it.
-    pub fn learn_shard(&self, store: &SqlShardStore, shard: u32) -> Result<(), String> {
-        if self.shard.get() == Some(shard) {
-            return Ok(());
-        }
-        if self.migration.is_some() {
-            store.learn_shard(shard)?;
-        }
-        self.shard.set(Some(shard));
-        Ok(())
-    }
-
-    /// Whether keys may still have to leave this shard.
-    pub fn pending(&self) -> bool {
-        self.migration.is_some() && !self.done.get()
-    }
-
-    /// How many keys stored here belong elsewhere under the count being reached. Counted by
-    /// reading every name once per start of the object, then kept by subtracting what the
-    /// sweep hands over (no key starts to leave during a change), so that `/v1/stats` stays
-    /// cheap while keys move.
-    ///
-    /// # Errors
-    /// A storage failure.
-    pub fn keys_to_move(&self, store: &SqlShardStore, shard: u32) -> Result<u64, String> {
-        let Some(migration) = self.migration.filter(|_| self.pending()) else { return Ok(0) };
-        if let Some(left) = self.leaving_left.get() {
-            return Ok(left);
-        }
-        let (mut after, mut leaving) = (None, 0);
-        loop {
-            let page = store.names_after(after.as_ref(), SWEEP_PAGE)?;
-            leaving += page.names.iter().filter(|(ns, key)| migration.leaves(ShardId(shard), ns, key)).count()
-                as u64;
-            if !page.full {
-                self.leaving_left.set(Some(leaving));
-                return Ok(leaving);
-            }
-            after = page.last;
-        }
-    }
-
-    fn remember_arrived<'a>(&self, keys: impl IntoIterator<Item = &'a (Namespace, Key)>) {
-        let mut arrived = self.arrived.borrow_mut();
-        for key in keys {
-            if arrived.len() >= MAX_REMEMBERED_ARRIVALS {
-                arrived.clear();
-            }
-            arrived.insert(key.clone());
-        }
-    }
 }
 
 /// Whether `object` has handed over every key that left it in `change` (a shard that had none

@@ -3,6 +3,8 @@
 
 pub mod durable_object;
 pub mod hand_over;
+pub mod hand_over_state;
 pub mod migration_store;
+pub mod object;
 pub mod sql_store;
 pub mod watch_stream;

@@ -14,7 +14,8 @@ use serde_json::json;
 use wasm_bindgen::JsCast;
 use worker::{js_sys, Method};
 
-use super::{from_api, Call, Reply, Route};
+use super::call::{from_api, resolve_names, Call, Reply, Route};
+use super::stream;
 use crate::http::counters;
 use crate::http::message::Header;
 use crate::http::target::Target;
@@ -48,7 +49,7 @@ pub(super) async fn run(
             let target = call.target()?;
             authorize(call, Right::Read, Some(&target.ns))?;
             let client = ClientId::address(&call.req.header(Header::ClientAddress).unwrap_or_default());
-            super::stream::open(call.env, call.config, target, client).await.map(Reply::Events)
+            stream::open(call.env, call.config, target, client).await.map(Reply::Events)
         }
     }
 }
@@ -260,7 +261,7 @@ async fn countapi_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result
         None => random_uuid()?,
     };
     let ns = params.namespace.as_deref().map(percent_free);
-    let (ns, key) = super::resolve_names(call.req, ns.as_deref(), &percent_free(&key))?;
+    let (ns, key) = resolve_names(call.req, ns.as_deref(), &percent_free(&key))?;
     *x_path = Some(format!("{ns}/{key}"));
     let settings = CounterSettings {
         enable_reset: params.enable_reset,

@@ -1,0 +1,142 @@
+//! Where a shard is in a change of the shard count: what [`crate::shard::hand_over`] reads and
+//! updates as keys arrive and leave, kept beside the shard's other state
+//! ([`crate::shard::object::ShardObject`]).
+
+use std::cell::{Cell, RefCell};
+
+use edgecount_core::hashing::{key_set, KeySet};
+use edgecount_core::shard::migration::Migration;
+use edgecount_core::{Key, Namespace, ShardId};
+use worker::console_error;
+
+use crate::shard::sql_store::SqlShardStore;
+
+/// Names read per page when counting the keys to move (as the alarm's sweep reads them).
+pub(super) const SWEEP_PAGE: u64 = 500;
+/// Arrived keys remembered in memory (beyond it, storage is asked again): a bound on the set.
+const MAX_REMEMBERED_ARRIVALS: usize = 100_000;
+
+/// Where a shard is in the change of count under way.
+pub struct HandOverState {
+    /// The change this deployment declares, if any.
+    pub migration: Option<Migration>,
+    /// A change this shard ran under, not declared over, that this deployment does not declare:
+    /// every op is refused until it is declared again or over.
+    pub(super) interrupted: Cell<Option<Migration>>,
+    /// This shard's index, once a caller has told it.
+    pub(super) shard: Cell<Option<u32>>,
+    /// Whether every key leaving this shard has been handed over.
+    pub(super) done: Cell<bool>,
+    /// The last name the alarm's sweep handed over or passed.
+    pub(super) cursor: RefCell<Option<(String, String)>>,
+    /// Keys known to have arrived here: storage need not be asked again.
+    pub(super) arrived: RefCell<KeySet<(Namespace, Key)>>,
+    /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
+    pub(super) keys_per_alarm: usize,
+    /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
+    pub(super) leaving_left: Cell<Option<u64>>,
+}
+
+impl HandOverState {
+    /// The state kept in `store` for `migration`. Under a change, arrivals of any other change
+    /// are forgotten and the change is kept as this shard's; without one, a change this shard
+    /// ran under that was never declared over interrupts it (see [`Route::Refused`]).
+    pub fn open(store: &SqlShardStore, migration: Option<Migration>, keys_per_alarm: usize) -> Self {
+        let declared = store.declared_change().unwrap_or_else(|detail| {
+            console_error!("reading the change of count this shard ran under failed: {detail}");
+            None
+        });
+        if let Some(migration) = migration {
+            let kept = store.settle_arrivals(migration).and_then(|()| {
+                if declared == Some(migration) {
+                    Ok(())
+                } else {
+                    store.declare_change(migration)
+                }
+            });
+            if let Err(detail) = kept {
+                console_error!("keeping the change of count failed: {detail}");
+            }
+        }
+        let kept =
+            if migration.is_some() { store.hand_overs().unwrap_or_default() } else { Default::default() };
+        Self {
+            migration,
+            interrupted: Cell::new(declared.filter(|_| migration.is_none())),
+            shard: Cell::new(kept.shard),
+            done: Cell::new(migration.is_some() && kept.done == migration),
+            cursor: RefCell::new(None),
+            arrived: RefCell::new(key_set()),
+            keys_per_alarm: keys_per_alarm.max(1),
+            leaving_left: Cell::new(None),
+        }
+    }
+
+    /// Forgets `change`, declared over: its arrival marks, and that this shard ran under it.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn settle(&self, store: &SqlShardStore, change: Migration) -> Result<(), String> {
+        store.settle_change(change)?;
+        if self.interrupted.get() == Some(change) {
+            self.interrupted.set(None);
+        }
+        Ok(())
+    }
+
+    /// Remembers this shard's index (kept in storage while a change is under way, for the
+    /// alarm after a restart).
+    ///
+    /// # Errors
+    /// A failure to store it.
+    pub fn learn_shard(&self, store: &SqlShardStore, shard: u32) -> Result<(), String> {
+        if self.shard.get() == Some(shard) {
+            return Ok(());
+        }
+        if self.migration.is_some() {
+            store.learn_shard(shard)?;
+        }
+        self.shard.set(Some(shard));
+        Ok(())
+    }
+
+    /// Whether keys may still have to leave this shard.
+    pub fn pending(&self) -> bool {
+        self.migration.is_some() && !self.done.get()
+    }
+
+    /// How many keys stored here belong elsewhere under the count being reached. Counted by
+    /// reading every name once per start of the object, then kept by subtracting what the
+    /// sweep hands over (no key starts to leave during a change), so that `/v1/stats` stays
+    /// cheap while keys move.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn keys_to_move(&self, store: &SqlShardStore, shard: u32) -> Result<u64, String> {
+        let Some(migration) = self.migration.filter(|_| self.pending()) else { return Ok(0) };
+        if let Some(left) = self.leaving_left.get() {
+            return Ok(left);
+        }
+        let (mut after, mut leaving) = (None, 0);
+        loop {
+            let page = store.names_after(after.as_ref(), SWEEP_PAGE)?;
+            leaving += page.names.iter().filter(|(ns, key)| migration.leaves(ShardId(shard), ns, key)).count()
+                as u64;
+            if !page.full {
+                self.leaving_left.set(Some(leaving));
+                return Ok(leaving);
+            }
+            after = page.last;
+        }
+    }
+
+    pub(super) fn remember_arrived<'a>(&self, keys: impl IntoIterator<Item = &'a (Namespace, Key)>) {
+        let mut arrived = self.arrived.borrow_mut();
+        for key in keys {
+            if arrived.len() >= MAX_REMEMBERED_ARRIVALS {
+                arrived.clear();
+            }
+            arrived.insert(key.clone());
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! A shard's state and what it does with it: runs a request's ops on its [`ShardEngine`] over
+//! its SQLite storage, keeps the alarm that reclaims lapsed keys due, serves `/stream`s and
+//! reports its figures. The Durable Object ([`crate::shard::durable_object`]) answers calls with
+//! it; a change of shard count ([`crate::shard::hand_over`]) works on it in the middle of one.
+//!
+//! SQLite calls are synchronous and the runtime's output gate holds every response until the
+//! writes made before it are durable, so an answered write is a kept write; and since nothing
+//! awaits between reading and writing a key, ops from concurrent requests never interleave. An
+//! alarm reclaims the storage of expired keys; when that fails it tries again a minute later
+//! ([`AlarmSchedule`]).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
+use edgecount_core::shard::protocol::{OpResult, ShardRequest, ShardStats};
+use edgecount_core::shard::watchers::{self, Watchers};
+use edgecount_core::{Key, Namespace, ShardEngine};
+use futures_util::StreamExt;
+use wasm_bindgen::prelude::JsValue;
+use worker::{console_error, js_sys, Env, Result, State, Storage};
+
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::{Config, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS};
+use crate::isolate::request_task;
+use crate::shard::hand_over_state::HandOverState;
+use crate::shard::sql_store::SqlShardStore;
+use crate::shard::watch_stream::{watcher, WatchSender};
+
+/// The shard's state, shared with the calls still running on it (a hand-over awaits other
+/// shards in the middle of one).
+pub struct ShardObject {
+    state: State,
+    pub(crate) env: Env,
+    pub(crate) store: SqlShardStore,
+    pub(crate) engine: RefCell<ShardEngine>,
+    alarm: AlarmKeeper,
+    /// The open `/stream`s of this shard's counters.
+    watchers: RefCell<Watchers<WatchSender>>,
+    /// This deployment's shard count, and the change of count under way (see
+    /// [`crate::shard::hand_over`]).
+    pub(crate) shards: u32,
+    pub(crate) hand_overs: HandOverState,
+}
+
+/// A call's answer when it fails: a rejected promise, as an `async` method's error would be.
+pub(crate) fn rejected(message: &str) -> JsValue {
+    js_sys::Promise::reject(&JsValue::from_str(message)).into()
+}
+
+/// What this object knows of its alarm, so most writes need no storage call to keep it; shared
+/// with a call still setting it.
+#[derive(Clone)]
+struct AlarmKeeper {
+    schedule: Rc<Cell<AlarmSchedule>>,
+}
+
+impl AlarmKeeper {
+    fn new() -> Self {
+        Self { schedule: Rc::new(Cell::new(AlarmSchedule::unknown())) }
+    }
+
+    /// Whether an alarm at or before `at` is known to be set.
+    fn is_due_by(&self, at: u64) -> bool {
+        self.schedule.get().step_for(at) == AlarmStep::AlreadyDue
+    }
+
+    /// Makes sure an alarm fires no later than `at`. A failure forgets what is known of the
+    /// alarm, so the next call asks storage instead of trusting a schedule that may be wrong.
+    async fn ensure(&self, storage: &Storage, at: u64, now: u64) -> Result<()> {
+        let outcome = self.read_or_set(storage, at, now).await;
+        if outcome.is_err() {
+            self.update(AlarmSchedule::forget);
+        }
+        outcome
+    }
+
+    async fn read_or_set(&self, storage: &Storage, at: u64, now: u64) -> Result<()> {
+        if self.schedule.get().step_for(at) == AlarmStep::ReadStored {
+            let stored = storage.get_alarm().await?.map(|ms| ms.max(0).cast_unsigned());
+            self.update(|alarm| alarm.learned(stored));
+        }
+        if let AlarmStep::Set { at } = self.schedule.get().step_for(at) {
+            storage.set_alarm((at.saturating_sub(now)).cast_signed()).await?;
+            self.update(|alarm| alarm.scheduled(at));
+        }
+        Ok(())
+    }
+
+    fn update(&self, change: impl FnOnce(&mut AlarmSchedule)) {
+        let mut alarm = self.schedule.get();
+        change(&mut alarm);
+        self.schedule.set(alarm);
+    }
+}
+
+impl ShardObject {
+    /// The shard's state over `state`'s storage, with nothing read yet but the schema: counters
+    /// load when first used, the cache index when a cache op, the alarm or the stats first need
+    /// it.
+    pub fn open(state: State, env: Env) -> Self {
+        crate::isolate::hash_seed::seed_once();
+        let (cache_bounds, shards, migration, keys_per_alarm) = match Config::from_env(&env) {
+            Ok(config) => (config.shard_cache, config.shards, config.migration(), config.hand_over_keys),
+            Err(error) => {
+                // The worker refuses every request in this case, so this object is not reached.
+                console_error!("{}", error.message());
+                (DEFAULT_SHARD_CACHE_BOUNDS, DEFAULT_SHARDS, None, DEFAULT_HAND_OVER_KEYS)
+            }
+        };
+        let store = SqlShardStore::open(state.storage().sql()).unwrap_or_else(|error| {
+            // Later ops then fail with storage_unavailable (503) instead of the object crashing.
+            console_error!("shard storage failed to open: {error}");
+            SqlShardStore::unopened(state.storage().sql())
+        });
+        let hand_overs = HandOverState::open(&store, migration, keys_per_alarm);
+        Self {
+            state,
+            env,
+            store,
+            engine: RefCell::new(ShardEngine::new(cache_bounds)),
+            alarm: AlarmKeeper::new(),
+            watchers: RefCell::new(Watchers::default()),
+            shards,
+            hand_overs,
+        }
+    }
+
+    /// The alarm's own part: reclaims what lapsed, and sets the alarm again for what lapses
+    /// next (a minute on if reclaiming failed).
+    ///
+    /// # Errors
+    /// A failure to set the alarm.
+    pub async fn reclaim_on_alarm(&self) -> Result<()> {
+        let now = now_ms();
+        // The runtime deleted the alarm that fired: remember that before anything can fail.
+        self.alarm.update(AlarmSchedule::fired);
+        let reclaimed = self.engine.borrow_mut().reclaim_expired(&self.store, now);
+        if let Err(error) = &reclaimed {
+            console_error!("reclaiming expired keys failed; trying again in a minute: {}", error.detail());
+        }
+        if let Some(at) = next_alarm_after(now, &reclaimed) {
+            self.ensure_alarm(at, now).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure the alarm fires by `at`.
+    ///
+    /// # Errors
+    /// A failure to read or set it.
+    pub async fn ensure_alarm(&self, at: u64, now: u64) -> Result<()> {
+        self.alarm.ensure(&self.state.storage(), at, now).await
+    }
+}
+
+impl ShardObject {
+    /// Runs `request` now and answers its JSON response, or a promise of it when the alarm has
+    /// to be read or set first (a rejected one for a failure to schedule the reclaiming alarm).
+    /// The output gate holds the answer until the writes it made are durable, as for `fetch`.
+    pub(crate) fn answer(self: &Rc<Self>, request: &ShardRequest) -> JsValue {
+        let now = now_ms();
+        let (answer, reclaim_by) = match self.run_now(request, now) {
+            Ok(ran) => ran,
+            Err(detail) => return rejected(&detail),
+        };
+        if self.alarm_due_by(reclaim_by) {
+            return JsValue::from(answer);
+        }
+        let object = Rc::clone(self);
+        request_task::run(async move {
+            object.reclaim_by(reclaim_by).await?;
+            Ok(JsValue::from(answer))
+        })
+    }
+
+    /// Whether the alarm is known to fire by `at` (or nothing lapses).
+    pub(crate) fn alarm_due_by(&self, at: Option<u64>) -> bool {
+        at.is_none_or(|at| self.alarm.is_due_by(at))
+    }
+
+    /// Makes sure the alarm fires by `at`, when something stored here lapses then.
+    ///
+    /// # Errors
+    /// A failure to read or set the alarm.
+    pub(crate) async fn reclaim_by(&self, at: Option<u64>) -> std::result::Result<(), JsValue> {
+        if let Some(at) = at.filter(|&at| !self.alarm.is_due_by(at)) {
+            self.alarm.ensure(&self.state.storage(), at, now_ms()).await.map_err(JsValue::from)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `request` (every key of which is here) and answers its JSON response once the
+    /// alarm is set for what it wrote.
+    ///
+    /// # Errors
+    /// A failure to encode the answer or to set the alarm.
+    pub(crate) async fn run_here(&self, request: &ShardRequest) -> std::result::Result<String, JsValue> {
+        let now = now_ms();
+        let (answer, reclaim_by) = self.run_now(request, now).map_err(|detail| JsValue::from_str(&detail))?;
+        self.reclaim_by(reclaim_by).await?;
+        Ok(answer)
+    }
+
+    /// Runs `request` in this turn: its JSON answer, and when the alarm must fire for what it
+    /// wrote.
+    pub(crate) fn run_now(
+        &self,
+        request: &ShardRequest,
+        now: u64,
+    ) -> std::result::Result<(String, Option<u64>), String> {
+        let ran = self.engine.borrow_mut().run(&self.store, request, now);
+        if let Some((records, detail)) = &ran.unrecorded {
+            // The writes stand and were answered as applied; only a retry of one after a lost
+            // answer would apply it again.
+            console_error!("{records} idempotency records of applied writes could not be stored: {detail}");
+        }
+        let mut watching = self.watchers.borrow_mut();
+        if !watching.is_empty() {
+            let changes = watchers::changes(&request.ops, &ran.response.results);
+            watching.notify(&changes, WatchSender::send);
+        }
+        drop(watching);
+        let answer = serde_json::to_string(&ran.response).map_err(|error| error.to_string())?;
+        Ok((answer, ran.reclaim_by))
+    }
+
+    /// A stream of `ns`/`key`'s value, read by `read` (see [`Shard::watch_rpc`]).
+    pub(crate) fn open_stream(
+        &self,
+        ns: Namespace,
+        key: Key,
+        client: &str,
+        read: &ShardRequest,
+    ) -> std::result::Result<JsValue, JsValue> {
+        let mut watching = self.watchers.borrow_mut();
+        watching.prune(WatchSender::is_read);
+        let ran = self.engine.borrow_mut().run(&self.store, read, now_ms());
+        let value = match ran.response.results.first() {
+            Some(OpResult::Value { value, exists: true, .. }) => *value,
+            Some(OpResult::Value { .. }) => return Err(JsValue::from_str("not_found")),
+            _ => return Err(JsValue::from_str("storage_unavailable")),
+        };
+        let (sender, stream) = watcher(value);
+        if watching.add(ns, key, client, sender).is_err() {
+            return Err(JsValue::from_str("too_many_streams"));
+        }
+        let events =
+            stream.map(|value| Ok(js_sys::Uint8Array::from(watchers::event(value).as_bytes()).into()));
+        Ok(wasm_streams::ReadableStream::from_stream(events).into_raw().into())
+    }
+
+    /// Ends the streams of `keys`, which have left this shard: their readers reconnect to the
+    /// keys' new home.
+    pub(crate) fn end_streams(&self, keys: &[(Namespace, Key)]) {
+        let mut watching = self.watchers.borrow_mut();
+        if !watching.is_empty() {
+            let ended: Vec<watchers::Change> =
+                keys.iter().map(|(ns, key)| (ns.clone(), key.clone(), None)).collect();
+            watching.notify(&ended, WatchSender::send);
+        }
+    }
+
+    pub(crate) fn stats(&self, shard: u32) -> std::result::Result<ShardStats, String> {
+        let stats = self.store.uncounted(|| self.engine.borrow_mut().stats(&self.store, now_ms()));
+        let keys_to_move = self.store.uncounted(|| self.hand_overs.keys_to_move(&self.store, shard))?;
+        let (rows_read, rows_written) = self.store.rows_counted();
+        Ok(ShardStats { rows_read, rows_written, keys_to_move, ..stats.map_err(|error| error.detail())? })
+    }
+}
