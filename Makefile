@@ -52,8 +52,7 @@ dev: build
 # which would answer reads only; EDGECOUNT_OPEN=1 asks for open writes by name, and the worker is
 # told so. `wrangler deploy` run directly deploys the same safe default.
 deploy: build
-	@node scripts/deploy-preflight.mjs
-	wrangler deploy $(if $(filter 1 true yes,$(EDGECOUNT_OPEN)),--var EDGECOUNT_OPEN:1)
+	@node scripts/deploy-preflight.mjs --deploy
 
 lint: lint-rust lint-js
 

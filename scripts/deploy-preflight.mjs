@@ -4,7 +4,10 @@
 // it prints what the deployment makes public, the bundle's size against the Workers plans'
 // limits and the secrets still to set.
 //
-// Usage: node scripts/deploy-preflight.mjs [--config wrangler.toml] [--secrets NAME,NAME]
+// Usage: node scripts/deploy-preflight.mjs [--config wrangler.toml] [--secrets NAME,NAME] [--deploy]
+// With --deploy (`make deploy`) it then runs `wrangler deploy` itself, telling the worker
+// EDGECOUNT_OPEN=1 only when it found open writes asked for and nothing else configured: an
+// EDGECOUNT_OPEN left in the environment does not follow a deployment that has tokens.
 // Without --secrets it asks wrangler which secrets the deployed worker has (`wrangler secret
 // list`); when it cannot tell (not logged in, a first deployment), it counts none.
 import { execFileSync } from "node:child_process";
@@ -18,6 +21,7 @@ const { values: args } = parseArgs({
   options: {
     config: { type: "string", default: "wrangler.toml" },
     secrets: { type: "string" },
+    deploy: { type: "boolean", default: false },
   },
 });
 const config = unstable_readConfig({ config: args.config });
@@ -142,3 +146,14 @@ if (inVars.length)
   say(
     `warning: ${inVars.join(", ")} in [vars] are committed with wrangler.toml; set them as secrets instead`,
   );
+
+if (args.deploy) {
+  const deployArgs = ["deploy", "--config", args.config];
+  if (open) deployArgs.push("--var", "EDGECOUNT_OPEN:1");
+  else if (askedOpen)
+    say(
+      "EDGECOUNT_OPEN=1 is not passed on: tokens or public namespaces are configured",
+    );
+  say(`wrangler ${deployArgs.join(" ")}`);
+  execFileSync("wrangler", deployArgs, { stdio: "inherit" });
+}

@@ -1,7 +1,14 @@
 // `make deploy`'s preflight (scripts/deploy-preflight.mjs): it refuses to deploy open writes
 // unless asked for by name, and says what a deployment makes public.
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -16,6 +23,7 @@ async function preflight(
   extraVars: string,
   secrets: string,
   env: Record<string, string> = {},
+  extraArgs: string[] = [],
 ) {
   const config = join(
     dir,
@@ -40,6 +48,7 @@ async function preflight(
         config,
         "--secrets",
         secrets,
+        ...extraArgs,
       ],
       { env: { ...process.env, EDGECOUNT_OPEN: "", ...env } },
     );
@@ -106,4 +115,32 @@ it("names the per-visitor limit public namespaces bring", async () => {
     "EDGECOUNT_ADMIN_TOKENS",
   );
   expect(out).toContain("rate limit per client: 10/s");
+});
+
+it("deploys with EDGECOUNT_OPEN passed on only to a deployment with nothing else configured", async () => {
+  // A stand-in wrangler on the PATH, which prints what it was asked to do.
+  const bin = join(dir, "bin");
+  mkdirSync(bin, { recursive: true });
+  const fake = join(bin, "wrangler");
+  writeFileSync(fake, '#!/bin/sh\necho "wrangler-was-run: $*"\n');
+  chmodSync(fake, 0o755);
+  const path = `${bin}:${process.env.PATH}`;
+  const deploy = (extraVars: string, secrets: string) =>
+    preflight(extraVars, secrets, { EDGECOUNT_OPEN: "1", PATH: path }, [
+      "--deploy",
+    ]);
+
+  const open = await deploy("", "");
+  expect(open.code).toBe(0);
+  expect(open.out).toMatch(/wrangler-was-run: deploy .*--var EDGECOUNT_OPEN:1/);
+
+  const tokened = await deploy("", "EDGECOUNT_ADMIN_TOKENS");
+  expect(tokened.code).toBe(0);
+  expect(tokened.out).toContain("EDGECOUNT_OPEN=1 is not passed on");
+  expect(tokened.out).toMatch(/wrangler-was-run: deploy /);
+  expect(tokened.out).not.toContain("EDGECOUNT_OPEN:1");
+
+  const refused = await preflight("", "", { PATH: path }, ["--deploy"]);
+  expect(refused.code).toBe(1);
+  expect(refused.out).not.toContain("wrangler-was-run");
 });

@@ -297,6 +297,8 @@ async fn abacus_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result<R
             Target::new(call.config, ns, key)
         }
     };
+    // Who may not create learns that first, whatever else is wrong with the request.
+    authorize(call, Right::Write, Some(&target.ns))?;
     // A replay answers the admin key, so the Idempotency-Key that asks for one must be as hard
     // to guess as a key.
     if counters::idempotency_key(call.req)
