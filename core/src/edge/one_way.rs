@@ -386,7 +386,7 @@ impl OneWayBuffer {
             .is_some_and(|f| now_ms.saturating_sub(f.first_sent_ms) > MAX_RESEND_AGE_MS)
         {
             let number = buffer.in_flight.as_ref().map_or(0, |f| f.flush.number);
-            self.finish(shard, number, 0, 0, true);
+            self.settle(shard, number, 0, 0, true);
             return self.take(shard, flusher, now_ms);
         }
         let buffer = self.shards.get_mut(&shard)?;
@@ -445,10 +445,19 @@ impl OneWayBuffer {
     }
 
     /// Reports how a send of flush `number` of `shard` went: `applied` and `dropped` ops (see
-    /// [`FlushOp::ops`]) are settled. If some are not, the flush stays in flight to be sent
-    /// again whole (a resend replays what was applied), unless `give_up`: then they are
-    /// dropped too. A report about a flush no longer in flight changes nothing.
-    pub fn finish(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64, give_up: bool) {
+    /// [`FlushOp::ops`]) are settled. If some are not (the outcome is unknown, or the shard
+    /// refused for a passing reason such as `shard_overloaded`), the flush stays in flight to be
+    /// sent again whole (a resend replays what was applied), however many sends it takes: an
+    /// accepted count is applied unless the isolate dies, or its record's window would pass
+    /// ([`MAX_RESEND_AGE_MS`]). Meanwhile the buffer stays charged, so new one-way counts are
+    /// refused at its bounds rather than accepted and dropped. A report about a flush no longer
+    /// in flight changes nothing.
+    pub fn finish(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64) {
+        self.settle(shard, number, applied, dropped, false);
+    }
+
+    /// [`Self::finish`], and with `give_up` the unsettled ops are dropped too.
+    fn settle(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64, give_up: bool) {
         let Some(buffer) = self.shards.get_mut(&shard) else { return };
         let Some(in_flight) = buffer.in_flight.as_mut().filter(|in_flight| in_flight.flush.number == number)
         else {
@@ -537,7 +546,7 @@ mod tests {
         let flush = buffer.take(ShardId(0), flusher, 1_100).unwrap();
         assert_eq!(sums(&flush), HashMap::from([("a".into(), 3), ("b".into(), -5)]));
         assert_eq!(buffer.stats().pending, 3);
-        buffer.finish(ShardId(0), flush.number, 3, 0, false);
+        buffer.finish(ShardId(0), flush.number, 3, 0);
         let stats = buffer.stats();
         assert_eq!((stats.accepted, stats.pending, stats.flushed, stats.flush_calls), (3, 0, 3, 1));
         assert_eq!(buffer.held(), (0, 0));
@@ -585,7 +594,7 @@ mod tests {
         }
         let flush = take(&mut buffer, 1_000).unwrap();
         assert_eq!(accept(&mut buffer, "d", 1, 1_000), Accept::Full);
-        buffer.finish(ShardId(0), flush.number, 3, 0, false);
+        buffer.finish(ShardId(0), flush.number, 3, 0);
         assert!(matches!(accept(&mut buffer, "d", 1, 1_000), Accept::Accepted { .. }));
     }
 
@@ -598,19 +607,28 @@ mod tests {
         assert_eq!(buffer.due_at(ShardId(0)), Some(1_000 + IN_FLIGHT_GRACE_MS), "left to its flusher");
         // Arrivals meanwhile wait for the next flush.
         accept(&mut buffer, "a", 1, 1_010);
-        buffer.finish(ShardId(0), first.number, 0, 0, false);
+        buffer.finish(ShardId(0), first.number, 0, 0);
         assert_eq!(buffer.due_at(ShardId(0)), Some(0), "reported unsettled: sent again at once");
         let again = take(&mut buffer, 1_020).unwrap();
         assert_eq!((again.number, again.ops.clone(), again.attempts), (first.number, first.ops, 2));
-        buffer.finish(ShardId(0), again.number, 1, 0, true);
+        // Partly applied: the rest is sent again, as many times as it takes.
+        buffer.finish(ShardId(0), again.number, 1, 0);
+        for attempt in 3..10 {
+            let resent = take(&mut buffer, 1_000 * u64::from(attempt)).unwrap();
+            assert_eq!((resent.number, resent.attempts), (first.number, attempt));
+            buffer.finish(ShardId(0), resent.number, 0, 0);
+        }
+        assert_eq!(buffer.stats().dropped, 0, "nothing accepted is given up while it can be sent");
+        let last = take(&mut buffer, 10_000).unwrap();
+        buffer.finish(ShardId(0), last.number, 2, 0);
         let stats = buffer.stats();
-        assert_eq!((stats.flushed, stats.dropped, stats.retried, stats.pending), (1, 1, 1, 1));
-        let next = take(&mut buffer, 2_010).unwrap();
+        assert_eq!((stats.flushed, stats.dropped, stats.pending), (2, 0, 1));
+        let next = take(&mut buffer, 10_010).unwrap();
         assert_ne!(next.number, first.number);
         assert_eq!(sums(&next), HashMap::from([("a".into(), 1)]));
         // A late report about a settled flush changes nothing.
-        buffer.finish(ShardId(0), first.number, 5, 5, true);
-        assert_eq!(buffer.stats().flushed, 1);
+        buffer.finish(ShardId(0), first.number, 5, 5);
+        assert_eq!(buffer.stats().flushed, 2);
     }
 
     #[test]
@@ -792,9 +810,9 @@ mod tests {
         let mut buffer = OneWayBuffer::new(limits());
         accept(&mut buffer, "a", 1, 0);
         let flush = take(&mut buffer, 1_000).unwrap();
-        buffer.finish(ShardId(0), flush.number, 0, 0, false);
+        buffer.finish(ShardId(0), flush.number, 0, 0);
         assert!(take(&mut buffer, 1_000 + MAX_RESEND_AGE_MS).is_some(), "still within the window");
-        buffer.finish(ShardId(0), flush.number, 0, 0, false);
+        buffer.finish(ShardId(0), flush.number, 0, 0);
         // Its receipt's record could lapse before a resend arrived: the shard would apply it again.
         assert_eq!(take(&mut buffer, 1_001 + MAX_RESEND_AGE_MS), None);
         assert_eq!((buffer.stats().dropped, buffer.stats().pending, buffer.held()), (1, 0, (0, 0)));
@@ -812,13 +830,13 @@ mod tests {
         let first = take(&mut buffer, 1_000).unwrap();
         // Applied, but the answer is lost: nothing is settled.
         on_shard(&mut shard, &store, &first.request("isolate1").unwrap(), 1_000);
-        buffer.finish(ShardId(0), first.number, 0, 0, false);
+        buffer.finish(ShardId(0), first.number, 0, 0);
         let again = take(&mut buffer, 1_250).unwrap();
         let results = on_shard(&mut shard, &store, &again.request("isolate1").unwrap(), 1_000);
         assert!(results.iter().all(|r| matches!(r, OpResult::Replayed { .. })), "{results:?}");
         let (applied, dropped) = again.settled(results);
         assert_eq!((applied, dropped), (4, 0));
-        buffer.finish(ShardId(0), again.number, applied, dropped, false);
+        buffer.finish(ShardId(0), again.number, applied, dropped);
         assert!(matches!(read(&mut shard, &store, "a", 2_000), OpResult::Value { value: 10, .. }));
         assert!(matches!(read(&mut shard, &store, "b", 2_000), OpResult::Value { value: 1, .. }));
         assert_eq!((buffer.stats().flushed, buffer.stats().pending), (4, 0));
@@ -843,7 +861,7 @@ mod tests {
             .collect();
         let (applied, dropped) = flush.settled(results);
         assert_eq!((applied, dropped), (1, 1));
-        buffer.finish(ShardId(0), flush.number, applied, dropped, false);
+        buffer.finish(ShardId(0), flush.number, applied, dropped);
         let stats = buffer.stats();
         assert_eq!((stats.flushed, stats.dropped, stats.pending), (1, 1, 0));
     }
@@ -872,7 +890,7 @@ mod tests {
                     for (key, sum) in sums(&flush) {
                         *applied.entry(key).or_default() += sum;
                     }
-                    buffer.finish(ShardId(0), flush.number, flush.total_ops(), 0, false);
+                    buffer.finish(ShardId(0), flush.number, flush.total_ops(), 0);
                 }
             };
             let mut now = 0;

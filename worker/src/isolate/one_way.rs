@@ -5,8 +5,10 @@
 //! with `waitUntil` after that request has answered its 202. It waits until the shard's sums are
 //! due, sends them in one call under one receipt made of this isolate's random name and the
 //! flush's number (one idempotency record per flush), so a flush sent again is applied once; it sends
-//! a flush whose outcome is unknown (or that a shard partly refused for a passing reason) again,
-//! after 0.25, 1 and 4 s, and then counts what is still not applied as dropped. It ends when
+//! a flush whose outcome is unknown (or that a shard refused for a passing reason, as
+//! `shard_overloaded`) again, after 0.25, 1, 4, 16 and then every 64 s, for as long as it takes:
+//! what was accepted is applied unless the isolate dies (the buffer stays charged meanwhile,
+//! so new one-way counts are refused at its bounds, never accepted and dropped). It ends when
 //! nothing is pending. The runtime ends a request's `waitUntil` work 30 s after the answer at
 //! the latest; a flusher that dies so keeps its lease until it runs out, and then the next
 //! arrival for the shard starts another, which sends the flush in flight again under its number.
@@ -34,9 +36,7 @@ fn drill_loses_answer(config: &Config) -> bool {
     LOST.with(|lost| drill_fires(lost, config.drill_lost_flush_answers))
 }
 
-/// Sends of one flush at most: the first and three resends.
-const MAX_ATTEMPTS: u32 = 4;
-/// The wait before the first resend; each later one waits four times as long.
+/// The wait before the first resend; each later one waits four times as long, up to 64 s.
 const FIRST_RESEND_MS: u64 = 250;
 /// A waiting flusher looks again at least this often: sums may fall due sooner than it was told
 /// (a shard reaching its op bound).
@@ -142,7 +142,6 @@ async fn run_flusher(env: &Env, config: &Config, shard: ShardId, flusher: Flushe
 
 /// Sends `flush` once and reports to the buffer what it settled.
 async fn send(env: &Env, config: &Config, flush: &Flush) {
-    let give_up = flush.attempts >= MAX_ATTEMPTS;
     // The buffer that made the flush made the name too.
     let sender =
         ISOLATE.with(|cell| cell.borrow().as_ref().map(|isolate| isolate.name.clone())).unwrap_or_default();
@@ -166,14 +165,14 @@ async fn send(env: &Env, config: &Config, flush: &Flush) {
             flush.shard.0
         );
     }
-    if give_up && applied + dropped < total {
+    if applied + dropped < total && flush.attempts >= 4 {
         console_error!(
-            "one-way flush {} to shard {} gave up after {} sends: {} ops not applied",
+            "one-way flush {} to shard {} still not applied after {} sends: {} ops kept to send again",
             flush.number,
             flush.shard.0,
             flush.attempts,
-            total - applied
+            total - applied - dropped
         );
     }
-    with_buffer(config, |buffer| buffer.finish(flush.shard, flush.number, applied, dropped, give_up));
+    with_buffer(config, |buffer| buffer.finish(flush.shard, flush.number, applied, dropped));
 }
