@@ -100,7 +100,7 @@ impl CounterStore for Discard {
     fn remove(&self, _: &Namespace, _: &Key) -> Result<(), String> {
         Ok(())
     }
-    fn remove_expired_counters(&self, _: u64) -> Result<u64, String> {
+    fn remove_expired_counters(&self, _: u64, _: u64) -> Result<u64, String> {
         Ok(0)
     }
     fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
@@ -144,7 +144,7 @@ impl IdempotencyStore for Discard {
     fn save_record(&self, _: &RecordScope, _: &IdempotencyRecord) -> Result<(), String> {
         Ok(())
     }
-    fn remove_records_created_by(&self, _: u64) -> Result<u64, String> {
+    fn remove_records_created_by(&self, _: u64, _: u64) -> Result<u64, String> {
         Ok(0)
     }
     fn oldest_record(&self) -> Result<Option<u64>, String> {

@@ -10,6 +10,10 @@
 
 /// How long after a failed reclaim the alarm tries again.
 pub const RETRY_AFTER_FAILURE_MS: u64 = 60_000;
+/// The shortest time between two reclaiming alarms: however often things lapse (a counter every
+/// 100 ms, say), the alarm runs at most this often and reclaims what lapsed meanwhile in one go.
+/// Reads hide a lapsed counter at once; only its storage waits.
+pub const MIN_ALARM_GAP_MS: u64 = 2_000;
 
 /// The shard's knowledge of its alarm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -70,11 +74,12 @@ impl AlarmSchedule {
 }
 
 /// When the alarm should fire after a reclaim that ran at `now_ms`: the next expiry it found,
-/// or, if it failed, a retry [`RETRY_AFTER_FAILURE_MS`] later, so that reclaiming never stops.
+/// but no sooner than [`MIN_ALARM_GAP_MS`] on; or, if it failed, a retry
+/// [`RETRY_AFTER_FAILURE_MS`] later, so that reclaiming never stops.
 #[must_use]
 pub fn next_alarm_after<E>(now_ms: u64, reclaimed: &Result<Option<u64>, E>) -> Option<u64> {
     match reclaimed {
-        Ok(next_expiry) => *next_expiry,
+        Ok(next_expiry) => next_expiry.map(|at| at.max(now_ms + MIN_ALARM_GAP_MS)),
         Err(_) => Some(now_ms + RETRY_AFTER_FAILURE_MS),
     }
 }
@@ -140,7 +145,14 @@ mod tests {
 
     #[test]
     fn a_successful_reclaim_schedules_the_next_expiry_or_nothing() {
-        assert_eq!(next_alarm_after::<()>(1_000, &Ok(Some(7_000))), Some(7_000));
+        assert_eq!(next_alarm_after::<()>(1_000, &Ok(Some(70_000))), Some(70_000));
         assert_eq!(next_alarm_after::<()>(1_000, &Ok(None)), None);
+    }
+
+    #[test]
+    fn alarms_keep_their_gap_however_soon_the_next_lapse() {
+        // The next record lapses 100 ms on, or more were left than one alarm reclaims.
+        assert_eq!(next_alarm_after::<()>(1_000, &Ok(Some(1_100))), Some(1_000 + MIN_ALARM_GAP_MS));
+        assert_eq!(next_alarm_after::<()>(1_000, &Ok(Some(900))), Some(1_000 + MIN_ALARM_GAP_MS));
     }
 }

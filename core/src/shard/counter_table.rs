@@ -51,17 +51,19 @@ pub trait CounterStore {
     /// # Errors
     /// A description of the storage failure.
     fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String>;
-    /// Removes every counter expired by `now_ms`; answers how many.
+    /// Removes counters expired by `now_ms`, at most `most` of them (the first to expire);
+    /// answers how many.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn remove_expired_counters(&self, now_ms: u64) -> Result<u64, String>;
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String>;
     /// When the next stored counter expires, if any has a TTL.
     ///
     /// # Errors
     /// A description of the storage failure.
     fn next_counter_expiry(&self) -> Result<Option<u64>, String>;
-    /// Stored counters: `(live at now_ms, all including expired ones not yet removed)`.
+    /// Stored counters: `(live at now_ms, all including expired ones not yet removed)`. A store
+    /// that cannot tell the lapsed ones without reading every counter may count them as live.
     ///
     /// # Errors
     /// A description of the storage failure.

@@ -22,6 +22,13 @@ use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespac
 pub trait ShardStore: CounterStore + CacheStore + IdempotencyStore {}
 impl<T: CounterStore + CacheStore + IdempotencyStore> ShardStore for T {}
 
+/// Most expired counters, and most lapsed idempotency records, one alarm reclaims: the alarm's
+/// work stays bounded however many lapsed at once, and the rest wait for the next alarm.
+pub const RECLAIM_PAGE: u64 = 5_000;
+
+/// The shortest time between two reclaims of lapsed idempotency records.
+pub const RECORDS_RECLAIM_GAP_MS: u64 = 10 * 60 * 1000;
+
 /// The in-memory side of one shard.
 #[derive(Debug)]
 pub struct ShardEngine {
@@ -35,6 +42,8 @@ pub struct ShardEngine {
     reclaimed: u64,
     /// Of the ops executed, the counter reads, increments and creates: Abacus's command counts.
     commands: Commands,
+    /// When lapsed records were last reclaimed, and when the next one lapses as found then.
+    records_reclaimed: Option<(u64, Option<u64>)>,
 }
 
 /// What [`ShardEngine::run`] answers.
@@ -62,6 +71,7 @@ impl ShardEngine {
             ops: 0,
             reclaimed: 0,
             commands: Commands::default(),
+            records_reclaimed: None,
         }
     }
 
@@ -183,9 +193,10 @@ impl ShardEngine {
         }
     }
 
-    /// Reclaims everything lapsed by `now_ms` (expired counters and cache entries, idempotency
-    /// records past their window) and answers when the next thing lapses: the one expiry
-    /// function of a shard, which its alarm calls.
+    /// Reclaims what lapsed by `now_ms` (expired counters and cache entries, idempotency
+    /// records past their window), at most [`RECLAIM_PAGE`] counters and as many records, and
+    /// answers when the next thing lapses (by `now_ms` again when a page was full): the one
+    /// expiry function of a shard, which its alarm calls.
     ///
     /// # Errors
     /// [`CoreError::StorageUnavailable`] when storage fails; what was reclaimed before stays
@@ -195,19 +206,35 @@ impl ShardEngine {
         store: &impl ShardStore,
         now_ms: u64,
     ) -> Result<Option<u64>, CoreError> {
-        let counters = store.remove_expired_counters(now_ms).map_err(CoreError::storage)?;
+        let counters = store.remove_expired_counters(now_ms, RECLAIM_PAGE).map_err(CoreError::storage)?;
         self.counters.forget_expired(now_ms);
         self.reclaimed += counters;
         let entries = self.cache.reclaim_expired(store, now_ms)?;
-        // Lapsed idempotency records are reclaimed too, but are not keys: not counted.
-        if let Some(created_by) = now_ms.checked_sub(IDEMPOTENCY_WINDOW_MS) {
-            store.remove_records_created_by(created_by).map_err(CoreError::storage)?;
-        }
         self.reclaimed += entries;
+        let next_record = self.reclaim_records(store, now_ms)?;
         let next_counter = store.next_counter_expiry().map_err(CoreError::storage)?;
-        let next_record =
-            store.oldest_record().map_err(CoreError::storage)?.map(|at| at + IDEMPOTENCY_WINDOW_MS);
         Ok([next_counter, self.cache.next_expiry(), next_record].into_iter().flatten().min())
+    }
+
+    /// Reclaims lapsed idempotency records (not keys: not counted), at most every
+    /// [`RECORDS_RECLAIM_GAP_MS`]: they are looked up by key, so finding the lapsed ones reads
+    /// the table, and a record kept a few minutes past its day harms nothing. Answers when the
+    /// next record lapses, no sooner than the gap allows.
+    fn reclaim_records(&mut self, store: &impl ShardStore, now_ms: u64) -> Result<Option<u64>, CoreError> {
+        if let Some((at, next)) = self.records_reclaimed {
+            if now_ms < at + RECORDS_RECLAIM_GAP_MS {
+                return Ok(next);
+            }
+        }
+        if let Some(created_by) = now_ms.checked_sub(IDEMPOTENCY_WINDOW_MS) {
+            store.remove_records_created_by(created_by, RECLAIM_PAGE).map_err(CoreError::storage)?;
+        }
+        let next = store
+            .oldest_record()
+            .map_err(CoreError::storage)?
+            .map(|at| (at + IDEMPOTENCY_WINDOW_MS).max(now_ms + RECORDS_RECLAIM_GAP_MS));
+        self.records_reclaimed = Some((now_ms, next));
+        Ok(next)
     }
 
     /// Counters held in memory now (the rest are only in storage).
@@ -477,6 +504,29 @@ mod tests {
         let stats = engine.stats(&store, IDEMPOTENCY_WINDOW_MS).unwrap();
         assert_eq!((stats.reclaimed, stats.keys, stats.stored_counters, stats.cache_entries), (3, 0, 0, 0));
         assert!(store.records.borrow().is_empty());
+    }
+
+    #[test]
+    fn an_alarm_reclaims_a_page_and_says_more_has_lapsed() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 });
+        let lapsing = RECLAIM_PAGE + 10;
+        let ops = (0..lapsing)
+            .map(|i| ShardOp::Incr {
+                ns: names("n").0,
+                key: Key::new(&format!("k{i}")).unwrap(),
+                by: 1,
+                ttl: Some(1),
+            })
+            .map(ShardCall::from)
+            .collect();
+        engine.run(&store, &request(ops), 0);
+        // A full page: what is left lapsed already, so the next alarm is due at once (and the
+        // schedule keeps it its gap away).
+        assert_eq!(engine.reclaim_expired(&store, 5_000), Ok(Some(1_000)));
+        assert_eq!(engine.stats(&store, 5_000).unwrap().stored_counters, 10);
+        assert_eq!(engine.reclaim_expired(&store, 5_000), Ok(None));
+        assert_eq!(engine.stats(&store, 5_000).unwrap().reclaimed, lapsing);
     }
 
     #[test]

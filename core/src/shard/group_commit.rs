@@ -144,8 +144,8 @@ impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
         Ok(())
     }
 
-    fn remove_expired_counters(&self, now_ms: u64) -> Result<u64, String> {
-        self.store.remove_expired_counters(now_ms)
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String> {
+        self.store.remove_expired_counters(now_ms, most)
     }
 
     fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
@@ -173,8 +173,8 @@ impl<S: IdempotencyStore> IdempotencyStore for PendingWrites<'_, S> {
         Ok(())
     }
 
-    fn remove_records_created_by(&self, created_by_ms: u64) -> Result<u64, String> {
-        self.store.remove_records_created_by(created_by_ms)
+    fn remove_records_created_by(&self, created_by_ms: u64, most: u64) -> Result<u64, String> {
+        self.store.remove_records_created_by(created_by_ms, most)
     }
 
     fn oldest_record(&self) -> Result<Option<u64>, String> {

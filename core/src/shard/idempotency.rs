@@ -85,11 +85,12 @@ pub trait IdempotencyStore {
         }
         Ok(())
     }
-    /// Removes every record created at or before `created_by_ms` (their window has passed).
+    /// Removes records created at or before `created_by_ms` (their window has passed), at most
+    /// `most` of them (the oldest); answers how many.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn remove_records_created_by(&self, created_by_ms: u64) -> Result<u64, String>;
+    fn remove_records_created_by(&self, created_by_ms: u64, most: u64) -> Result<u64, String>;
     /// When the oldest stored record was created, if any is stored.
     ///
     /// # Errors

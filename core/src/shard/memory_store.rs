@@ -130,12 +130,20 @@ impl CounterStore for MemoryStore {
         self.counters.borrow_mut().remove(&row(ns, key));
         Ok(())
     }
-    fn remove_expired_counters(&self, now_ms: u64) -> Result<u64, String> {
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String> {
         self.check()?;
         let mut counters = self.counters.borrow_mut();
-        let before = counters.len();
-        counters.retain(|_, (_, counter)| !counter.is_expired(now_ms));
-        Ok((before - counters.len()) as u64)
+        let mut expired: Vec<(u64, u64)> = counters
+            .iter()
+            .filter(|(_, (_, counter))| counter.is_expired(now_ms))
+            .map(|(row, (_, counter))| (counter.expires_at_ms.unwrap_or(0), *row))
+            .collect();
+        expired.sort();
+        expired.truncate(usize::try_from(most).unwrap_or(usize::MAX));
+        for (_, row) in &expired {
+            counters.remove(row);
+        }
+        Ok(expired.len() as u64)
     }
     fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
         self.check()?;
@@ -242,12 +250,20 @@ impl IdempotencyStore for MemoryStore {
         self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())
     }
-    fn remove_records_created_by(&self, created_by_ms: u64) -> Result<u64, String> {
+    fn remove_records_created_by(&self, created_by_ms: u64, most: u64) -> Result<u64, String> {
         self.check()?;
         let mut records = self.records.borrow_mut();
-        let before = records.len();
-        records.retain(|_, record| record.created_at_ms > created_by_ms);
-        Ok((before - records.len()) as u64)
+        let mut lapsed: Vec<_> = records
+            .iter()
+            .filter(|(_, record)| record.created_at_ms <= created_by_ms)
+            .map(|(scope, record)| (record.created_at_ms, scope.clone()))
+            .collect();
+        lapsed.sort_by_key(|(created, _)| *created);
+        lapsed.truncate(usize::try_from(most).unwrap_or(usize::MAX));
+        for (_, scope) in &lapsed {
+            records.remove(scope);
+        }
+        Ok(lapsed.len() as u64)
     }
     fn oldest_record(&self) -> Result<Option<u64>, String> {
         self.check()?;
