@@ -8,11 +8,11 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools tools-test tools-rust build dev deploy test lint lint-rust lint-js fmt test-native test-worker test-api-spec test-bench-smoke repeat-suite bench bench-core bench-migration fuzz soak clean
+.PHONY: help tools tools-test tools-rust build dev export import deploy test lint lint-rust lint-js fmt test-native test-worker test-api-spec test-bench-smoke repeat-suite bench bench-core bench-migration fuzz soak clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
-PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/profile.mjs scripts/child-process.mjs scripts/deploy-preflight.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
+PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/profile.mjs scripts/child-process.mjs scripts/deploy-preflight.mjs scripts/transfer.mjs worker/static/index.html worker/static/demo.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md
 # Markdown whose relative links and #anchors `make lint-js` checks.
 MARKDOWN_PATHS := README.md docs client/README.md loadtest/README.md loadtest/reports core/fuzz/README.md
@@ -32,6 +32,8 @@ help:
 	@echo "make bench-core  the core's micro-benchmarks, native and Wasm, and memory per counter"
 	@echo "make bench-migration  moving half of 1,000,000 keys from 8 shards to 16 online, and a mixed load during it beside one without (about 5 minutes)"
 	@echo "make deploy build and deploy with wrangler (needs a Cloudflare account)"
+	@echo "make export URL=... OUT=file [NS=...] [TOKEN=...]  every counter and cache entry as NDJSON"
+	@echo "make import URL=... IN=file [TOKEN=...]  store an export (or a CountAPI/Abacus list) in a deployment"
 
 tools:
 	@scripts/bootstrap.sh dev
@@ -51,6 +53,14 @@ dev: build
 # The preflight stops a deployment with nothing configured (see scripts/deploy-preflight.mjs),
 # which would answer reads only; EDGECOUNT_OPEN=1 asks for open writes by name, and the worker is
 # told so. `wrangler deploy` run directly deploys the same safe default.
+# Moving numbers out and in (docs/moving.md): URL is the worker's address, TOKEN an admin token
+# once tokens are configured (or EDGECOUNT_TOKEN), NS narrows an export to one namespace.
+export:
+	@node scripts/transfer.mjs export "$(URL)" --out "$(OUT)" $(if $(NS),--ns "$(NS)") $(if $(TOKEN),--token "$(TOKEN)")
+
+import:
+	@node scripts/transfer.mjs import "$(URL)" --in "$(IN)" $(if $(TOKEN),--token "$(TOKEN)")
+
 deploy: build
 	@node scripts/deploy-preflight.mjs --deploy
 

@@ -85,13 +85,12 @@ function commands(
     const text = parts.join("\n");
     if (!text.trim() || text.trim().startsWith("#")) continue;
     let comment = trailingComment(parts[parts.length - 1]);
-    // A long answer may be shown on the comment line right after its command.
     // A long answer may be shown on the comment lines right after its command, its lines
     // after the first indented (`#   {...}`) or closing (`# ]}`).
     if (comment === undefined && /^\s*#\s*\d{3}\b/.test(body[i + 1] ?? "")) {
       comment = body[++i].trim().slice(1).trim();
       while (/^\s*#( {2,}|\s*[\]}])/.test(body[i + 1] ?? ""))
-        comment += " " + body[++i].trim().slice(1).trim();
+        comment += "\n" + body[++i].trim().slice(1).trim();
     }
     const shown = comment ? /^((?:\d{3}\s*)+)(.*)$/s.exec(comment) : null;
     const statuses = shown ? shown[1].trim().split(/\s+/).map(Number) : [];

@@ -120,19 +120,52 @@ function problems(
   if (calls.length !== 1)
     return [`${where}: an answer is shown for ${calls.length} calls`];
   const actual = calls[0].answer;
-  if (/^[[{]/.test(command.answer)) {
+  // Several lines each a JSON value of its own: NDJSON, each line checked against the line
+  // answered. Otherwise the lines are one answer shown over several.
+  const shownLines = command.answer.split("\n").map((line) => line.trim());
+  const perLine = shownLines.length > 1 ? shownLines.map(tryParseShown) : [];
+  if (perLine.length > 0 && perLine.every((line) => line !== undefined)) {
+    const lines = actual.split("\n").filter((line) => line.trim() !== "");
+    if (lines.length !== perLine.length)
+      return [
+        `${where}: shows ${perLine.length} lines, answered ${lines.length}`,
+      ];
+    for (const [i, line] of lines.entries()) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        return [`${where}: line ${i + 1} is not JSON: ${line.slice(0, 200)}`];
+      }
+      const why = mismatch(perLine[i], parsed);
+      if (why) return [`${where}: line ${i + 1}: ${why}`];
+    }
+    return [];
+  }
+  const answer = shownLines.join(" ");
+  if (/^[[{]/.test(answer)) {
     let parsed: unknown;
     try {
       parsed = JSON.parse(actual);
     } catch {
       return [`${where}: the answer is not JSON: ${actual.slice(0, 200)}`];
     }
-    const why = mismatch(parseShown(command.answer), parsed);
+    const why = mismatch(parseShown(answer), parsed);
     return why ? [`${where}: ${why}`] : [];
   }
-  return textMatches(command.answer, actual)
+  return textMatches(answer, actual)
     ? []
-    : [`${where}: shows ${command.answer}, answered ${actual.slice(0, 200)}`];
+    : [`${where}: shows ${answer}, answered ${actual.slice(0, 200)}`];
+}
+
+/** A shown line as {@link parseShown} reads it, or undefined when it is no JSON of its own. */
+function tryParseShown(line: string): unknown {
+  if (!/^[[{]/.test(line)) return undefined;
+  try {
+    return parseShown(line);
+  } catch {
+    return undefined;
+  }
 }
 
 describe("every shell example in the README and docs/ answers as shown", () => {

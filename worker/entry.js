@@ -108,6 +108,14 @@ export class Shard extends DurableObject {
     return guardedAsync(() => this.#current().migrate(shard));
   }
 
+  exportPage(after, ns) {
+    return guarded(() => this.#current().exportPage(after, ns));
+  }
+
+  import(parcels) {
+    return guardedAsync(() => this.#current().import(parcels));
+  }
+
   watch(ns, key, client) {
     return guarded(() => this.#current().watch(ns, key, client));
   }

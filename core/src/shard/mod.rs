@@ -18,6 +18,7 @@ pub mod placement;
 pub mod protocol;
 pub mod receipt;
 pub mod settings;
+pub mod transfer;
 pub mod watchers;
 
 /// A write of many rows that failed part-way. Stores write rows in order, each statement whole

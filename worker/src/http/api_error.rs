@@ -15,6 +15,8 @@ pub enum ApiError {
     Forbidden,
     /// No token and no public namespace is configured, and open writes were not asked for.
     NotOpen,
+    /// An export or import while the shard count changes, when a key may be in two places.
+    ChangeUnderWay,
     MethodNotAllowed {
         allow: &'static str,
     },
@@ -89,7 +91,7 @@ impl ApiError {
                 | CoreError::ChangeUnfinished { .. }
                 | CoreError::ChangeInterrupted { .. },
             ) => 500,
-            Self::Core(CoreError::AlreadyExists) => 409,
+            Self::Core(CoreError::AlreadyExists) | Self::ChangeUnderWay => 409,
             Self::Core(
                 CoreError::ResetDisabled | CoreError::OutOfBounds { .. } | CoreError::OwnedCounter,
             ) => 403,
@@ -114,6 +116,7 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
             Self::NotOpen => "not_open",
+            Self::ChangeUnderWay => "change_under_way",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
@@ -135,6 +138,11 @@ impl ApiError {
             Self::RouteNotFound => "There is no such route; see /v1/openapi.json or docs/api.md.".into(),
             Self::Unauthorized => "This needs a valid token in `Authorization: Bearer <token>`.".into(),
             Self::Forbidden => "The token does not allow this here.".into(),
+            Self::ChangeUnderWay => {
+                "The shard count is changing (EDGECOUNT_SHARDS_FROM is set): export and import \
+                                     wait until the change is declared over."
+                    .into()
+            }
             Self::NotOpen => {
                 "This service answers reads only: no token and no public namespace is configured, \
                               and open writes were not asked for (EDGECOUNT_OPEN=1). See docs/access.md."

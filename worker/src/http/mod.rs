@@ -16,3 +16,4 @@ pub mod operations;
 pub mod respond;
 pub mod routes;
 pub mod target;
+pub mod transfer;

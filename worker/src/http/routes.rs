@@ -14,7 +14,7 @@ use crate::http::counters;
 use crate::http::documents::{self, Document};
 use crate::http::message::{Header, Request, Response};
 use crate::http::target::{unmatched_path_error, Target};
-use crate::http::{badge, batch, cache, compat, operations, respond};
+use crate::http::{badge, batch, cache, compat, operations, respond, transfer};
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::placement;
@@ -32,6 +32,8 @@ enum Route {
     Batch,
     Cache,
     Badge,
+    Export,
+    Import,
     Document(Document),
 }
 
@@ -39,7 +41,10 @@ impl Route {
     /// The methods the route accepts, as sent in `Allow`.
     fn allow(self) -> &'static str {
         match self {
-            Self::Health | Self::Stats | Self::Metrics | Self::Badge | Self::Document(_) => "GET, OPTIONS",
+            Self::Health | Self::Stats | Self::Metrics | Self::Badge | Self::Export | Self::Document(_) => {
+                "GET, OPTIONS"
+            }
+            Self::Import => "POST, OPTIONS",
             Self::Counter => "GET, PUT, DELETE, OPTIONS",
             Self::CounterIncr | Self::CounterDecr | Self::Batch => "POST, OPTIONS",
             Self::Cache => "GET, PUT, DELETE, OPTIONS",
@@ -63,6 +68,8 @@ fn build_router() -> matchit::Router<Route> {
         ("/v1/batch", Route::Batch),
         ("/v1/cache/:ns/:key", Route::Cache),
         ("/v1/badge/:ns/:key", Route::Badge),
+        ("/v1/export", Route::Export),
+        ("/v1/import", Route::Import),
         ("/", Route::Document(Document::DemoPage)),
         ("/demo.js", Route::Document(Document::DemoScript)),
         ("/v1/client.js", Route::Document(Document::Client)),
@@ -175,6 +182,8 @@ async fn dispatch_matched(
         (Route::Metrics, Method::Get) => Action::Metrics,
         (Route::Batch, Method::Post) => Action::Batch,
         (Route::Badge, Method::Get) => Action::Badge,
+        (Route::Export, Method::Get) => Action::Export,
+        (Route::Import, Method::Post) => Action::Import,
         (Route::Document(Document::DemoPage | Document::DemoScript), Method::Get) if !config.demo => {
             return Err(ApiError::RouteNotFound)
         }
@@ -239,6 +248,8 @@ async fn serve(
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, env, caller, config, token, meter).await,
         Action::Badge => badge::serve(&req, env, caller, config, token, keyed()?).await,
+        Action::Export => transfer::export(&req, env, config).await,
+        Action::Import => transfer::import(&req, env, config).await,
         Action::Op(kind) => match kind.spec().subject {
             Subject::CacheEntry => cache::serve(kind, &req, env, config, keyed()?).await,
             Subject::Counter => counters::serve(kind, req, env, caller, config, keyed()?, token).await,
@@ -253,6 +264,8 @@ enum Action {
     Metrics,
     Batch,
     Badge,
+    Export,
+    Import,
     /// One op on the key the path names.
     Op(OpKind),
 }
@@ -268,7 +281,7 @@ fn authorize(
     let need = match action {
         // Batches check each op's right, badges the right their query needs.
         Action::Batch | Action::Badge => return Ok(()),
-        Action::Stats | Action::Metrics => Right::Admin,
+        Action::Stats | Action::Metrics | Action::Export | Action::Import => Right::Admin,
         // A bad query is the handler's 400 to answer, once the count right is checked.
         Action::Op(OpKind::Incr) => CounterQuery::parse(query)
             .map_or(Right::Count, |q| Right::for_increment(q.by.unwrap_or(1), q.ttl)),

@@ -8,6 +8,7 @@ use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::protocol::{Placed, ShardRequest, ShardResponse, ShardStats};
+use edgecount_core::shard::transfer::ExportPage;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -200,6 +201,14 @@ extern "C" {
     #[wasm_bindgen(method, js_name = migrate)]
     fn migrate(this: &ShardRpc, shard: u32) -> js_sys::Promise;
 
+    /// Resolves to the JSON of a page of the shard's export (see `Shard::export_page_rpc`).
+    #[wasm_bindgen(method, js_name = exportPage)]
+    fn export_page(this: &ShardRpc, after: &str, ns: &str) -> js_sys::Promise;
+
+    /// Resolves once the JSON parcels are stored (see `Shard::import_rpc`).
+    #[wasm_bindgen(method, js_name = import)]
+    fn import(this: &ShardRpc, parcels: &str) -> js_sys::Promise;
+
     /// Resolves to a `ReadableStream` of a counter's value as server-sent events.
     #[wasm_bindgen(method, js_name = watch)]
     fn watch(this: &ShardRpc, ns: &str, key: &str, client: &str) -> js_sys::Promise;
@@ -356,6 +365,44 @@ pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<O
     let is_write = call.op.is_write();
     let results = execute(env, shard, std::slice::from_ref(&call), MAX_SHARD_ANSWER_BYTES).await;
     results.and_then(|mut r| r.pop().ok_or(ApiError::ShardUnavailable)).map_err(|e| e.after_send(is_write))
+}
+
+/// A page of `shard`'s export after `after` (see `Shard::export_page_rpc`).
+///
+/// # Errors
+/// [`ApiError::ChangeUnderWay`] while the shard count changes, else
+/// [`ApiError::ShardUnavailable`] when the shard cannot answer.
+pub async fn export_page(
+    env: &Env,
+    shard: ShardId,
+    after: Option<&(String, String)>,
+    ns: Option<&str>,
+) -> Result<ExportPage, ApiError> {
+    let rpc = stub(env, shard)?;
+    let after = serde_json::to_string(&after).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let answer = answer_of(JsFuture::from(rpc.export_page(&after, ns.unwrap_or(""))))
+        .await
+        .map_err(|e| transfer_failure(&e))?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
+    serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
+}
+
+/// Has `shard` store imported parcels (see `Shard::import_rpc`).
+///
+/// # Errors
+/// As [`export_page`].
+pub async fn import(env: &Env, shard: ShardId, parcels: &[Parcel]) -> Result<(), ApiError> {
+    let rpc = stub(env, shard)?;
+    let parcels = serde_json::to_string(parcels).map_err(|e| ApiError::Internal(e.to_string()))?;
+    answer_of(JsFuture::from(rpc.import(&parcels))).await.map(drop).map_err(|e| transfer_failure(&e))
+}
+
+fn transfer_failure(error: &JsValue) -> ApiError {
+    if rejection_message(error).contains("change_under_way") {
+        ApiError::ChangeUnderWay
+    } else {
+        ApiError::ShardUnavailable
+    }
 }
 
 /// Asks `shard` for its statistics.

@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use edgecount_core::shard::migration::Migration;
+use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::{self, Kept, Placement};
 use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardResponse};
 use edgecount_core::{Key, Namespace};
@@ -221,6 +221,47 @@ impl Shard {
     ///
     /// # Errors
     /// A failure to count the stored rows.
+    /// A page of this shard's export (see [`crate::shard::transfer_store`]): `after` is the
+    /// JSON of the name the last page ended at (`null` to start), `ns` the only namespace
+    /// wanted (empty for all). Refused while the shard count changes: a key would be in two
+    /// places.
+    ///
+    /// # Errors
+    /// `change_under_way`, a malformed `after`, or a storage failure.
+    #[wasm_bindgen(js_name = exportPage)]
+    pub fn export_page_rpc(&self, after: &str, ns: &str) -> std::result::Result<String, JsValue> {
+        if self.object.hand_overs.migration.is_some() {
+            return Err(JsValue::from_str("change_under_way"));
+        }
+        let after: Option<(String, String)> =
+            serde_json::from_str(after).map_err(|e| JsValue::from_str(&format!("malformed cursor: {e}")))?;
+        let ns = (!ns.is_empty()).then_some(ns);
+        let page =
+            self.object.store.export_page(after.as_ref(), ns, now_ms()).map_err(|d| JsValue::from_str(&d))?;
+        serde_json::to_string(&page).map_err(|e| JsValue::from_str(&e.to_string()))
+    }
+
+    /// Stores the JSON array of parcels an import sent this shard (each validated by the
+    /// worker); resolves once they are stored and the alarm is set for what lapses.
+    ///
+    /// # Errors
+    /// `change_under_way`, malformed parcels, or a storage failure.
+    #[wasm_bindgen(js_name = import)]
+    pub fn import_rpc(&self, parcels: &str) -> JsValue {
+        if self.object.hand_overs.migration.is_some() {
+            return rejected("change_under_way");
+        }
+        let parcels: Vec<Parcel> = match serde_json::from_str(parcels) {
+            Ok(parcels) => parcels,
+            Err(e) => return rejected(&format!("malformed parcels: {e}")),
+        };
+        let object = Rc::clone(&self.object);
+        request_task::run(async move {
+            object.import(&parcels).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
     #[wasm_bindgen(js_name = stats)]
     pub fn stats_rpc(&self, shard: u32) -> std::result::Result<String, JsValue> {
         let stats = self.object.stats(shard).map_err(|detail| JsValue::from_str(&detail))?;

@@ -158,7 +158,17 @@ impl SqlShardStore {
     /// # Errors
     /// A description of the storage failure.
     pub fn parcels(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<Vec<Parcel>> {
-        let keys = &keys[..self.fitting(keys, budget)?];
+        self.parcels_with(keys, budget, true)
+    }
+
+    /// [`Self::parcels`], with the keys' idempotency records or without them (an export's).
+    pub(super) fn parcels_with(
+        &self,
+        keys: &[(Namespace, Key)],
+        budget: usize,
+        with_records: bool,
+    ) -> Result<Vec<Parcel>> {
+        let keys = &keys[..self.fitting(keys, budget, with_records)?];
         let mut parcels: Vec<Parcel> =
             keys.iter().map(|(ns, key)| Parcel::empty(ns.clone(), key.clone())).collect();
         if keys.is_empty() {
@@ -197,6 +207,9 @@ impl SqlShardStore {
             let parcel = usize::try_from(place).ok().and_then(|place| parcels.get_mut(place));
             parcel.ok_or("a cache row of no asked key")?.cache = Some(entry(columns)?);
         }
+        if !with_records {
+            return Ok(parcels);
+        }
         let records: Vec<Placed<ParcelRecord>> = self
             .rows(
                 &format!(
@@ -213,7 +226,7 @@ impl SqlShardStore {
     }
 
     /// How many of `keys`, from the first, have parcels within `budget` bytes (at least one).
-    fn fitting(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<usize> {
+    fn fitting(&self, keys: &[(Namespace, Key)], budget: usize, with_records: bool) -> Result<usize> {
         #[derive(Deserialize)]
         struct Size {
             place: usize,
@@ -230,11 +243,15 @@ impl SqlShardStore {
             "SELECT {PLACE}, (length(t.value) + 2) / 3 * 4 + length(CAST(t.content_type AS BLOB)) + 64 AS bytes \
              FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
         ))?;
-        let records = sizes(&format!(
-            "SELECT {PLACE}, SUM(length(CAST(t.kind AS BLOB)) + length(CAST(t.idempotency_key AS BLOB)) \
-             + length(CAST(t.request_digest AS BLOB)) + length(CAST(t.result AS BLOB)) + 96) AS bytes \
-             FROM {NAMED} JOIN idempotency_records AS t {ON_NAME} AND t.{PER_KEY_RECORDS} GROUP BY r.key"
-        ))?;
+        let records = if with_records {
+            sizes(&format!(
+                "SELECT {PLACE}, SUM(length(CAST(t.kind AS BLOB)) + length(CAST(t.idempotency_key AS BLOB)) \
+                 + length(CAST(t.request_digest AS BLOB)) + length(CAST(t.result AS BLOB)) + 96) AS bytes \
+                 FROM {NAMED} JOIN idempotency_records AS t {ON_NAME} AND t.{PER_KEY_RECORDS} GROUP BY r.key"
+            ))?
+        } else {
+            Vec::new()
+        };
         for size in entries.into_iter().chain(records) {
             if let Some(weight) = weights.get_mut(size.place) {
                 *weight += usize::try_from(size.bytes).unwrap_or(usize::MAX);

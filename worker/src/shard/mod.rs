@@ -7,4 +7,5 @@ pub mod hand_over_state;
 pub mod migration_store;
 pub mod object;
 pub mod sql_store;
+pub mod transfer_store;
 pub mod watch_stream;

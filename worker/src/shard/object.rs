@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
+use edgecount_core::shard::migration::Parcel;
 use edgecount_core::shard::protocol::{OpResult, ShardRequest, ShardStats};
 use edgecount_core::shard::watchers::{self, Watchers};
 use edgecount_core::{Key, Namespace, ShardEngine};
@@ -259,6 +260,18 @@ impl ShardObject {
                 keys.iter().map(|(ns, key)| (ns.clone(), key.clone(), None)).collect();
             watching.notify(&ended, WatchSender::send);
         }
+    }
+
+    /// Stores imported parcels over what their names hold (see
+    /// [`crate::shard::transfer_store`]); memory forgets the names, so the next op reads what
+    /// was stored, and the alarm is set for what lapses first. Answers once that is done.
+    ///
+    /// # Errors
+    /// A storage failure, or a failure to set the alarm.
+    pub(crate) async fn import(&self, parcels: &[Parcel]) -> std::result::Result<(), JsValue> {
+        self.store.import(parcels).map_err(|detail| JsValue::from_str(&detail))?;
+        self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)));
+        self.reclaim_by(parcels.iter().filter_map(Parcel::lapses_at).min()).await
     }
 
     pub(crate) fn stats(&self, shard: u32) -> std::result::Result<ShardStats, String> {

@@ -1,0 +1,246 @@
+//! Moving a deployment's data out and in (`GET /v1/export`, `POST /v1/import`): one line of
+//! NDJSON per name, the same [`Parcel`] a change of shard count hands from shard to shard (its
+//! counter with TTL, creation time and rules, its cache entry), without the idempotency
+//! records, which only matter where they were made.
+//!
+//! An import line is such a parcel, or a counter as CountAPI and Abacus list them
+//! (`{"namespace", "key", "value"}`), so a list of old numbers moves in as is. An export ends
+//! with `{"next": cursor}` (`null` when nothing is left), which an import skips: a whole
+//! download can be sent back unchanged. Importing a line twice stores the same thing twice.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+use crate::http::query::read_known_parameters;
+use crate::partition::ShardId;
+use crate::shard::cache_table::MAX_CACHE_VALUE_BYTES;
+use crate::shard::content_type::ContentType;
+use crate::shard::counter::Counter;
+use crate::shard::migration::Parcel;
+use crate::{CoreError, Key, Namespace};
+
+/// Lines one import request may carry.
+pub const MAX_IMPORT_LINES: usize = 1_000;
+/// Bytes of NDJSON one import request may carry.
+pub const MAX_IMPORT_BYTES: usize = 8 * 1024 * 1024;
+/// Names one export page reads at most (each shard call reads a page of its own names).
+pub const MAX_EXPORT_LINES: u64 = 1_000;
+/// Bytes of cache values one export page carries at most (one larger value still travels,
+/// alone), so a page stays well within what a Durable Object call and a response may carry.
+pub const MAX_EXPORT_VALUE_BYTES: usize = 4 * 1024 * 1024;
+
+/// One page of a shard's export.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportPage {
+    /// The names' counters and cache entries (names holding neither live are left out).
+    pub parcels: Vec<Parcel>,
+    /// The last name read: where the next page of this shard starts; `None` when it is done.
+    pub resume_after: Option<(String, String)>,
+}
+
+/// What one import line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportLine {
+    /// Store this counter and/or cache entry under its name.
+    Store(Box<Parcel>),
+    /// An export's closing line, or an empty one: nothing to do.
+    Skip,
+}
+
+/// A counter as CountAPI and Abacus list them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Listed {
+    namespace: String,
+    key: String,
+    value: i64,
+}
+
+/// Reads one import line, written at `now_ms` when it carries no times of its own.
+///
+/// # Errors
+/// [`CoreError::InvalidBody`] naming what is wrong with the line (not JSON, a bad name, a cache
+/// value over [`MAX_CACHE_VALUE_BYTES`], a bad content type, nothing to store).
+pub fn parse_import_line(line: &str, now_ms: u64) -> Result<ImportLine, CoreError> {
+    let bad = |reason: &str| CoreError::InvalidBody { reason: reason.to_owned() };
+    let line = line.trim();
+    if line.is_empty() {
+        return Ok(ImportLine::Skip);
+    }
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|_| bad("the line is not JSON"))?;
+    if value.as_object().is_some_and(|fields| fields.len() == 1 && fields.contains_key("next")) {
+        return Ok(ImportLine::Skip);
+    }
+    if value.get("namespace").is_some() {
+        let listed: Listed = serde_json::from_value(value)
+            .map_err(|_| bad("a listed counter has exactly `namespace`, `key` and an integer `value`"))?;
+        let ns = Namespace::new(&listed.namespace).map_err(|e| bad(&e.to_string()))?;
+        let key = Key::new(&listed.key).map_err(|e| bad(&e.to_string()))?;
+        let counter = Counter {
+            value: listed.value,
+            version: 1,
+            ttl_seconds: None,
+            expires_at_ms: None,
+            created_ms: Some(now_ms),
+            settings: None,
+        };
+        return Ok(ImportLine::Store(Box::new(Parcel { counter: Some(counter), ..Parcel::empty(ns, key) })));
+    }
+    let parcel: Parcel =
+        serde_json::from_value(value).map_err(|e| bad(&format!("not an exported line: {e}")))?;
+    if !parcel.records.is_empty() {
+        return Err(bad("idempotency records are not imported"));
+    }
+    if parcel.counter.is_none() && parcel.cache.is_none() {
+        return Err(bad("the line holds neither a counter nor a cache entry"));
+    }
+    if let Some(entry) = &parcel.cache {
+        if entry.value.len() > MAX_CACHE_VALUE_BYTES {
+            return Err(CoreError::EntryTooLarge { limit_bytes: MAX_CACHE_VALUE_BYTES as u64 });
+        }
+        ContentType::new(&entry.content_type).map_err(|e| bad(&e.to_string()))?;
+    }
+    if parcel.counter.is_some_and(|c| c.version == 0) {
+        return Err(bad("a counter's version starts at 1"));
+    }
+    Ok(ImportLine::Store(Box::new(parcel)))
+}
+
+/// The query of `GET /v1/export`: `?ns=` narrows it to a namespace, `?cursor=` resumes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportQuery {
+    pub ns: Option<Namespace>,
+    pub cursor: ExportCursor,
+}
+
+impl ExportQuery {
+    /// Parses a raw query string (without the `?`).
+    ///
+    /// # Errors
+    /// A bad namespace or cursor, or either given twice.
+    pub fn parse(query: &str) -> Result<Self, CoreError> {
+        let mut parsed = Self { ns: None, cursor: ExportCursor::start() };
+        read_known_parameters(query, &["ns", "cursor"], |slot, value| {
+            match slot {
+                0 => parsed.ns = Some(Namespace::new(value)?),
+                _ => parsed.cursor = ExportCursor::decode(value)?,
+            }
+            Ok(())
+        })?;
+        Ok(parsed)
+    }
+}
+
+/// Where an export resumes: after a name of a shard (the shards are read in order, each in
+/// name order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportCursor {
+    pub shard: ShardId,
+    /// The last name read in that shard; `None` to start it from the beginning.
+    pub after: Option<(String, String)>,
+}
+
+impl ExportCursor {
+    /// The start of the first shard.
+    #[must_use]
+    pub fn start() -> Self {
+        Self { shard: ShardId(0), after: None }
+    }
+
+    /// The cursor as a URL-safe token.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let text = serde_json::json!([self.shard.0, self.after]).to_string();
+        URL_SAFE_NO_PAD.encode(text)
+    }
+
+    /// Reads a token made by [`ExportCursor::encode`].
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParameter`] for anything else.
+    pub fn decode(token: &str) -> Result<Self, CoreError> {
+        let invalid = || CoreError::InvalidParameter {
+            name: "cursor".into(),
+            expected: "the `next` of an earlier export page".into(),
+        };
+        let bytes = URL_SAFE_NO_PAD.decode(token.trim()).map_err(|_| invalid())?;
+        let (shard, after): (u32, Option<(String, String)>) =
+            serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+        Ok(Self { shard: ShardId(shard), after })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::migration::ParcelEntry;
+
+    #[test]
+    fn an_exported_line_comes_back_as_it_went() {
+        let parcel = Parcel {
+            counter: Some(Counter {
+                value: -5,
+                version: 7,
+                ttl_seconds: Some(60),
+                expires_at_ms: Some(90_000),
+                created_ms: Some(1_000),
+                settings: None,
+            }),
+            cache: Some(ParcelEntry {
+                value: vec![0, 255],
+                content_type: "application/octet-stream".into(),
+                expires_at_ms: None,
+                written_at_ms: 5,
+            }),
+            ..Parcel::empty(Namespace::new("blog").unwrap(), Key::new("home").unwrap())
+        };
+        let line = serde_json::to_string(&parcel).unwrap();
+        assert_eq!(parse_import_line(&line, 0), Ok(ImportLine::Store(Box::new(parcel))));
+    }
+
+    #[test]
+    fn a_listed_counter_moves_in_as_is_and_the_export_trailer_is_skipped() {
+        let ImportLine::Store(parcel) =
+            parse_import_line(r#"{"namespace":"old-site","key":"visits","value":4242}"#, 9).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(parcel.counter.map(|c| (c.value, c.version, c.created_ms)), Some((4242, 1, Some(9))));
+        assert_eq!(parse_import_line(r#"{"next":null}"#, 0), Ok(ImportLine::Skip));
+        assert_eq!(parse_import_line("  ", 0), Ok(ImportLine::Skip));
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        for line in [
+            "not json",
+            r#"{"namespace":"a b","key":"k","value":1}"#,
+            r#"{"namespace":"n","key":"k","value":1.5}"#,
+            r#"{"ns":"n","key":"k"}"#,
+            r#"{"ns":"n","key":"k","cache":{"value":"AA","content_type":"no type","expires_at_ms":null,"written_at_ms":1}}"#,
+            r#"{"ns":"n","key":"k","records":[{"kind":"counter","idempotency_key":"a","request_digest":"0","result":"{}","created_at_ms":1}]}"#,
+        ] {
+            assert!(matches!(parse_import_line(line, 0), Err(CoreError::InvalidBody { .. })), "{line}");
+        }
+    }
+
+    #[test]
+    fn an_export_query_reads_its_namespace_and_cursor() {
+        let cursor = ExportCursor { shard: ShardId(2), after: None };
+        let query = ExportQuery::parse(&format!("ns=blog&cursor={}&_=1", cursor.encode())).unwrap();
+        assert_eq!(query, ExportQuery { ns: Some(Namespace::new("blog").unwrap()), cursor });
+        assert_eq!(ExportQuery::parse("").unwrap().cursor, ExportCursor::start());
+        assert!(ExportQuery::parse("ns=a%20b").is_err());
+        assert!(ExportQuery::parse("cursor=x&cursor=y").is_err());
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_anything_else() {
+        let cursor = ExportCursor { shard: ShardId(3), after: Some(("blog".into(), "home".into())) };
+        assert_eq!(ExportCursor::decode(&cursor.encode()), Ok(cursor));
+        assert_eq!(ExportCursor::decode(&ExportCursor::start().encode()), Ok(ExportCursor::start()));
+        assert!(ExportCursor::decode("%%").is_err());
+        assert!(ExportCursor::decode(&URL_SAFE_NO_PAD.encode("[1]")).is_err());
+    }
+}
