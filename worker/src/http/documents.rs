@@ -1,5 +1,6 @@
 //! The fixed documents the worker serves: the demo page at `/` (and its script), the browser client at
-//! `/v1/client.js` and the OpenAPI description at `/v1/openapi.json`. They are compiled into
+//! `/v1/client.js`, the one-tag counting script at `/v1/count.js` and the OpenAPI description at
+//! `/v1/openapi.json`. They are compiled into
 //! the Wasm module, so a deployment always serves the ones built with it.
 
 use edgecount_core::http::etag::{content_etag, if_none_match};
@@ -12,6 +13,7 @@ pub enum Document {
     DemoPage,
     DemoScript,
     Client,
+    CountScript,
     OpenApi,
 }
 
@@ -21,6 +23,7 @@ impl Document {
             Self::DemoPage => include_str!("../../static/index.html"),
             Self::DemoScript => include_str!("../../static/demo.js"),
             Self::Client => include_str!("../../../client/dist/edgecount.js"),
+            Self::CountScript => include_str!("../../static/count.js"),
             Self::OpenApi => include_str!("../../static/openapi.json"),
         }
     }
@@ -28,7 +31,7 @@ impl Document {
     fn content_type(self) -> &'static str {
         match self {
             Self::DemoPage => "text/html; charset=utf-8",
-            Self::Client | Self::DemoScript => "text/javascript; charset=utf-8",
+            Self::Client | Self::CountScript | Self::DemoScript => "text/javascript; charset=utf-8",
             Self::OpenApi => "application/json; charset=utf-8",
         }
     }
@@ -39,6 +42,8 @@ impl Document {
     fn cache_control(self) -> &'static str {
         match self {
             Self::Client => "public, max-age=604800, stale-while-revalidate=86400",
+            // Loaded by every view of the pages that use it: kept a day, revalidated by `ETag`.
+            Self::CountScript => "public, max-age=86400, stale-while-revalidate=86400",
             Self::DemoPage | Self::DemoScript | Self::OpenApi => "public, max-age=300",
         }
     }

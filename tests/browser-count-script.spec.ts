@@ -1,0 +1,138 @@
+// The one script tag (`/v1/count.js`) on a static page of another origin, in Chromium: it
+// counts the view without an idempotency key, shows the page's counter with this view in it
+// and other counters as they are, only shows with `data-count="false"`, and a view of a page
+// left at once still lands. The script stays within 2 KB gzipped.
+import { gzipSync } from "node:zlib";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import {
+  hostPage,
+  launchBrowser,
+  type HeadlessBrowser,
+  type PageHost,
+} from "./browser";
+import { freshNamespace, startService, type Service } from "./service";
+
+let service: Service;
+let browser: HeadlessBrowser;
+const hosts: PageHost[] = [];
+
+beforeAll(async () => {
+  service = await startService({
+    listen: true,
+    vars: { EDGECOUNT_ONE_WAY_INTERVAL_MS: "100" },
+  });
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await service?.stop();
+  await Promise.all(hosts.map((host) => host.close()));
+});
+
+async function site(html: string): Promise<PageHost> {
+  const host = await hostPage(html);
+  hosts.push(host);
+  return host;
+}
+
+const tag = (attributes: string) =>
+  `<script async src="${service.url}/v1/count.js" ${attributes}></script>`;
+
+async function strong(ns: string, key: string): Promise<number> {
+  const answer = await service.fetch(
+    `/v1/counters/${ns}/${encodeURIComponent(key)}?consistency=strong`,
+  );
+  return (await answer.json()).value;
+}
+
+it("is served small", async () => {
+  const script = await service.fetch("/v1/count.js");
+  expect(script.status).toBe(200);
+  expect(script.headers.get("content-type")).toMatch(/javascript/);
+  const gzipped = gzipSync(Buffer.from(await script.arrayBuffer())).length;
+  console.log(`/v1/count.js: ${gzipped} bytes gzipped`);
+  expect(gzipped).toBeLessThanOrEqual(2048);
+});
+
+it("counts the view and shows this page's counter with it, and another as it is", async () => {
+  const ns = freshNamespace("tagged");
+  await service.fetch(`/v1/counters/${ns}/likes/incr?by=41`, {
+    method: "POST",
+  });
+  const host = await site(
+    `<!doctype html><title>post</title>${tag(`data-ns="${ns}"`)}
+     <p>Views: <span id="views" data-edgecount></span></p>
+     <p>Likes: <span id="likes" data-edgecount="${ns}/likes"></span></p>`,
+  );
+  const page = await browser.browser.newPage();
+  const sent: string[] = [];
+  page.on("request", (request) => {
+    if (request.url().includes("/incr"))
+      sent.push(JSON.stringify(request.headers()));
+  });
+  try {
+    for (const expected of ["1", "2"]) {
+      await page.goto(`${host.origin}/blog/post-1`);
+      await page.waitForFunction(
+        (value) => document.getElementById("views")?.textContent === value,
+        expected,
+      );
+      expect(await page.textContent("#likes")).toBe("41");
+    }
+    expect(await strong(ns, "/blog/post-1")).toBe(2);
+    expect(sent).toHaveLength(2);
+    expect(sent.join()).not.toMatch(/idempotency-key/i);
+  } finally {
+    await page.close();
+  }
+});
+
+it("counts a page that does not show its counter one-way, even one left as the count goes", async () => {
+  const ns = freshNamespace("leaving");
+  const elsewhere = await site("<!doctype html><title>elsewhere</title>");
+  const host = await site(
+    `<!doctype html><title>left</title>${tag(`data-ns="${ns}" data-key="landing"`)}`,
+  );
+  const page = await browser.browser.newPage();
+  try {
+    // The page is left the moment its count is sent, before any answer can come.
+    const counting = new Promise<string>((resolve) =>
+      page.on("request", (request) => {
+        if (request.url().includes("/incr")) resolve(request.url());
+      }),
+    );
+    await page.goto(host.origin);
+    const url = await counting;
+    await page.goto(`${elsewhere.origin}/next`);
+    expect(url).toMatch(/\/landing\/incr\?async=1$/);
+    // The one-way count reaches its shard within a few flush intervals.
+    let value = 0;
+    for (let i = 0; i < 100 && value < 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      value = await strong(ns, "landing");
+    }
+    expect(value).toBe(1);
+  } finally {
+    await page.close();
+  }
+});
+
+it("only shows with data-count=false", async () => {
+  const ns = freshNamespace("shown");
+  await service.fetch(`/v1/counters/${ns}/home/incr?by=7`, { method: "POST" });
+  const host = await site(
+    `<!doctype html><title>home</title>${tag(`data-ns="${ns}" data-key="home" data-count="false"`)}
+     <span id="views" data-edgecount></span>`,
+  );
+  const page = await browser.browser.newPage();
+  try {
+    await page.goto(host.origin);
+    await page.waitForFunction(
+      () => document.getElementById("views")?.textContent === "7",
+    );
+    expect(await strong(ns, "home")).toBe(7);
+  } finally {
+    await page.close();
+  }
+});
