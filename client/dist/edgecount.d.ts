@@ -269,6 +269,45 @@ export interface Client {
   flush(): void;
 }
 
+/** The API's error codes (its OpenAPI document's `ErrorCode`). */
+export type ApiErrorCode =
+  | "invalid_namespace"
+  | "invalid_key"
+  | "invalid_number"
+  | "invalid_ttl"
+  | "invalid_parameter"
+  | "duplicate_parameter"
+  | "invalid_body"
+  | "invalid_op"
+  | "invalid_content_type"
+  | "invalid_idempotency_key"
+  | "unauthorized"
+  | "forbidden"
+  | "not_open"
+  | "not_found"
+  | "method_not_allowed"
+  | "payload_too_large"
+  | "request_timeout"
+  | "too_many_ops"
+  | "unsupported_media_type"
+  | "overflow"
+  | "idempotency_mismatch"
+  | "rate_limited"
+  | "misconfigured"
+  | "internal"
+  | "shard_unavailable"
+  | "storage_unavailable"
+  | "shard_overloaded"
+  | "outcome_unknown"
+  | "one_way_buffer_full"
+  | "change_under_way";
+
+/** The client's own codes: no answer after the retries, or one that is not the API's JSON. */
+export type ClientErrorCode = "network_error" | "bad_response";
+
+/** Every `code` an {@link EdgecountError} may carry. */
+export type ErrorCode = ApiErrorCode | ClientErrorCode;
+
 /**
  * An error from edgecount, or from the client on its way there.
  *
@@ -283,11 +322,11 @@ export interface Client {
  */
 export declare class EdgecountError extends Error {
   readonly status: number;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly retryAfter?: number;
   constructor(
     status: number,
-    code: string,
+    code: ErrorCode,
     message: string,
     retryAfter?: number,
     cause?: unknown,

@@ -215,8 +215,8 @@ export function dispatch(t: Transport, calls: Call[]): void {
     else if (hasRoute(call.op)) void runSafely(runSingle, t, call);
     else {
       const [name, value] = isDotSegment(call.op.ns)
-        ? ["namespace", call.op.ns]
-        : ["key", call.op.key];
+        ? (["namespace", call.op.ns] as const)
+        : (["key", call.op.key] as const);
       const why = "a URL cannot carry it, and a batch carries only text";
       call.reject(
         clientError(

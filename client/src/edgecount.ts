@@ -15,6 +15,7 @@ import type {
 } from "./types";
 
 export { EdgecountError } from "./errors";
+export type { ApiErrorCode, ClientErrorCode, ErrorCode } from "./errors";
 export type {
   BatchOp,
   BatchResult,

@@ -1,6 +1,45 @@
 // EdgecountError: the one error type the client throws, carrying the API's error code, so
 // callers can tell a bad key from an overflow from a shard that is briefly unavailable.
 
+/** The API's error codes (its OpenAPI document's `ErrorCode`). */
+export type ApiErrorCode =
+  | "invalid_namespace"
+  | "invalid_key"
+  | "invalid_number"
+  | "invalid_ttl"
+  | "invalid_parameter"
+  | "duplicate_parameter"
+  | "invalid_body"
+  | "invalid_op"
+  | "invalid_content_type"
+  | "invalid_idempotency_key"
+  | "unauthorized"
+  | "forbidden"
+  | "not_open"
+  | "not_found"
+  | "method_not_allowed"
+  | "payload_too_large"
+  | "request_timeout"
+  | "too_many_ops"
+  | "unsupported_media_type"
+  | "overflow"
+  | "idempotency_mismatch"
+  | "rate_limited"
+  | "misconfigured"
+  | "internal"
+  | "shard_unavailable"
+  | "storage_unavailable"
+  | "shard_overloaded"
+  | "outcome_unknown"
+  | "one_way_buffer_full"
+  | "change_under_way";
+
+/** The client's own codes: no answer after the retries, or one that is not the API's JSON. */
+export type ClientErrorCode = "network_error" | "bad_response";
+
+/** Every `code` an {@link EdgecountError} may carry. */
+export type ErrorCode = ApiErrorCode | ClientErrorCode;
+
 /**
  * Statuses of the single-key routes for each error code, so an op answered inside a batch
  * reports the same `status` it would have had on its own route. Codes starting `invalid_` are
@@ -40,12 +79,12 @@ const STATUS_OF_CODE: Record<string, number> = {
  */
 export class EdgecountError extends Error {
   readonly status: number;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly retryAfter?: number;
 
   constructor(
     status: number,
-    code: string,
+    code: ErrorCode,
     message: string,
     retryAfter?: number,
     cause?: unknown,
@@ -63,7 +102,8 @@ export function opError(error: {
   code?: unknown;
   message?: unknown;
 }): EdgecountError {
-  const code = String(error.code);
+  // The service's word for it, typed as the codes it documents.
+  const code = String(error.code) as ErrorCode;
   return new EdgecountError(
     STATUS_OF_CODE[code] ?? (code.startsWith("invalid_") ? 400 : 0),
     code,
@@ -73,7 +113,7 @@ export function opError(error: {
 
 /** An error the client raises itself, before or without an HTTP answer. */
 export function clientError(
-  code: string,
+  code: ErrorCode,
   message: string,
   cause?: unknown,
 ): EdgecountError {

@@ -1,7 +1,7 @@
 // Ops as the client holds them: checked once when a call is made, then written either as a
 // batch entry or as a request to the op's single-key route, and their answers decoded into
 // what the call resolves with.
-import { clientError, EdgecountError } from "./errors";
+import { clientError, EdgecountError, type ErrorCode } from "./errors";
 import { jsonObject, toBigInt } from "./json";
 import type { BatchOp, CacheBody, CacheEntry, Int } from "./types";
 
@@ -43,7 +43,7 @@ function newIdempotencyKey(): string {
 }
 
 /** An integer input as a `bigint`, or the client error `code` for anything else. */
-function integer(code: string, name: string, value: Int): bigint {
+function integer(code: ErrorCode, name: string, value: Int): bigint {
   const exact = toBigInt(value);
   if (exact === undefined)
     throw clientError(

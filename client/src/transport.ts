@@ -1,6 +1,6 @@
 // HTTP to edgecount: requests with the token, errors read from the API's JSON, and the retry
 // loop (exponential backoff with jitter, honouring Retry-After) that every call runs in.
-import { clientError, EdgecountError } from "./errors";
+import { clientError, EdgecountError, type ErrorCode } from "./errors";
 import { parseJson } from "./json";
 import type { FetchLike } from "./types";
 
@@ -100,7 +100,7 @@ export async function httpError(response: Response): Promise<EdgecountError> {
     if (typeof error.code === "string") {
       return new EdgecountError(
         response.status,
-        error.code,
+        error.code as ErrorCode,
         String(error.message),
         retryAfter,
       );

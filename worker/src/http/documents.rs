@@ -13,6 +13,8 @@ pub enum Document {
     DemoPage,
     DemoScript,
     Client,
+    /// The client's TypeScript declarations, beside it.
+    ClientTypes,
     CountScript,
     OpenApi,
 }
@@ -23,6 +25,7 @@ impl Document {
             Self::DemoPage => include_str!("../../static/index.html"),
             Self::DemoScript => include_str!("../../static/demo.js"),
             Self::Client => include_str!("../../../client/dist/edgecount.js"),
+            Self::ClientTypes => include_str!("../../../client/dist/edgecount.d.ts"),
             Self::CountScript => include_str!("../../static/count.js"),
             Self::OpenApi => include_str!("../../static/openapi.json"),
         }
@@ -33,6 +36,7 @@ impl Document {
             Self::DemoPage => "text/html; charset=utf-8",
             Self::Client | Self::CountScript | Self::DemoScript => "text/javascript; charset=utf-8",
             Self::OpenApi => "application/json; charset=utf-8",
+            Self::ClientTypes => "application/typescript; charset=utf-8",
         }
     }
 
@@ -41,7 +45,7 @@ impl Document {
     /// are cached briefly.
     fn cache_control(self) -> &'static str {
         match self {
-            Self::Client => "public, max-age=604800, stale-while-revalidate=86400",
+            Self::Client | Self::ClientTypes => "public, max-age=604800, stale-while-revalidate=86400",
             // Loaded by every view of the pages that use it: kept a day, revalidated by `ETag`.
             Self::CountScript => "public, max-age=86400, stale-while-revalidate=86400",
             Self::DemoPage | Self::DemoScript | Self::OpenApi => "public, max-age=300",
@@ -60,6 +64,10 @@ pub fn serve(req: &Request, document: Document) -> Response {
         Response::with_body(200, document.content_type(), Body::Text(body.to_owned()))
     };
     response.set_header("etag", tag);
+    if document == Document::Client {
+        // Where Deno and editors that follow the header find the client's types.
+        response.set_header("x-typescript-types", "/v1/client.d.ts");
+    }
     response.set_header("cache-control", document.cache_control());
     if document == Document::DemoPage {
         // The page runs only its own scripts and talks only to this origin.

@@ -73,6 +73,7 @@ fn build_router() -> matchit::Router<Route> {
         ("/", Route::Document(Document::DemoPage)),
         ("/demo.js", Route::Document(Document::DemoScript)),
         ("/v1/client.js", Route::Document(Document::Client)),
+        ("/v1/client.d.ts", Route::Document(Document::ClientTypes)),
         ("/v1/count.js", Route::Document(Document::CountScript)),
         ("/v1/openapi.json", Route::Document(Document::OpenApi)),
     ];
