@@ -15,6 +15,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { hostPage, launchBrowser } from "./browser";
 import { freshNamespace, startService, type Service } from "./service";
 
 const run = promisify(execFile);
@@ -67,12 +68,14 @@ it("packs, installs, bundles and counts, with its types", async () => {
     ["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts"],
     { cwd: app },
   );
+  // One app, run by Node and by Chromium: it counts and shows the value it got.
   writeFileSync(
     join(app, "main.js"),
     `import { createClient } from "edgecount-client";
-const edgecount = createClient({ baseUrl: process.env.BASE });
-const value = await edgecount.incr(process.env.NS, "packed", 41);
-console.log(String(value));`,
+const where = globalThis.process?.env ?? globalThis.APP;
+const edgecount = createClient({ baseUrl: where.BASE });
+const value = await edgecount.incr(where.NS, "packed", 41);
+globalThis.document ? (document.title = String(value)) : console.log(String(value));`,
   );
   await run(
     bin("esbuild"),
@@ -92,6 +95,21 @@ console.log(String(value));`,
   });
   expect(counted.stdout.trim()).toBe("41");
   expect(await service.value(ns, "packed")).toBe(41n);
+
+  const bundle = readFileSync(join(app, "out.js"), "utf8");
+  const site = await hostPage(
+    `<!doctype html><title>…</title><script>window.APP = ${JSON.stringify({ BASE: service.url, NS: ns })};</script><script type="module">${bundle.replaceAll("</script", "<\\/script")}</script>`,
+  );
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.browser.newPage();
+    await page.goto(site.origin);
+    await page.waitForFunction(() => document.title === "82");
+  } finally {
+    await browser.close();
+    await site.close();
+  }
+  expect(await service.value(ns, "packed")).toBe(82n);
 
   writeFileSync(
     join(app, "check.ts"),
