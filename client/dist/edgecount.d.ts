@@ -16,7 +16,9 @@
  *   and is retried only because it carries its idempotency key). Other errors are not retried.
  * - **Idempotency.** Every write carries an idempotency key made once per call and sent with
  *   every retry of it (the `Idempotency-Key` header, or the op's `idempotency_key` in a batch),
- *   so a retried write is applied once.
+ *   so a retried write is applied once; except `incr` and `decr`, which go without one (one
+ *   row written instead of two) unless asked with `{ exactlyOnce: true }`, and are then never
+ *   sent again after an outcome they cannot know.
  * - **One-way counts.** `incr` and `decr` with `{ async: true }` are answered 202 by the
  *   service and applied within its flush interval; they are sent at once with `keepalive` (or
  *   as a beacon while the page is hidden), so a count made just before navigating away lands.
@@ -97,6 +99,14 @@ export interface WriteOptions {
 
 /** Options of `incr` and `decr`. */
 export interface CountOptions extends WriteOptions {
+  /**
+   * Send the count with an idempotency key, so that it is retried safely when its outcome is
+   * unknown (a lost answer, `outcome_unknown`) and applied once. Off by default: a page view
+   * then costs one row written instead of two, and a count whose outcome is unknown is
+   * reported (`outcome_unknown`, `network_error`), never sent again. Giving an
+   * `idempotencyKey` turns it on.
+   */
+  exactlyOnce?: boolean;
   /**
    * A one-way write (`incr` and `decr` only, `?async=1`): sent at once with
    * `fetch(..., { keepalive: true })`
@@ -201,7 +211,7 @@ export interface Client {
   /** A counter's value (0 if it was never written or has expired). */
   get(ns: string, key: string): Promise<Int>;
   /** Adds `by` (default 1, may be negative) and answers the new value. */
-  incr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  incr(ns: string, key: string, by?: Int, options?: CountOptions): Promise<Int>;
   /** Adds `by` one-way: resolves once the service accepted it (see {@link CountOptions.async}). */
   incr(
     ns: string,
@@ -218,7 +228,7 @@ export interface Client {
     options?: CountOptions,
   ): Promise<Int | undefined>;
   /** Subtracts `by` (default 1) and answers the new value. */
-  decr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  decr(ns: string, key: string, by?: Int, options?: CountOptions): Promise<Int>;
   /** Subtracts `by` one-way (see {@link CountOptions.async}). */
   decr(
     ns: string,

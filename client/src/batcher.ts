@@ -9,6 +9,7 @@ import {
   decode,
   hasRoute,
   isDotSegment,
+  mayHaveApplied,
   route,
   type Op,
 } from "./ops";
@@ -68,7 +69,11 @@ async function failed(
   cause?: unknown,
 ): Promise<void> {
   if (!response) {
-    if (!retry()) calls.forEach((call) => settle(call, networkError(cause)));
+    // A lost answer may hide an applied write: sent again only if none is a write without
+    // its idempotency key (a count sent keyless).
+    const safe = calls.every((call) => !mayHaveApplied(call.op));
+    if (!(safe && retry()))
+      calls.forEach((call) => settle(call, networkError(cause)));
     return;
   }
   const error = await httpError(response);

@@ -49,7 +49,9 @@ export type {
  *   and is retried only because it carries its idempotency key). Other errors are not retried.
  * - **Idempotency.** Every write carries an idempotency key made once per call and sent with
  *   every retry of it (the `Idempotency-Key` header, or the op's `idempotency_key` in a batch),
- *   so a retried write is applied once.
+ *   so a retried write is applied once; except `incr` and `decr`, which go without one (one
+ *   row written instead of two) unless asked with `{ exactlyOnce: true }`, and are then never
+ *   sent again after an outcome they cannot know.
  * - **One-way counts.** `incr` and `decr` with `{ async: true }` are answered 202 by the
  *   service and applied within its flush interval; they are sent at once with `keepalive` (or
  *   as a beacon while the page is hidden), so a count made just before navigating away lands.
@@ -111,10 +113,17 @@ export function createClient(options: ClientOptions): Client {
     by: Int | undefined,
     opts: CountOptions = {},
   ): Promise<Int | undefined> => {
-    const { async: oneWay, ...write } = opts;
+    const { async: oneWay, exactlyOnce, ...write } = opts;
     // A write with an idempotency key wants its own answer, as the service treats it too.
     if (!oneWay || write.idempotencyKey !== undefined)
-      return call({ ...write, op, ns, key, by });
+      return call({
+        ...write,
+        op,
+        ns,
+        key,
+        by,
+        keyless: !exactlyOnce && write.idempotencyKey === undefined,
+      });
     return new Promise<undefined>((resolve, reject) => {
       const checked = checkOp({ op, ns, key, by, ttl: write.ttl });
       sendOneWay(t, checked).then(() => resolve(undefined), reject);

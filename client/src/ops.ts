@@ -63,10 +63,12 @@ export interface OpInput {
   ttl?: number;
   contentType?: string;
   idempotencyKey?: string;
+  /** A count sent without an idempotency key (see `CountOptions.exactlyOnce`). */
+  keyless?: boolean;
 }
 
 /**
- * Checks an op's inputs and gives a write its idempotency key.
+ * Checks an op's inputs and gives a write its idempotency key (a keyless count none).
  *
  * @throws EdgecountError (status 0) for a non-integer amount, value or TTL.
  */
@@ -88,7 +90,7 @@ export function checkOp(input: OpInput): Op {
         ((value instanceof Blob && value.type) || "application/octet-stream");
     }
   }
-  if (!READS.includes(name)) {
+  if (!READS.includes(name) && !input.keyless) {
     const given = input.idempotencyKey;
     // The service's rule: 1 to 128 printable ASCII characters. Checked here, since a key that
     // did not reach the service would leave a retried write unprotected.
@@ -101,6 +103,11 @@ export function checkOp(input: OpInput): Op {
   }
   return op;
 }
+
+/** Whether sending `op` again after a lost answer could apply it twice: a write without its
+ * idempotency key. */
+export const mayHaveApplied = (op: Op): boolean =>
+  !READS.includes(op.op) && op.idempotencyKey === undefined;
 
 /** Whether a name cannot be a URL path segment: URL parsers drop `.` and `..` segments. */
 export const isDotSegment = (name: string): boolean =>

@@ -67,6 +67,14 @@ export interface WriteOptions {
 /** Options of `incr` and `decr`. */
 export interface CountOptions extends WriteOptions {
   /**
+   * Send the count with an idempotency key, so that it is retried safely when its outcome is
+   * unknown (a lost answer, `outcome_unknown`) and applied once. Off by default: a page view
+   * then costs one row written instead of two, and a count whose outcome is unknown is
+   * reported (`outcome_unknown`, `network_error`), never sent again. Giving an
+   * `idempotencyKey` turns it on.
+   */
+  exactlyOnce?: boolean;
+  /**
    * A one-way write (`incr` and `decr` only, `?async=1`): sent at once with
    * `fetch(..., { keepalive: true })`
    * (or `navigator.sendBeacon` while the page is hidden and no token is set), so it is sent
@@ -162,7 +170,7 @@ export interface Client {
   /** A counter's value (0 if it was never written or has expired). */
   get(ns: string, key: string): Promise<Int>;
   /** Adds `by` (default 1, may be negative) and answers the new value. */
-  incr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  incr(ns: string, key: string, by?: Int, options?: CountOptions): Promise<Int>;
   /** Adds `by` one-way: resolves once the service accepted it (see {@link CountOptions.async}). */
   incr(
     ns: string,
@@ -177,7 +185,7 @@ export interface Client {
     options?: CountOptions,
   ): Promise<Int | undefined>;
   /** Subtracts `by` (default 1) and answers the new value. */
-  decr(ns: string, key: string, by?: Int, options?: WriteOptions): Promise<Int>;
+  decr(ns: string, key: string, by?: Int, options?: CountOptions): Promise<Int>;
   /** Subtracts `by` one-way (see {@link CountOptions.async}). */
   decr(
     ns: string,

@@ -88,12 +88,12 @@ describe("automatic batching", () => {
       content_type: "text/html",
       ttl: 30,
     });
-    // Writes carry their own idempotency key; reads carry none (the service refuses it on reads).
+    // Writes carry their own idempotency key, but counts (one row instead of two) and reads
+    // (the service refuses it on reads) none.
     const keys = ops.map((op) => op.idempotency_key);
-    for (const i of [0, 2, 5, 6, 7])
-      expect(keys[i]).toMatch(/^[0-9a-f-]{32,36}$/);
-    for (const i of [1, 3, 4]) expect(keys[i]).toBeUndefined();
-    expect(new Set(keys.filter(Boolean)).size).toBe(5);
+    for (const i of [2, 5, 6]) expect(keys[i]).toMatch(/^[0-9a-f-]{32,36}$/);
+    for (const i of [0, 1, 3, 4, 7]) expect(keys[i]).toBeUndefined();
+    expect(new Set(keys.filter(Boolean)).size).toBe(3);
     // The set's value went out with every digit.
     expect(sent[0].body).toContain('"value":9223372036854775807');
 
@@ -124,7 +124,12 @@ describe("automatic batching", () => {
       () => json('{"ns":"votes","key":"poll/42 ?","value":7,"exists":true}'),
       { token: "site-writer-token", baseUrl: `${BASE}/` },
     );
-    expect(await client.incr("votes", "poll/42 ?", 2, { ttl: 3600 })).toBe(7);
+    expect(
+      await client.incr("votes", "poll/42 ?", 2, {
+        ttl: 3600,
+        exactlyOnce: true,
+      }),
+    ).toBe(7);
     expect(await client.get("votes", "poll/42 ?")).toBe(7);
     expect(sent.map((r) => `${r.method} ${r.path}`)).toEqual([
       "POST /v1/counters/votes/poll%2F42%20%3F/incr?by=2&ttl=3600",
@@ -364,7 +369,7 @@ describe("retries", () => {
     );
     expect(
       await Promise.all([
-        client.incr("n", "a"),
+        client.incr("n", "a", 1, { exactlyOnce: true }),
         client.set("n", "b", 0),
         client.get("n", "c"),
       ]),
@@ -380,12 +385,36 @@ describe("retries", () => {
         ? apiError(503, "outcome_unknown")
         : json('{"ns":"n","key":"k","value":1,"exists":true}'),
     );
-    expect(await client.incr("n", "k")).toBe(1);
+    expect(await client.incr("n", "k", 1, { exactlyOnce: true })).toBe(1);
     expect(sent).toHaveLength(2);
     expect(sent[0].headers["idempotency-key"]).toMatch(/^[0-9a-f-]{36}$/);
     expect(sent[1].headers["idempotency-key"]).toBe(
       sent[0].headers["idempotency-key"],
     );
+  });
+
+  it("sends a count without a key by default, and never again after a lost answer", async () => {
+    const unknown = setup(() => apiError(503, "outcome_unknown"));
+    await expect(unknown.client.incr("n", "k")).rejects.toMatchObject({
+      code: "outcome_unknown",
+    });
+    expect(unknown.sent).toHaveLength(1);
+    expect(unknown.sent[0].headers["idempotency-key"]).toBeUndefined();
+    const lost = setup(() => {
+      throw new TypeError("Failed to fetch");
+    });
+    await expect(lost.client.decr("n", "k")).rejects.toMatchObject({
+      code: "network_error",
+    });
+    expect(lost.sent).toHaveLength(1);
+    // Nothing was applied: sent again, still without a key.
+    const busy = setup((_, i) =>
+      i === 0
+        ? apiError(503, "shard_overloaded", { "retry-after": "0" })
+        : json('{"ns":"n","key":"k","value":1,"exists":true}'),
+    );
+    expect(await busy.client.incr("n", "k")).toBe(1);
+    expect(busy.sent).toHaveLength(2);
   });
 
   it("never retries an outcome_unknown op that carries no idempotency key", () => {
@@ -411,8 +440,8 @@ describe("retries", () => {
           ),
     );
     const first = [
-      client.incr("n", "a"),
-      client.incr("n", "b"),
+      client.incr("n", "a", 1, { exactlyOnce: true }),
+      client.incr("n", "b", 1, { exactlyOnce: true }),
       client.get("n", "c"),
     ];
     expect(await Promise.all(first)).toEqual([1, 9, 9]);
@@ -427,7 +456,7 @@ describe("retries", () => {
       if (++calls < 3) throw new TypeError("Failed to fetch");
       return json('{"ns":"n","key":"k","value":2,"exists":true}');
     });
-    expect(await flaky.client.incr("n", "k")).toBe(2);
+    expect(await flaky.client.incr("n", "k", 1, { exactlyOnce: true })).toBe(2);
     expect(
       new Set(flaky.sent.map((r) => r.headers["idempotency-key"])).size,
     ).toBe(1);
@@ -438,7 +467,9 @@ describe("retries", () => {
       },
       { maxRetries: 2 },
     );
-    const error = await failure(down.client.incr("n", "k"));
+    const error = await failure(
+      down.client.incr("n", "k", 1, { exactlyOnce: true }),
+    );
     expect(error).toMatchObject({ status: 0, code: "network_error" });
     expect(error.cause).toBeInstanceOf(TypeError);
     expect(down.sent).toHaveLength(3);
