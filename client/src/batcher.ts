@@ -79,7 +79,7 @@ async function failed(
   const error = await httpError(response);
   const afterMs =
     error.retryAfter === undefined ? undefined : error.retryAfter * 1000;
-  const again = calls.every((call) => mayRetry(error, call.op.idempotencyKey));
+  const again = calls.every((call) => mayRetry(error, mayHaveApplied(call.op)));
   if (!(again && retry(afterMs))) calls.forEach((call) => settle(call, error));
 }
 
@@ -155,7 +155,7 @@ function runBatch(t: Transport, calls: Call[]): Promise<void> {
         hasRoute(call.op)
       )
         alone.push(call);
-      else if (error && mayRetry(error, call.op.idempotencyKey) && retry())
+      else if (error && mayRetry(error, mayHaveApplied(call.op)) && retry())
         again.push(call);
       else settle(call, error || answer);
     });

@@ -114,8 +114,9 @@ export function createClient(options: ClientOptions): Client {
     opts: CountOptions = {},
   ): Promise<Int | undefined> => {
     const { async: oneWay, exactlyOnce, ...write } = opts;
-    // A write with an idempotency key wants its own answer, as the service treats it too.
-    if (!oneWay || write.idempotencyKey !== undefined)
+    // A write with an idempotency key wants its own answer, as the service treats it too; so
+    // does one asked to apply exactly once, which a one-way write without a key cannot.
+    if (!oneWay || exactlyOnce || write.idempotencyKey !== undefined)
       return call({
         ...write,
         op,

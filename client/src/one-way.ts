@@ -4,6 +4,7 @@
 import { route, type Op } from "./ops";
 import {
   httpError,
+  mayRetry,
   networkError,
   send,
   withRetries,
@@ -52,9 +53,8 @@ export function sendOneWay(t: Transport, op: Op): Promise<void> {
     // 202 accepted, or a 200 from a service that applied it at once.
     if (response.ok) return;
     const error = await httpError(response);
-    const nothingAccepted =
-      (response.status === 429 || response.status === 503) &&
-      error.code !== "outcome_unknown";
+    // No idempotency key: sent again only when the service says it accepted nothing.
+    const nothingAccepted = mayRetry(error, true);
     const afterMs =
       error.retryAfter === undefined ? undefined : error.retryAfter * 1000;
     if (nothingAccepted && retry(afterMs)) return;

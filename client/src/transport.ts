@@ -24,8 +24,8 @@ export interface Transport {
 /**
  * Whether an answer with this status is worth sending again after a wait: 429 and 503 (the
  * service's "nothing was applied, retry"), and a proxy's 502 and 504, after which a write may
- * have been applied: every write this client sends on its own carries its idempotency key, so
- * that is safe.
+ * have been applied: only a read or a write carrying its idempotency key is sent again then
+ * (see {@link mayRetry}).
  */
 export const retryableStatus = (status: number): boolean =>
   status === 429 || status === 503 || status === 502 || status === 504;
@@ -38,19 +38,30 @@ export const pageHidden = (): boolean =>
  * allow 64 KiB in flight for all of a page's keepalive requests). */
 const KEEPALIVE_BODY_BYTES = 16 * 1024;
 
+/** The codes with which the service says it applied nothing: safe to send anything again. */
+const APPLIED_NOTHING: readonly string[] = [
+  "rate_limited",
+  "shard_unavailable",
+  "shard_overloaded",
+  "storage_unavailable",
+  "one_way_buffer_full",
+];
+
 /**
- * Whether an op that failed with `error` may be sent again: a transient error may, except
- * `outcome_unknown` (a write the service may have applied), which only a write carrying its
- * idempotency key may repeat, since the key makes the service answer a repeat without applying
- * it twice.
+ * Whether an op that failed with `error` may be sent again. A transient error may, but an op
+ * that could apply twice (a write without its idempotency key, `mayApplyTwice`) only when the
+ * service said it applied nothing: never after `outcome_unknown`, a proxy's 502 or 504, or an
+ * answer that is not the service's own. A key makes the service answer a repeat without
+ * applying it twice.
  */
 export const mayRetry = (
   error: { status: number; code: string },
-  idempotencyKey: string | undefined,
-): boolean =>
-  error.code === "outcome_unknown"
-    ? idempotencyKey !== undefined
-    : retryableStatus(error.status);
+  mayApplyTwice: boolean,
+): boolean => {
+  if (error.code === "outcome_unknown") return !mayApplyTwice;
+  if (!retryableStatus(error.status)) return false;
+  return !mayApplyTwice || APPLIED_NOTHING.includes(error.code);
+};
 
 /**
  * Sends one request.

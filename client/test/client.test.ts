@@ -417,14 +417,19 @@ describe("retries", () => {
     expect(busy.sent).toHaveLength(2);
   });
 
-  it("never retries an outcome_unknown op that carries no idempotency key", () => {
+  it("never retries an op that could apply twice unless the service applied nothing", () => {
     const unknown = { status: 503, code: "outcome_unknown" };
-    expect(mayRetry(unknown, undefined)).toBe(false);
-    expect(mayRetry(unknown, "key-1")).toBe(true);
-    expect(
-      mayRetry({ status: 503, code: "shard_unavailable" }, undefined),
-    ).toBe(true);
-    expect(mayRetry({ status: 422, code: "overflow" }, "key-1")).toBe(false);
+    expect(mayRetry(unknown, true)).toBe(false);
+    expect(mayRetry(unknown, false)).toBe(true);
+    expect(mayRetry({ status: 503, code: "shard_unavailable" }, true)).toBe(
+      true,
+    );
+    expect(mayRetry({ status: 429, code: "rate_limited" }, true)).toBe(true);
+    // A proxy's answer says nothing of what the service applied.
+    expect(mayRetry({ status: 502, code: "bad_response" }, true)).toBe(false);
+    expect(mayRetry({ status: 503, code: "bad_response" }, true)).toBe(false);
+    expect(mayRetry({ status: 502, code: "bad_response" }, false)).toBe(true);
+    expect(mayRetry({ status: 422, code: "overflow" }, false)).toBe(false);
   });
 
   it("retries only the ops of a batch that failed transiently", async () => {
@@ -649,7 +654,7 @@ describe("timeouts and gateways", () => {
           ? new Response("gateway timeout", { status: 504 })
           : json('{"ns":"n","key":"k","value":1,"exists":true}'),
     );
-    expect(await client.incr("n", "k")).toBe(1);
+    expect(await client.incr("n", "k", 1, { exactlyOnce: true })).toBe(1);
     expect(sent).toHaveLength(3);
     expect(new Set(sent.map((r) => r.headers["idempotency-key"])).size).toBe(1);
   });
