@@ -50,9 +50,6 @@ build: $(call needs,tools)
 dev: build
 	@scripts/dev.sh
 
-# The preflight stops a deployment with nothing configured (see scripts/deploy-preflight.mjs),
-# which would answer reads only; EDGECOUNT_OPEN=1 asks for open writes by name, and the worker is
-# told so. `wrangler deploy` run directly deploys the same safe default.
 # Moving numbers out and in (docs/moving.md): URL is the worker's address, TOKEN an admin token
 # once tokens are configured (or EDGECOUNT_TOKEN), NS narrows an export to one namespace.
 export:
@@ -61,6 +58,9 @@ export:
 import:
 	@node scripts/transfer.mjs import "$(URL)" --in "$(IN)" $(if $(TOKEN),--token "$(TOKEN)")
 
+# The preflight stops a deployment with nothing configured (see scripts/deploy-preflight.mjs),
+# which would answer reads only; EDGECOUNT_OPEN=1 asks for open writes by name, and the worker is
+# told so. `wrangler deploy` run directly deploys the same safe default.
 deploy: build
 	@node scripts/deploy-preflight.mjs --deploy
 

@@ -92,6 +92,35 @@ it("carries every value, TTL, rule and cache entry to another deployment, and ag
   ).toBe(403);
   const reset = await json(to, `/reset/${ns}/owned?token=${owner}`, post);
   expect(reset.value).toBe(0);
+  // An open service has no operator: an import may not take an owned counter from its key.
+  const takeover = JSON.stringify({
+    ns,
+    key: "owned",
+    counter: {
+      value: 99,
+      version: 1,
+      ttl_seconds: null,
+      expires_at_ms: null,
+      created_ms: 1,
+      settings: null,
+    },
+  });
+  const refusedTakeover = (
+    await (
+      await to.fetch("/v1/import", { method: "POST", body: takeover })
+    ).text()
+  ).trim();
+  expect(JSON.parse(refusedTakeover).error.code).toBe("forbidden");
+  expect(await to.value(ns, "owned")).toBe(0n);
+  // A cursor made under another shard count is refused, not followed.
+  const firstPage = (await (await from.fetch("/v1/export")).text())
+    .trim()
+    .split("\n");
+  const next = JSON.parse(firstPage[firstPage.length - 1]).next;
+  expect(next).toEqual(expect.any(String));
+  const elsewhere = await to.fetch(`/v1/export?cursor=${next}`);
+  expect(elsewhere.status).toBe(409);
+  expect((await elsewhere.json()).error.code).toBe("change_under_way");
   const note = await to.fetch(`/v1/cache/${ns}/note`);
   expect([note.status, await note.text()]).toEqual([200, "hello"]);
   const blob = await to.fetch(`/v1/cache/${ns}/blob`);
@@ -139,7 +168,10 @@ it("stores the good lines of a file with bad ones, and answers each line", async
 
 it("is for admins once tokens are configured, and bounded per request", async () => {
   const guarded = await startService({
-    vars: { EDGECOUNT_ADMIN_TOKENS: "transfer-admin-1" },
+    vars: {
+      EDGECOUNT_ADMIN_TOKENS: "transfer-admin-1",
+      EDGECOUNT_SHARD_CACHE_BYTES: "4096",
+    },
   });
   try {
     expect((await guarded.fetch("/v1/export")).status).toBe(401);
@@ -160,6 +192,31 @@ it("is for admins once tokens are configured, and bounded per request", async ()
       headers: admin,
     });
     expect(badCursor.status).toBe(400);
+    // A cache entry the shard could not hold whole is refused, not stored and then evicted.
+    const big = JSON.stringify({
+      ns: "big",
+      key: "entry",
+      cache: {
+        value: Buffer.alloc(8192).toString("base64"),
+        content_type: "application/octet-stream",
+        expires_at_ms: null,
+        written_at_ms: 1,
+      },
+    });
+    const answer = (
+      await (
+        await guarded.fetch("/v1/import", {
+          method: "POST",
+          headers: admin,
+          body: big,
+        })
+      ).text()
+    ).trim();
+    expect(JSON.parse(answer).error.code).toBe("payload_too_large");
+    const entry = await guarded.fetch("/v1/cache/big/entry", {
+      headers: admin,
+    });
+    expect(entry.status).toBe(404);
   } finally {
     await guarded.stop();
   }

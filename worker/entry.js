@@ -108,12 +108,14 @@ export class Shard extends DurableObject {
     return guardedAsync(() => this.#current().migrate(shard));
   }
 
-  exportPage(after, ns) {
-    return guarded(() => this.#current().exportPage(after, ns));
+  exportPage(after, ns, most, budget) {
+    return guarded(() => this.#current().exportPage(after, ns, most, budget));
   }
 
-  import(parcels) {
-    return guardedAsync(() => this.#current().import(parcels));
+  import(parcels, respectOwners, cacheBytes) {
+    return guardedAsync(() =>
+      this.#current().import(parcels, respectOwners, cacheBytes),
+    );
   }
 
   watch(ns, key, client) {

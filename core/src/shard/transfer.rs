@@ -13,6 +13,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::http::query::read_known_parameters;
+use crate::number::MAX_TTL_SECONDS;
 use crate::partition::ShardId;
 use crate::shard::cache_table::MAX_CACHE_VALUE_BYTES;
 use crate::shard::content_type::ContentType;
@@ -64,7 +65,7 @@ struct Listed {
 /// value over [`MAX_CACHE_VALUE_BYTES`], a bad content type, nothing to store).
 pub fn parse_import_line(line: &str, now_ms: u64) -> Result<ImportLine, CoreError> {
     let bad = |reason: &str| CoreError::InvalidBody { reason: reason.to_owned() };
-    let line = line.trim();
+    let line = line.trim().trim_start_matches('\u{feff}');
     if line.is_empty() {
         return Ok(ImportLine::Skip);
     }
@@ -101,17 +102,46 @@ pub fn parse_import_line(line: &str, now_ms: u64) -> Result<ImportLine, CoreErro
         }
         ContentType::new(&entry.content_type).map_err(|e| bad(&e.to_string()))?;
     }
-    if parcel.counter.is_some_and(|c| c.version == 0) {
-        return Err(bad("a counter's version starts at 1"));
+    if let Some(counter) = &parcel.counter {
+        check_counter(counter).map_err(&bad)?;
+    }
+    if parcel.cache.as_ref().is_some_and(|e| e.expires_at_ms.is_some_and(too_big) || too_big(e.written_at_ms))
+    {
+        return Err(bad("a cache entry's times are milliseconds since 1970, below 2^53"));
     }
     Ok(ImportLine::Store(Box::new(parcel)))
+}
+
+/// Times and versions beyond 2^53 could not be stored exactly (nor read back by JavaScript).
+fn too_big(number: u64) -> bool {
+    number > MAX_EXACT
+}
+
+const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// What a counter must be to be stored as the routes would have stored it.
+fn check_counter(counter: &Counter) -> Result<(), &'static str> {
+    if counter.version == 0 || too_big(counter.version) {
+        return Err("a counter's version is 1 to 2^53 - 1");
+    }
+    if counter.ttl_seconds.is_some_and(|ttl| ttl == 0 || ttl > MAX_TTL_SECONDS) {
+        return Err("a counter's ttl_seconds is 1 to 315,360,000");
+    }
+    if [counter.expires_at_ms, counter.created_ms].into_iter().flatten().any(too_big) {
+        return Err("a counter's times are milliseconds since 1970, below 2^53");
+    }
+    if counter.settings.is_some_and(|s| s.update_lowerbound > s.update_upperbound) {
+        return Err("a counter's update_lowerbound is above its update_upperbound");
+    }
+    Ok(())
 }
 
 /// The query of `GET /v1/export`: `?ns=` narrows it to a namespace, `?cursor=` resumes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportQuery {
     pub ns: Option<Namespace>,
-    pub cursor: ExportCursor,
+    /// `None` to start.
+    pub cursor: Option<ExportCursor>,
 }
 
 impl ExportQuery {
@@ -120,11 +150,11 @@ impl ExportQuery {
     /// # Errors
     /// A bad namespace or cursor, or either given twice.
     pub fn parse(query: &str) -> Result<Self, CoreError> {
-        let mut parsed = Self { ns: None, cursor: ExportCursor::start() };
+        let mut parsed = Self { ns: None, cursor: None };
         read_known_parameters(query, &["ns", "cursor"], |slot, value| {
             match slot {
                 0 => parsed.ns = Some(Namespace::new(value)?),
-                _ => parsed.cursor = ExportCursor::decode(value)?,
+                _ => parsed.cursor = Some(ExportCursor::decode(value)?),
             }
             Ok(())
         })?;
@@ -136,22 +166,25 @@ impl ExportQuery {
 /// name order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportCursor {
+    /// The shard count the export began under: resumed under another, names would be missed
+    /// or repeated.
+    pub shards: u32,
     pub shard: ShardId,
     /// The last name read in that shard; `None` to start it from the beginning.
     pub after: Option<(String, String)>,
 }
 
 impl ExportCursor {
-    /// The start of the first shard.
+    /// The start of the first shard, under `shards`.
     #[must_use]
-    pub fn start() -> Self {
-        Self { shard: ShardId(0), after: None }
+    pub fn start(shards: u32) -> Self {
+        Self { shards, shard: ShardId(0), after: None }
     }
 
     /// The cursor as a URL-safe token.
     #[must_use]
     pub fn encode(&self) -> String {
-        let text = serde_json::json!([self.shard.0, self.after]).to_string();
+        let text = serde_json::json!([self.shards, self.shard.0, self.after]).to_string();
         URL_SAFE_NO_PAD.encode(text)
     }
 
@@ -165,9 +198,12 @@ impl ExportCursor {
             expected: "the `next` of an earlier export page".into(),
         };
         let bytes = URL_SAFE_NO_PAD.decode(token.trim()).map_err(|_| invalid())?;
-        let (shard, after): (u32, Option<(String, String)>) =
+        let (shards, shard, after): (u32, u32, Option<(String, String)>) =
             serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-        Ok(Self { shard: ShardId(shard), after })
+        if shard >= shards {
+            return Err(invalid());
+        }
+        Ok(Self { shards, shard: ShardId(shard), after })
     }
 }
 
@@ -209,6 +245,7 @@ mod tests {
         assert_eq!(parcel.counter.map(|c| (c.value, c.version, c.created_ms)), Some((4242, 1, Some(9))));
         assert_eq!(parse_import_line(r#"{"next":null}"#, 0), Ok(ImportLine::Skip));
         assert_eq!(parse_import_line("  ", 0), Ok(ImportLine::Skip));
+        assert_eq!(parse_import_line("\u{feff}{\"next\":null}", 0), Ok(ImportLine::Skip));
     }
 
     #[test]
@@ -220,6 +257,9 @@ mod tests {
             r#"{"ns":"n","key":"k"}"#,
             r#"{"ns":"n","key":"k","cache":{"value":"AA","content_type":"no type","expires_at_ms":null,"written_at_ms":1}}"#,
             r#"{"ns":"n","key":"k","records":[{"kind":"counter","idempotency_key":"a","request_digest":"0","result":"{}","created_at_ms":1}]}"#,
+            r#"{"ns":"n","key":"k","counter":{"value":1,"version":1,"ttl_seconds":0,"expires_at_ms":null,"created_ms":1,"settings":null}}"#,
+            r#"{"ns":"n","key":"k","counter":{"value":1,"version":18446744073709551615,"ttl_seconds":null,"expires_at_ms":null,"created_ms":1,"settings":null}}"#,
+            r#"{"ns":"n","key":"k","counter":{"value":1,"version":1,"ttl_seconds":null,"expires_at_ms":null,"created_ms":1,"settings":{"enable_reset":false,"update_lowerbound":5,"update_upperbound":1}}}"#,
         ] {
             assert!(matches!(parse_import_line(line, 0), Err(CoreError::InvalidBody { .. })), "{line}");
         }
@@ -227,20 +267,22 @@ mod tests {
 
     #[test]
     fn an_export_query_reads_its_namespace_and_cursor() {
-        let cursor = ExportCursor { shard: ShardId(2), after: None };
+        let cursor = ExportCursor { shards: 16, shard: ShardId(2), after: None };
         let query = ExportQuery::parse(&format!("ns=blog&cursor={}&_=1", cursor.encode())).unwrap();
-        assert_eq!(query, ExportQuery { ns: Some(Namespace::new("blog").unwrap()), cursor });
-        assert_eq!(ExportQuery::parse("").unwrap().cursor, ExportCursor::start());
+        assert_eq!(query, ExportQuery { ns: Some(Namespace::new("blog").unwrap()), cursor: Some(cursor) });
+        assert_eq!(ExportQuery::parse("").unwrap().cursor, None);
         assert!(ExportQuery::parse("ns=a%20b").is_err());
         assert!(ExportQuery::parse("cursor=x&cursor=y").is_err());
     }
 
     #[test]
     fn cursors_round_trip_and_refuse_anything_else() {
-        let cursor = ExportCursor { shard: ShardId(3), after: Some(("blog".into(), "home".into())) };
+        let cursor =
+            ExportCursor { shards: 16, shard: ShardId(3), after: Some(("blog".into(), "home".into())) };
         assert_eq!(ExportCursor::decode(&cursor.encode()), Ok(cursor));
-        assert_eq!(ExportCursor::decode(&ExportCursor::start().encode()), Ok(ExportCursor::start()));
+        assert_eq!(ExportCursor::decode(&ExportCursor::start(4).encode()), Ok(ExportCursor::start(4)));
         assert!(ExportCursor::decode("%%").is_err());
         assert!(ExportCursor::decode(&URL_SAFE_NO_PAD.encode("[1]")).is_err());
+        assert!(ExportCursor::decode(&URL_SAFE_NO_PAD.encode("[4,4,null]")).is_err(), "no shard 4 of 4");
     }
 }

@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 
 use edgecount_core::shard::migration::Parcel;
 use edgecount_core::shard::transfer::{
-    parse_import_line, ExportCursor, ExportQuery, ImportLine, MAX_EXPORT_LINES, MAX_IMPORT_BYTES,
-    MAX_IMPORT_LINES,
+    parse_import_line, ExportCursor, ExportQuery, ImportLine, MAX_EXPORT_LINES, MAX_EXPORT_VALUE_BYTES,
+    MAX_IMPORT_BYTES, MAX_IMPORT_LINES,
 };
 use edgecount_core::{shard_for, CoreError, ShardId};
 use serde_json::json;
@@ -41,26 +41,33 @@ pub async fn export(req: &Request, env: &Env, config: &Config) -> Result<Respons
     if config.migration().is_some() {
         return Err(ApiError::ChangeUnderWay);
     }
-    let mut cursor = Some(query.cursor).filter(|cursor| cursor.shard.0 < config.shards);
+    let mut cursor = Some(query.cursor.unwrap_or_else(|| ExportCursor::start(config.shards)));
+    if cursor.as_ref().is_some_and(|c| c.shards != config.shards) {
+        // Names are placed by the count: resumed under another, some would be missed.
+        return Err(ApiError::ChangeUnderWay);
+    }
     let mut text = String::new();
-    let (mut lines, mut calls) = (0_u64, 0);
+    let (mut lines, mut bytes, mut calls) = (0_u64, 0_usize, 0);
     while let Some(at) = cursor.take() {
-        if lines >= MAX_EXPORT_LINES || calls >= MAX_EXPORT_SHARD_CALLS {
+        if lines >= MAX_EXPORT_LINES || bytes >= MAX_EXPORT_VALUE_BYTES || calls >= MAX_EXPORT_SHARD_CALLS {
             cursor = Some(at);
             break;
         }
         let ns = query.ns.as_ref().map(|ns| ns.as_str());
-        let page = shard_client::export_page(env, at.shard, at.after.as_ref(), ns).await?;
+        // What is left of the page's bounds: a shard fills at most that.
+        let left = ((MAX_EXPORT_LINES - lines) as u32, (MAX_EXPORT_VALUE_BYTES - bytes) as u32);
+        let page = shard_client::export_page(env, at.shard, at.after.as_ref(), ns, left).await?;
         calls += 1;
         for parcel in &page.parcels {
             let line = serde_json::to_string(parcel).map_err(|e| ApiError::Internal(e.to_string()))?;
+            bytes += line.len();
             let _ = writeln!(text, "{line}");
             lines += 1;
         }
         cursor = match page.resume_after {
-            Some(after) => Some(ExportCursor { shard: at.shard, after: Some(after) }),
-            None if at.shard.0 + 1 < config.shards => {
-                Some(ExportCursor { shard: ShardId(at.shard.0 + 1), after: None })
+            Some(after) => Some(ExportCursor { after: Some(after), ..at }),
+            None if at.shard.0 + 1 < at.shards => {
+                Some(ExportCursor { shard: ShardId(at.shard.0 + 1), after: None, ..at })
             }
             None => None,
         };
@@ -102,10 +109,24 @@ pub async fn import(req: &Request, env: &Env, config: &Config) -> Result<Respons
             Err(error) => outcomes.push(Some(Err(error.into()))),
         }
     }
+    // In an open service nobody is an operator: a counter's owner key still binds an import.
+    let respect_owners = config.access.is_open();
     for (shard, (places, parcels)) in by_shard {
-        if let Err(error) = shard_client::import(env, ShardId(shard), &parcels).await {
-            for place in places {
-                outcomes[place] = Some(Err(error.clone()));
+        match shard_client::import(env, ShardId(shard), &parcels, respect_owners, config.shard_cache.bytes)
+            .await
+        {
+            Ok(refused) => {
+                for (at, error) in refused {
+                    if let Some(&place) = places.get(at) {
+                        outcomes[place] = Some(Err(error.into()));
+                    }
+                }
+            }
+            // Whether any of them was stored is unknown: importing them again is safe.
+            Err(error) => {
+                for place in places {
+                    outcomes[place] = Some(Err(error.clone()));
+                }
             }
         }
     }

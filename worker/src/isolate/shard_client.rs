@@ -203,11 +203,11 @@ extern "C" {
 
     /// Resolves to the JSON of a page of the shard's export (see `Shard::export_page_rpc`).
     #[wasm_bindgen(method, js_name = exportPage)]
-    fn export_page(this: &ShardRpc, after: &str, ns: &str) -> js_sys::Promise;
+    fn export_page(this: &ShardRpc, after: &str, ns: &str, most: u32, budget: u32) -> js_sys::Promise;
 
     /// Resolves once the JSON parcels are stored (see `Shard::import_rpc`).
     #[wasm_bindgen(method, js_name = import)]
-    fn import(this: &ShardRpc, parcels: &str) -> js_sys::Promise;
+    fn import(this: &ShardRpc, parcels: &str, respect_owners: bool, cache_bytes: f64) -> js_sys::Promise;
 
     /// Resolves to a `ReadableStream` of a counter's value as server-sent events.
     #[wasm_bindgen(method, js_name = watch)]
@@ -377,24 +377,33 @@ pub async fn export_page(
     shard: ShardId,
     after: Option<&(String, String)>,
     ns: Option<&str>,
+    (most, budget): (u32, u32),
 ) -> Result<ExportPage, ApiError> {
     let rpc = stub(env, shard)?;
     let after = serde_json::to_string(&after).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let answer = answer_of(JsFuture::from(rpc.export_page(&after, ns.unwrap_or(""))))
-        .await
-        .map_err(|e| transfer_failure(&e))?;
+    let asked = rpc.export_page(&after, ns.unwrap_or(""), most, budget);
+    let answer = answer_of(JsFuture::from(asked)).await.map_err(|e| transfer_failure(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
 }
 
-/// Has `shard` store imported parcels (see `Shard::import_rpc`).
+/// Has `shard` store imported parcels (see `Shard::import_rpc`); answers those it refused.
 ///
 /// # Errors
 /// As [`export_page`].
-pub async fn import(env: &Env, shard: ShardId, parcels: &[Parcel]) -> Result<(), ApiError> {
+pub async fn import(
+    env: &Env,
+    shard: ShardId,
+    parcels: &[Parcel],
+    respect_owners: bool,
+    cache_bytes: u64,
+) -> Result<Vec<(usize, CoreError)>, ApiError> {
     let rpc = stub(env, shard)?;
     let parcels = serde_json::to_string(parcels).map_err(|e| ApiError::Internal(e.to_string()))?;
-    answer_of(JsFuture::from(rpc.import(&parcels))).await.map(drop).map_err(|e| transfer_failure(&e))
+    let asked = rpc.import(&parcels, respect_owners, cache_bytes as f64);
+    let answer = answer_of(JsFuture::from(asked)).await.map_err(|e| transfer_failure(&e))?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
+    serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
 }
 
 fn transfer_failure(error: &JsValue) -> ApiError {

@@ -216,38 +216,45 @@ impl Shard {
             .map_err(|detail| JsValue::from_str(&detail))
     }
 
-    /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops; `shard` is
-    /// its index, which the keys it has still to hand over are counted by.
-    ///
-    /// # Errors
-    /// A failure to count the stored rows.
     /// A page of this shard's export (see [`crate::shard::transfer_store`]): `after` is the
     /// JSON of the name the last page ended at (`null` to start), `ns` the only namespace
-    /// wanted (empty for all). Refused while the shard count changes: a key would be in two
-    /// places.
+    /// wanted (empty for all), `most` names and about `budget` bytes at most. Refused while the
+    /// shard count changes: a key would be in two places.
     ///
     /// # Errors
     /// `change_under_way`, a malformed `after`, or a storage failure.
     #[wasm_bindgen(js_name = exportPage)]
-    pub fn export_page_rpc(&self, after: &str, ns: &str) -> std::result::Result<String, JsValue> {
+    pub fn export_page_rpc(
+        &self,
+        after: &str,
+        ns: &str,
+        most: u32,
+        budget: u32,
+    ) -> std::result::Result<String, JsValue> {
         if self.object.hand_overs.migration.is_some() {
             return Err(JsValue::from_str("change_under_way"));
         }
         let after: Option<(String, String)> =
             serde_json::from_str(after).map_err(|e| JsValue::from_str(&format!("malformed cursor: {e}")))?;
         let ns = (!ns.is_empty()).then_some(ns);
-        let page =
-            self.object.store.export_page(after.as_ref(), ns, now_ms()).map_err(|d| JsValue::from_str(&d))?;
+        let bounds = (u64::from(most), budget as usize);
+        let page = self
+            .object
+            .store
+            .export_page(after.as_ref(), ns, bounds, now_ms())
+            .map_err(|d| JsValue::from_str(&d))?;
         serde_json::to_string(&page).map_err(|e| JsValue::from_str(&e.to_string()))
     }
 
     /// Stores the JSON array of parcels an import sent this shard (each validated by the
-    /// worker); resolves once they are stored and the alarm is set for what lapses.
+    /// worker; see [`crate::shard::transfer_store`] for `respect_owners` and `cache_bytes`);
+    /// resolves once they are stored and the alarm is set for what lapses, to the JSON list of
+    /// the parcels refused: `[place, error]` each.
     ///
     /// # Errors
     /// `change_under_way`, malformed parcels, or a storage failure.
     #[wasm_bindgen(js_name = import)]
-    pub fn import_rpc(&self, parcels: &str) -> JsValue {
+    pub fn import_rpc(&self, parcels: &str, respect_owners: bool, cache_bytes: f64) -> JsValue {
         if self.object.hand_overs.migration.is_some() {
             return rejected("change_under_way");
         }
@@ -257,11 +264,16 @@ impl Shard {
         };
         let object = Rc::clone(&self.object);
         request_task::run(async move {
-            object.import(&parcels).await?;
-            Ok(JsValue::UNDEFINED)
+            let refused = object.import(&parcels, respect_owners, cache_bytes as u64).await?;
+            serde_json::to_string(&refused).map(JsValue::from).map_err(|e| JsValue::from_str(&e.to_string()))
         })
     }
 
+    /// Answers this shard's JSON [`ShardStats`] for `/v1/stats`, over RPC like ops; `shard` is
+    /// its index, which the keys it has still to hand over are counted by.
+    ///
+    /// # Errors
+    /// A failure to count the stored rows.
     #[wasm_bindgen(js_name = stats)]
     pub fn stats_rpc(&self, shard: u32) -> std::result::Result<String, JsValue> {
         let stats = self.object.stats(shard).map_err(|detail| JsValue::from_str(&detail))?;

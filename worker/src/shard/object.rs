@@ -16,7 +16,7 @@ use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, Ala
 use edgecount_core::shard::migration::Parcel;
 use edgecount_core::shard::protocol::{OpResult, ShardRequest, ShardStats};
 use edgecount_core::shard::watchers::{self, Watchers};
-use edgecount_core::{Key, Namespace, ShardEngine};
+use edgecount_core::{CoreError, Key, Namespace, ShardEngine};
 use futures_util::StreamExt;
 use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env, Result, State, Storage};
@@ -268,10 +268,19 @@ impl ShardObject {
     ///
     /// # Errors
     /// A storage failure, or a failure to set the alarm.
-    pub(crate) async fn import(&self, parcels: &[Parcel]) -> std::result::Result<(), JsValue> {
-        self.store.import(parcels).map_err(|detail| JsValue::from_str(&detail))?;
+    pub(crate) async fn import(
+        &self,
+        parcels: &[Parcel],
+        respect_owners: bool,
+        cache_bytes: u64,
+    ) -> std::result::Result<Vec<(usize, CoreError)>, JsValue> {
+        let refused = self
+            .store
+            .import(parcels, respect_owners, cache_bytes, now_ms())
+            .map_err(|detail| JsValue::from_str(&detail))?;
         self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)));
-        self.reclaim_by(parcels.iter().filter_map(Parcel::lapses_at).min()).await
+        self.reclaim_by(parcels.iter().filter_map(Parcel::lapses_at).min()).await?;
+        Ok(refused)
     }
 
     pub(crate) fn stats(&self, shard: u32) -> std::result::Result<ShardStats, String> {

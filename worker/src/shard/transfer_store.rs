@@ -2,9 +2,10 @@
 //! [`edgecount_core::shard::transfer`]): pages of its names in name order with their counters
 //! and cache entries, and parcels stored over whatever their names hold.
 
-use edgecount_core::shard::migration::Parcel;
+use edgecount_core::shard::cache_table::entry_charge;
+use edgecount_core::shard::migration::{Parcel, ParcelEntry};
 use edgecount_core::shard::transfer::{ExportPage, MAX_EXPORT_LINES, MAX_EXPORT_VALUE_BYTES};
-use edgecount_core::{Counter, CounterStore, Key, Namespace};
+use edgecount_core::{CoreError, Counter, CounterStore, Key, Namespace};
 use worker::SqlStorageValue;
 
 use crate::shard::sql_store::{integer, text, SqlShardStore};
@@ -12,8 +13,9 @@ use crate::shard::sql_store::{integer, text, SqlShardStore};
 type Result<T> = std::result::Result<T, String>;
 
 impl SqlShardStore {
-    /// Up to [`MAX_EXPORT_LINES`] names after `after` (only those of `ns`, if given) with what
-    /// they hold live at `now_ms`, and at most [`MAX_EXPORT_VALUE_BYTES`] of cache values.
+    /// Up to `most` names after `after` (only those of `ns`, if given) with what they hold live
+    /// at `now_ms`, and about `budget` bytes of them (one larger parcel still travels, alone):
+    /// what is left of an export page's bounds.
     ///
     /// # Errors
     /// A description of the storage failure.
@@ -21,13 +23,14 @@ impl SqlShardStore {
         &self,
         after: Option<&(String, String)>,
         ns: Option<&str>,
+        (most, budget): (u64, usize),
         now_ms: u64,
     ) -> Result<ExportPage> {
-        let page = self.names_after(after, MAX_EXPORT_LINES)?;
+        let page = self.names_after(after, most.clamp(1, MAX_EXPORT_LINES))?;
         let names: Vec<(Namespace, Key)> =
             page.names.into_iter().filter(|(name, _)| ns.is_none_or(|ns| name.as_str() == ns)).collect();
-        let mut parcels = self.parcels_with(&names, MAX_EXPORT_VALUE_BYTES, false)?;
-        // Cut short by the value budget: the next page starts after the last name carried.
+        let mut parcels = self.parcels_with(&names, budget.min(MAX_EXPORT_VALUE_BYTES), false)?;
+        // Cut short by the budget: the next page starts after the last name carried.
         let resume_after = if parcels.len() < names.len() {
             parcels.last().map(|p| (p.ns.as_str().to_owned(), p.key.as_str().to_owned()))
         } else if page.full {
@@ -44,30 +47,53 @@ impl SqlShardStore {
     }
 
     /// Stores each parcel's counter and cache entry over what its name holds (what it does not
-    /// carry is left as it is). A counter already stored goes on from its own version, so that
-    /// kept reads of the old value are replaced.
+    /// carry is left as it is), and answers the places of those refused, with why. A counter
+    /// already stored goes on from its own version, so that kept reads of the old value are
+    /// replaced. With `respect_owners` (an open service, where nobody is an operator) a counter
+    /// owned by an admin key is replaced only by one with the same key. A cache entry must fit
+    /// the shard's `cache_bytes` whole, and is stamped written no later than `now_ms`.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn import(&self, parcels: &[Parcel]) -> Result<()> {
-        let with_counters: Vec<&Parcel> = parcels.iter().filter(|p| p.counter.is_some()).collect();
-        let names: Vec<(Namespace, Key)> =
-            with_counters.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
+    pub fn import(
+        &self,
+        parcels: &[Parcel],
+        respect_owners: bool,
+        cache_bytes: u64,
+        now_ms: u64,
+    ) -> Result<Vec<(usize, CoreError)>> {
+        let names: Vec<(Namespace, Key)> = parcels.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
         let stored = self.load_many(&names)?;
-        let counters: Vec<(Namespace, Key, Counter)> = with_counters
-            .iter()
-            .zip(stored)
-            .filter_map(|(parcel, stored)| {
-                let mut counter = parcel.counter?;
+        let mut refused = Vec::new();
+        let mut counters: Vec<(Namespace, Key, Counter)> = Vec::new();
+        let mut entries: Vec<(&Parcel, ParcelEntry)> = Vec::new();
+        for (place, (parcel, stored)) in parcels.iter().zip(stored).enumerate() {
+            let owner = stored.and_then(|c| c.settings).and_then(|s| s.admin_key_hash);
+            let keeps_owner = |c: &Counter| c.settings.and_then(|s| s.admin_key_hash) == owner;
+            if respect_owners && owner.is_some() && parcel.counter.is_some_and(|c| !keeps_owner(&c)) {
+                refused.push((place, CoreError::OwnedCounter));
+                continue;
+            }
+            if let Some(entry) = &parcel.cache {
+                let (type_bytes, value_bytes) = (entry.content_type.len() as u64, entry.value.len() as u64);
+                if entry_charge(&parcel.ns, &parcel.key, type_bytes, value_bytes) > cache_bytes {
+                    refused.push((place, CoreError::EntryTooLarge { limit_bytes: cache_bytes }));
+                    continue;
+                }
+                entries.push((
+                    parcel,
+                    ParcelEntry { written_at_ms: entry.written_at_ms.min(now_ms), ..entry.clone() },
+                ));
+            }
+            if let Some(mut counter) = parcel.counter {
                 if let Some(stored) = stored {
                     counter.version = counter.version.max(stored.version + 1);
                 }
-                Some((parcel.ns.clone(), parcel.key.clone(), counter))
-            })
-            .collect();
+                counters.push((parcel.ns.clone(), parcel.key.clone(), counter));
+            }
+        }
         self.save_all(&counters).map_err(|failed| failed.detail)?;
-        for parcel in parcels {
-            let Some(entry) = &parcel.cache else { continue };
+        for (parcel, entry) in &entries {
             self.write(
                 "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, \
@@ -84,6 +110,6 @@ impl SqlShardStore {
             )
             .map_err(|e| format!("storing a cache entry failed: {e}"))?;
         }
-        Ok(())
+        Ok(refused)
     }
 }
