@@ -118,6 +118,29 @@ it("counts a page that does not show its counter one-way, even one left as the c
   }
 });
 
+it("counts once on a page that includes the tag twice", async () => {
+  const ns = freshNamespace("twice");
+  const host = await site(
+    `<!doctype html><title>twice</title>${tag(`data-ns="${ns}" data-key="page"`)}${tag(`data-ns="${ns}" data-key="page"`)}
+     <span id="views" data-edgecount></span>`,
+  );
+  const page = await browser.browser.newPage();
+  try {
+    const counts: string[] = [];
+    page.on("request", (request) => {
+      if (request.url().includes("/incr")) counts.push(request.url());
+    });
+    await page.goto(host.origin);
+    await page.waitForFunction(
+      () => document.getElementById("views")?.textContent === "1",
+    );
+    expect(counts).toHaveLength(1);
+    expect(await strong(ns, "page")).toBe(1);
+  } finally {
+    await page.close();
+  }
+});
+
 it("only shows with data-count=false", async () => {
   const ns = freshNamespace("shown");
   await service.fetch(`/v1/counters/${ns}/home/incr?by=7`, { method: "POST" });

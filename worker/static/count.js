@@ -10,7 +10,9 @@
 // value, which includes this view. `data-count="false"` only shows. See docs/browser.md.
 (() => {
   const script = document.currentScript;
-  if (!script) return;
+  // A page that includes the tag twice (a layout and a page, say) counts once.
+  if (!script || window.edgecountCounted) return;
+  window.edgecountCounted = true;
   const api = script.src.slice(0, script.src.lastIndexOf("/v1/count.js"));
   const data = script.dataset;
   const own = `${data.ns || "pages"}/${data.key || location.pathname}`;
