@@ -6,6 +6,7 @@
 //! A parcel is stored whole in one turn with its arrival mark, so both are durable together or
 //! not at all; a parcel for a key already marked is ignored.
 
+use edgecount_core::shard::cache_table::CacheStore;
 use edgecount_core::shard::migration::{Migration, Parcel, ParcelEntry, ParcelRecord};
 use edgecount_core::{Counter, CounterStore, Key, Namespace};
 use serde::Deserialize;
@@ -289,18 +290,14 @@ impl SqlShardStore {
             fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
         self.save_all(&counters).map_err(|failed| failed.detail)?;
         for parcel in &fresh {
-            let Some(entry) = &parcel.cache else { continue };
-            self.write(
-                "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
-                 VALUES (?, ?, ?, ?, ?, ?)",
-                vec![
-                    text(parcel.ns.as_str()),
-                    text(parcel.key.as_str()),
-                    SqlStorageValue::Blob(entry.value.clone()),
-                    text(&entry.content_type),
-                    integer(entry.expires_at_ms),
-                    integer(Some(entry.written_at_ms)),
-                ],
+            let Some(e) = &parcel.cache else { continue };
+            self.save_entry(
+                &parcel.ns,
+                &parcel.key,
+                &e.value,
+                &e.content_type,
+                e.expires_at_ms,
+                e.written_at_ms,
             )?;
         }
         let records: Vec<_> = fresh

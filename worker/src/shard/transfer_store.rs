@@ -2,13 +2,12 @@
 //! [`edgecount_core::shard::transfer`]): pages of its names in name order with their counters
 //! and cache entries, and parcels stored over whatever their names hold.
 
-use edgecount_core::shard::cache_table::entry_charge;
+use edgecount_core::shard::cache_table::{entry_charge, CacheStore};
 use edgecount_core::shard::migration::{Parcel, ParcelEntry};
 use edgecount_core::shard::transfer::{ExportPage, MAX_EXPORT_LINES, MAX_EXPORT_VALUE_BYTES};
 use edgecount_core::{CoreError, Counter, CounterStore, Key, Namespace};
-use worker::SqlStorageValue;
 
-use crate::shard::sql_store::{integer, text, SqlShardStore};
+use crate::shard::sql_store::SqlShardStore;
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -93,22 +92,16 @@ impl SqlShardStore {
             }
         }
         self.save_all(&counters).map_err(|failed| failed.detail)?;
-        for (parcel, entry) in &entries {
-            self.write(
-                "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
-                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, \
-                 content_type = excluded.content_type, expires_at_ms = excluded.expires_at_ms, \
-                 written_at_ms = excluded.written_at_ms",
-                vec![
-                    text(parcel.ns.as_str()),
-                    text(parcel.key.as_str()),
-                    SqlStorageValue::Blob(entry.value.clone()),
-                    text(&entry.content_type),
-                    integer(entry.expires_at_ms),
-                    integer(Some(entry.written_at_ms)),
-                ],
+        for (parcel, e) in &entries {
+            self.save_entry(
+                &parcel.ns,
+                &parcel.key,
+                &e.value,
+                &e.content_type,
+                e.expires_at_ms,
+                e.written_at_ms,
             )
-            .map_err(|e| format!("storing a cache entry failed: {e}"))?;
+            .map_err(|detail| format!("storing a cache entry failed: {detail}"))?;
         }
         Ok(refused)
     }
