@@ -29,6 +29,7 @@ use edgecount_core::names::{MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use edgecount_core::shard::cache_table::{CacheStore, StoredEntry};
 use edgecount_core::shard::counter_table::DEFAULT_CACHED_COUNTERS;
 use edgecount_core::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use edgecount_core::shard::Atomic;
 use edgecount_core::{
     CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp, ShardRequest,
 };
@@ -89,6 +90,13 @@ static ALLOCATOR: Counting = Counting;
 
 /// Storage that keeps nothing: loads find nothing and saves succeed.
 struct Discard;
+
+/// Discard keeps nothing, so a failed call has nothing to undo.
+impl Atomic for Discard {
+    fn atomically<T>(&self, writes: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+        writes()
+    }
+}
 
 impl CounterStore for Discard {
     fn load(&self, _: &Namespace, _: &Key) -> Result<Option<Counter>, String> {

@@ -11,7 +11,6 @@ use lru::LruCache;
 use crate::hashing::KeyHashing;
 use crate::shard::protocol::{CounterInfo, GuardedChange, OpResult};
 use crate::shard::settings::{AdminKeyHash, CounterSettings, Guard};
-use crate::shard::PartialWrite;
 use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
 
 /// Durable storage for counters. Storage is synchronous (a Durable Object's SQLite is), so
@@ -35,16 +34,13 @@ pub trait CounterStore {
     /// # Errors
     /// A description of the storage failure.
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String>;
-    /// Saves several counters, each in place of any stored one, in order. A store that can
-    /// write many rows in one statement does so here.
+    /// Saves several counters, each in place of any stored one. A store that can write many
+    /// rows in one statement does so here.
     ///
     /// # Errors
-    /// How many were stored before the failure, and its description.
-    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> Result<(), PartialWrite> {
-        for (stored, (ns, key, counter)) in counters.iter().enumerate() {
-            self.save(ns, key, counter).map_err(|detail| PartialWrite { stored, detail })?;
-        }
-        Ok(())
+    /// A description of the storage failure; the caller's transaction undoes what was saved.
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> Result<(), String> {
+        counters.iter().try_for_each(|(ns, key, counter)| self.save(ns, key, counter))
     }
     /// Removes the stored counter, if any.
     ///

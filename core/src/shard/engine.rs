@@ -9,18 +9,23 @@
 use crate::shard::answer_budget::AnswerBudget;
 use crate::shard::cache_table::{CacheBounds, CacheStore, CacheTable};
 use crate::shard::counter_table::CounterTable;
-use crate::shard::group_commit::{CommitFailures, PendingWrites};
+use crate::shard::group_commit::PendingWrites;
 use crate::shard::idempotency::{self, IdempotencyStore, Recall, IDEMPOTENCY_WINDOW_MS};
 use crate::shard::owner;
 use crate::shard::protocol::{
     Commands, OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats,
 };
 use crate::shard::receipt;
+use crate::shard::Atomic;
 use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace};
 
 /// Everything a shard stores.
-pub trait ShardStore: CounterStore + CacheStore + IdempotencyStore {}
-impl<T: CounterStore + CacheStore + IdempotencyStore> ShardStore for T {}
+pub trait ShardTables: CounterStore + CacheStore + IdempotencyStore {}
+impl<T: CounterStore + CacheStore + IdempotencyStore> ShardTables for T {}
+
+/// A shard's tables, and the transactions its calls run in.
+pub trait ShardStore: ShardTables + Atomic {}
+impl<T: ShardTables + Atomic> ShardStore for T {}
 
 /// Most expired counters, and most lapsed idempotency records, one alarm reclaims: the alarm's
 /// work stays bounded however many lapsed at once, and the rest wait for the next alarm.
@@ -53,9 +58,6 @@ pub struct Ran {
     /// When the first thing this request wrote lapses (a TTL or an idempotency record's
     /// window): the shard's alarm must fire by then.
     pub reclaim_by: Option<u64>,
-    /// Applied writes whose idempotency records could not be stored, and why: for the
-    /// operator's log (the writes are answered as applied).
-    pub unrecorded: Option<(usize, String)>,
 }
 
 impl ShardEngine {
@@ -76,25 +78,34 @@ impl ShardEngine {
     }
 
     /// Runs one request at `now_ms`: one result per op, in order, within the request's answer
-    /// budget. Its counter writes and records are stored together at the end (see
-    /// [`crate::shard::group_commit`]): each key written once, whatever number of ops wrote it.
+    /// budget. Its ops and their writes run in one transaction, the counter writes and records
+    /// stored together at the end (see [`crate::shard::group_commit`]): each key written once,
+    /// whatever number of ops wrote it. A call whose writes cannot be stored applies nothing,
+    /// and every op is answered as failed.
     pub fn run(&mut self, store: &impl ShardStore, request: &ShardRequest, now_ms: u64) -> Ran {
         if let Some(receipt) = &request.receipt {
             return self.run_receipted(store, receipt, &request.ops, now_ms);
         }
         self.calls += 1;
         let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
-        let pending = self.read_ahead(store, &request.ops);
-        let mut results: Vec<OpResult> =
-            request.ops.iter().map(|call| budget.admit(self.execute_call(&pending, call, now_ms))).collect();
-        let failures = pending.commit();
-        self.settle(&request.ops, &mut results, &failures);
+        let ran = in_transaction(store, &request.ops, || {
+            let pending = self.read_ahead(store, &request.ops);
+            let results: Vec<OpResult> = request
+                .ops
+                .iter()
+                .map(|call| budget.admit(self.execute_call(&pending, call, now_ms)))
+                .collect();
+            pending.commit()?;
+            Ok(results)
+        });
+        let results = ran.unwrap_or_else(|detail| self.undone(&request.ops, &detail, |_| true));
         let reclaim_by = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
-        Ran { response: ShardResponse { results }, reclaim_by, unrecorded: failures.unrecorded }
+        Ran { response: ShardResponse { results }, reclaim_by }
     }
 
     /// Runs a request under `receipt` (see [`crate::shard::receipt`]): the ops an earlier send
-    /// applied are answered as replayed, the rest run, and one record says what is still left.
+    /// applied are answered as replayed, the rest run, and one record, stored in the same
+    /// transaction, says which of them are still unapplied.
     fn run_receipted(
         &mut self,
         store: &impl ShardStore,
@@ -103,94 +114,83 @@ impl ShardEngine {
         now_ms: u64,
     ) -> Ran {
         self.calls += 1;
-        let refuse_all = |error: CoreError| Ran {
-            response: ShardResponse { results: vec![OpResult::Failed { error }; calls.len()] },
-            reclaim_by: None,
-            unrecorded: None,
-        };
-        let Some(first) = calls.first() else {
-            return Ran {
-                response: ShardResponse { results: Vec::new() },
-                reclaim_by: None,
-                unrecorded: None,
-            };
-        };
+        let answer_all =
+            |results: Vec<OpResult>| Ran { response: ShardResponse { results }, reclaim_by: None };
+        let Some(first) = calls.first() else { return answer_all(Vec::new()) };
         if let Some(error) = receipt::refusal(calls) {
-            return refuse_all(error);
+            return answer_all(vec![OpResult::Failed { error }; calls.len()]);
         }
         let scope = receipt::scope(receipt, &first.op);
         let digest = receipt::digest(calls);
-        let earlier = match store.load_record(&scope).map_err(CoreError::storage) {
-            Ok(record) => receipt::Earlier::from_record(record, digest, now_ms),
-            Err(error) => Err(error),
-        };
+        let earlier = store
+            .load_record(&scope)
+            .map_err(CoreError::storage)
+            .and_then(|record| receipt::Earlier::from_record(record, digest, now_ms));
         let earlier = match earlier {
             Ok(earlier) => earlier,
-            Err(error) => return refuse_all(error),
+            Err(error) => return answer_all(vec![OpResult::Failed { error }; calls.len()]),
         };
-        let pending = self.read_ahead(store, calls);
-        let mut results: Vec<OpResult> = calls
-            .iter()
-            .enumerate()
-            .map(|(place, call)| {
-                if earlier.runs(place) {
-                    if let Err(error) = self.owner_permits(&pending, call, now_ms) {
-                        self.ops += 1;
-                        return OpResult::Failed { error };
+        let ran = store.atomically(|| {
+            let pending = self.read_ahead(store, calls);
+            let results: Vec<OpResult> = calls
+                .iter()
+                .enumerate()
+                .map(|(place, call)| {
+                    if earlier.runs(place) {
+                        if let Err(error) = self.owner_permits(&pending, call, now_ms) {
+                            self.ops += 1;
+                            return OpResult::Failed { error };
+                        }
+                        return self.execute(&pending, &call.op, now_ms);
                     }
-                    return self.execute(&pending, &call.op, now_ms);
-                }
-                self.ops += 1;
-                let (ns, key) = call.op.target();
-                let now = self.counters.get(&pending, ns, key, now_ms);
-                OpResult::Replayed { first: Box::new(now.unwrap_or_else(|error| OpResult::Failed { error })) }
-            })
-            .collect();
-        let failures = pending.commit();
-        let replays: Vec<(usize, OpResult)> = results
-            .iter()
-            .enumerate()
-            .filter(|(place, _)| !earlier.runs(*place))
-            .map(|(place, result)| (place, result.clone()))
-            .collect();
-        self.settle(calls, &mut results, &failures);
-        // An op an earlier send applied stays answered as replayed even when this send failed
-        // to store another op's write to its key: it was applied, and its sender must not count
-        // it otherwise.
-        for (place, replay) in replays {
-            results[place] = replay;
+                    self.ops += 1;
+                    let (ns, key) = call.op.target();
+                    let now = self.counters.get(&pending, ns, key, now_ms);
+                    OpResult::Replayed {
+                        first: Box::new(now.unwrap_or_else(|error| OpResult::Failed { error })),
+                    }
+                })
+                .collect();
+            pending.commit()?;
+            let unapplied: Vec<usize> = results
+                .iter()
+                .enumerate()
+                .filter(|(place, result)| earlier.runs(*place) && matches!(result, OpResult::Failed { .. }))
+                .map(|(place, _)| place)
+                .collect();
+            let record = earlier.record_after(&unapplied, digest, now_ms);
+            if let Some(record) = &record {
+                store.save_record(&scope, record)?;
+            }
+            Ok((results, record.map(|record| record.created_at_ms + IDEMPOTENCY_WINDOW_MS)))
+        });
+        let ops_lapse = calls.iter().filter_map(|call| lapses_at(call, now_ms)).min();
+        match ran {
+            Ok((results, record_lapses)) => Ran {
+                response: ShardResponse { results },
+                reclaim_by: ops_lapse.into_iter().chain(record_lapses).min(),
+            },
+            // An op an earlier send applied stays answered as replayed: it was applied, and its
+            // sender must not count it otherwise.
+            Err(detail) => answer_all(self.undone(calls, &detail, |place| earlier.runs(place))),
         }
-        let unapplied: Vec<usize> = results
-            .iter()
-            .enumerate()
-            .filter(|(place, result)| earlier.runs(*place) && matches!(result, OpResult::Failed { .. }))
-            .map(|(place, _)| place)
-            .collect();
-        let mut reclaim_by = calls.iter().filter_map(|call| lapses_at(call, now_ms)).min();
-        if let Some(record) = earlier.record_after(&unapplied, digest, now_ms) {
-            let record_lapses = record.created_at_ms + IDEMPOTENCY_WINDOW_MS;
-            // A record that cannot be stored changes no answer: each op still says whether it
-            // was applied, which is all its sender acts on (see the receipt module's docs).
-            let _ = store.save_record(&scope, &record);
-            reclaim_by = Some(reclaim_by.map_or(record_lapses, |at| at.min(record_lapses)));
-        }
-        Ran { response: ShardResponse { results }, reclaim_by, unrecorded: failures.unrecorded }
     }
 
-    /// Answers as failed every op whose counter write was not stored, and every op that saw
-    /// such a write, and forgets the counters that memory holds ahead of storage. Everything
-    /// else stands: it was stored (see `group_commit`).
-    fn settle(&mut self, calls: &[ShardCall], results: &mut [OpResult], failures: &CommitFailures) {
-        for ((ns, key), _) in &failures.counters {
-            self.counters.forget(ns, key);
-        }
-        for (call, result) in calls.iter().zip(results) {
-            let (ns, key) = call.op.target();
-            if let Some(detail) = (!call.op.is_cache()).then(|| failures.counter(ns, key)).flatten() {
-                *result =
-                    OpResult::Failed { error: CoreError::StorageUnavailable { detail: detail.to_owned() } };
-            }
-        }
+    /// The answers of a call whose transaction was undone: memory forgets what the call named,
+    /// so the next op reads storage, and every op that `ran` is answered as failed; the others
+    /// (applied by an earlier send of the same receipt) as replayed.
+    fn undone(&mut self, calls: &[ShardCall], detail: &str, ran: impl Fn(usize) -> bool) -> Vec<OpResult> {
+        self.forget_keys(calls.iter().map(|call| call.op.target()));
+        let failed = OpResult::Failed { error: CoreError::StorageUnavailable { detail: detail.to_owned() } };
+        (0..calls.len())
+            .map(|place| {
+                if ran(place) {
+                    failed.clone()
+                } else {
+                    OpResult::Replayed { first: Box::new(failed.clone()) }
+                }
+            })
+            .collect()
     }
 
     /// Reclaims what lapsed by `now_ms` (expired counters and cache entries, idempotency
@@ -292,7 +292,7 @@ impl ShardEngine {
     }
 
     /// Runs one call at `now_ms`: a keyed write seen before is answered from its record.
-    fn execute_call(&mut self, store: &impl ShardStore, call: &ShardCall, now_ms: u64) -> OpResult {
+    fn execute_call(&mut self, store: &impl ShardTables, call: &ShardCall, now_ms: u64) -> OpResult {
         if let Err(error) = self.owner_permits(store, call, now_ms) {
             self.ops += 1;
             return OpResult::Failed { error };
@@ -328,7 +328,7 @@ impl ShardEngine {
     /// replay too, so a refused caller learns nothing from another's record.
     fn owner_permits(
         &mut self,
-        store: &impl ShardStore,
+        store: &impl ShardTables,
         call: &ShardCall,
         now_ms: u64,
     ) -> Result<(), CoreError> {
@@ -340,7 +340,7 @@ impl ShardEngine {
     }
 
     /// Runs one op at `now_ms`; a refused op reports its error and changes nothing.
-    fn execute(&mut self, store: &impl ShardStore, op: &ShardOp, now_ms: u64) -> OpResult {
+    fn execute(&mut self, store: &impl ShardTables, op: &ShardOp, now_ms: u64) -> OpResult {
         self.ops += 1;
         self.commands.count(op);
         let (ns, key) = op.target();
@@ -370,6 +370,20 @@ impl ShardEngine {
             ShardOp::Info { .. } => self.counters.info(store, ns, key, now_ms),
         };
         result.unwrap_or_else(|error| OpResult::Failed { error })
+    }
+}
+
+/// Runs `writes` in one transaction of `store` when any of `calls` writes; a call of reads only
+/// needs none, and skips its cost.
+fn in_transaction<S: ShardStore>(
+    store: &S,
+    calls: &[ShardCall],
+    writes: impl FnOnce() -> Result<Vec<OpResult>, String>,
+) -> Result<Vec<OpResult>, String> {
+    if calls.iter().any(|call| call.op.is_write()) {
+        store.atomically(writes)
+    } else {
+        writes()
     }
 }
 

@@ -9,23 +9,15 @@
 //!
 //! Durability does not change: the shard answers only after [`PendingWrites::commit`] has
 //! stored everything (and the runtime's output gate holds the answer until that is durable).
-//! If storing a key fails, every op of the call on that key is answered as failed, and the
-//! shard's memory of the key is dropped so the next op reads storage, the authority. Only what
-//! was not stored fails: rows go in order, each statement whole or not at all, so a commit that
-//! fails part-way knows which keys made it ([`PartialWrite`]), and their ops stand. A failed
-//! answer always means the op changed nothing, so that a plain retry is safe.
-//!
-//! Records are stored after the counters, and only for writes that were stored: a record
-//! promises its write was applied. A record that cannot be stored does not undo its write, so
-//! the write is still answered as applied ([`CommitFailures::unrecorded`] tells the operator);
-//! only a retry of it after a lost answer would apply it again.
+//! The engine runs a call and its commit in one transaction ([`crate::shard::Atomic`]), so a
+//! commit that fails undoes the whole call: every op is answered as failed, which is true, and
+//! a plain retry is safe.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::shard::cache_table::{CacheStore, StoredEntry};
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
-use crate::shard::PartialWrite;
 use crate::{Counter, CounterStore, Key, Namespace};
 
 /// A store as one call sees it: reads see the call's own writes, writes wait for
@@ -38,25 +30,6 @@ pub struct PendingWrites<'a, S> {
     /// Storage changes only at the commit, so they stay what storage holds until then.
     prefetched: RefCell<BTreeMap<(Namespace, Key), Option<Counter>>>,
     records: RefCell<Vec<(RecordScope, IdempotencyRecord)>>,
-}
-
-/// What [`PendingWrites::commit`] could not store.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct CommitFailures {
-    /// Counters whose final state is not stored, with the storage error: the ops that wrote
-    /// them did not happen.
-    pub counters: Vec<((Namespace, Key), String)>,
-    /// How many records of applied writes could not be stored, and the storage error. The
-    /// writes stand; a retry of one after a lost answer would apply it again.
-    pub unrecorded: Option<(usize, String)>,
-}
-
-impl CommitFailures {
-    /// The storage error of a counter that was not stored.
-    #[must_use]
-    pub fn counter(&self, ns: &Namespace, key: &Key) -> Option<&str> {
-        self.counters.iter().find(|((n, k), _)| n == ns && k == key).map(|(_, detail)| detail.as_str())
-    }
 }
 
 impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
@@ -88,37 +61,21 @@ impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
         }
     }
 
-    /// Stores every pending write: the counters first, then the records of the writes that were
-    /// stored (a record promises its write was applied, so it never outlives a failed one).
-    pub fn commit(self) -> CommitFailures {
-        let mut failures = CommitFailures::default();
+    /// Stores every pending write: each written counter's final state, then the records.
+    ///
+    /// # Errors
+    /// The first storage failure; what was stored before it is undone by the transaction the
+    /// caller runs this in.
+    pub fn commit(self) -> Result<(), String> {
         let mut saves = Vec::new();
         for ((ns, key), counter) in self.counters.into_inner() {
             match counter {
                 Some(counter) => saves.push((ns, key, counter)),
-                None => {
-                    if let Err(detail) = self.store.remove(&ns, &key) {
-                        failures.counters.push(((ns, key), detail));
-                    }
-                }
+                None => self.store.remove(&ns, &key)?,
             }
         }
-        if let Err(PartialWrite { stored, detail }) = self.store.save_all(&saves) {
-            let unstored = saves.into_iter().skip(stored);
-            failures.counters.extend(unstored.map(|(ns, key, _)| ((ns, key), detail.clone())));
-        }
-        // Cache writes are not part of this commit (each was stored as it ran), so their records
-        // are kept whatever became of a counter of the same name.
-        let kept: Vec<_> = self
-            .records
-            .into_inner()
-            .into_iter()
-            .filter(|(scope, _)| scope.is_cache() || failures.counter(&scope.ns, &scope.key).is_none())
-            .collect();
-        if let Err(PartialWrite { stored, detail }) = self.store.save_records(&kept) {
-            failures.unrecorded = Some((kept.len() - stored, detail));
-        }
-        failures
+        self.store.save_all(&saves)?;
+        self.store.save_records(&self.records.into_inner())
     }
 }
 
@@ -333,49 +290,44 @@ mod tests {
         assert_eq!(retried, [OpResult::Replayed { first: Box::new(value(5, 1)) }]);
     }
 
-    #[test]
-    fn a_write_whose_record_cannot_be_stored_is_answered_as_applied() {
-        let store = MemoryStore::default();
-        store.records_fail.set(true);
-        let request = ShardRequest {
-            ops: vec![keyed(incr("k", 1), "once")],
-            answer_budget: None,
-            receipt: None,
-            placed: None,
-        };
-        let ran = engine().run(&store, &request, 0);
-        // Stored, so answered as applied: a failed answer would invite a plain retry.
-        assert_eq!(ran.response.results, [value(1, 1)]);
-        assert_eq!(ran.unrecorded.map(|(records, _)| records), Some(1), "the operator is told");
-        assert_eq!(run(&mut engine(), &store, vec![get("k").into()]), [value(1, 1)], "in storage");
+    fn failed(result: &OpResult) -> bool {
+        matches!(result, OpResult::Failed { error: CoreError::StorageUnavailable { .. } })
     }
 
     #[test]
-    fn a_commit_that_fails_part_way_fails_exactly_the_ops_it_did_not_store() {
+    fn a_write_whose_record_cannot_be_stored_is_undone_and_a_retry_applies_it_once() {
+        let store = MemoryStore::default();
+        let mut shard = engine();
+        store.records_fail.set(true);
+        let results = run(&mut shard, &store, vec![keyed(incr("k", 1), "once"), incr("j", 1).into()]);
+        assert!(results.iter().all(failed), "{results:?}");
+        store.records_fail.set(false);
+        assert_eq!(
+            run(&mut shard, &store, vec![get("k").into(), get("j").into()]),
+            [
+                OpResult::Value { value: 0, exists: false, version: 0 },
+                OpResult::Value { value: 0, exists: false, version: 0 }
+            ]
+        );
+        assert_eq!(run(&mut shard, &store, vec![keyed(incr("k", 1), "once")]), [value(1, 1)]);
+        let retried = run(&mut shard, &store, vec![keyed(incr("k", 1), "once")]);
+        assert_eq!(retried, [OpResult::Replayed { first: Box::new(value(1, 1)) }]);
+    }
+
+    #[test]
+    fn a_commit_that_fails_part_way_applies_nothing_of_the_call() {
         let store = MemoryStore::default();
         store.counter_saves_left.set(Some(150));
         let keys: Vec<String> = (0..201).map(|n| format!("k{n:03}")).collect();
         let results = run(&mut engine(), &store, keys.iter().map(|key| incr(key, 1).into()).collect());
+        assert!(results.iter().all(failed), "every op of the call fails");
         store.counter_saves_left.set(None);
         let stored = run(&mut engine(), &store, keys.iter().map(|key| get(key).into()).collect());
-        let mut failed = 0;
-        for ((result, now), key) in results.iter().zip(&stored).zip(&keys) {
-            if matches!(result, OpResult::Failed { error: CoreError::StorageUnavailable { .. } }) {
-                failed += 1;
-                assert_eq!(
-                    *now,
-                    OpResult::Value { value: 0, exists: false, version: 0 },
-                    "{key} changed nothing"
-                );
-            } else {
-                assert_eq!((result, now), (&value(1, 1), &value(1, 1)), "{key} answered as stored");
-            }
-        }
-        assert_eq!(failed, 51);
+        assert!(stored.iter().all(|now| *now == OpResult::Value { value: 0, exists: false, version: 0 }));
     }
 
     #[test]
-    fn a_keyed_cache_writes_record_outlives_a_failed_counter_of_the_same_name() {
+    fn a_cache_write_in_a_call_whose_counters_cannot_be_stored_is_undone_too() {
         let store = MemoryStore::default();
         let mut shard = engine();
         store.counter_saves_left.set(Some(0));
@@ -387,19 +339,20 @@ mod tests {
             ttl: None,
         };
         let results = run(&mut shard, &store, vec![incr("k", 1).into(), keyed(put.clone(), "x")]);
-        assert!(matches!(results[0], OpResult::Failed { error: CoreError::StorageUnavailable { .. } }));
-        assert_eq!(results[1], OpResult::Stored, "the entry was stored: a counter and an entry are two keys");
+        assert!(results.iter().all(failed), "{results:?}");
+        assert!(store.entry_names().is_empty(), "the entry was not kept");
         store.counter_saves_left.set(None);
-        let retried = run(&mut shard, &store, vec![keyed(put, "x")]);
         assert_eq!(
-            retried,
-            [OpResult::Replayed { first: Box::new(OpResult::Stored) }],
-            "its record was kept"
+            run(&mut shard, &store, vec![keyed(put.clone(), "x")]),
+            [OpResult::Stored],
+            "no record was kept"
         );
+        let retried = run(&mut shard, &store, vec![keyed(put, "x")]);
+        assert_eq!(retried, [OpResult::Replayed { first: Box::new(OpResult::Stored) }]);
     }
 
     #[test]
-    fn when_a_key_cannot_be_stored_every_op_that_wrote_or_saw_it_fails_and_memory_forgets_it() {
+    fn when_a_call_cannot_be_stored_every_op_fails_and_memory_forgets_what_it_held() {
         let store = MemoryStore::default();
         let mut shard = engine();
         assert_eq!(run(&mut shard, &store, vec![incr("k", 1).into()]), [value(1, 1)]);
@@ -407,13 +360,7 @@ mod tests {
         let ops =
             vec![incr("k", 1).into(), get("k").into(), keyed(incr("k", 1), "retry-me"), get("j").into()];
         let results = run(&mut shard, &store, ops);
-        for result in &results[..3] {
-            assert!(
-                matches!(result, OpResult::Failed { error: CoreError::StorageUnavailable { .. } }),
-                "{result:?}"
-            );
-        }
-        assert_eq!(results[3], OpResult::Value { value: 0, exists: false, version: 0 }, "other keys answer");
+        assert!(results.iter().all(failed), "{results:?}");
         store.writes_fail.set(false);
         // Nothing of the failed call is visible, and its keyed write was not recorded: a retry
         // applies it, once.

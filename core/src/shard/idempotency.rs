@@ -15,7 +15,6 @@ use serde::Serialize;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::shard::protocol::{OpResult, ShardOp};
-use crate::shard::PartialWrite;
 use crate::{CoreError, IdempotencyKey, Key, Namespace};
 
 /// How long a key is remembered.
@@ -74,16 +73,13 @@ pub trait IdempotencyStore {
     /// # Errors
     /// A description of the storage failure.
     fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String>;
-    /// Stores several records (distinct scopes), in order. A store that can write many rows in
-    /// one statement does so here.
+    /// Stores several records (distinct scopes). A store that can write many rows in one
+    /// statement does so here.
     ///
     /// # Errors
-    /// How many were stored before the failure, and its description.
-    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> Result<(), PartialWrite> {
-        for (stored, (scope, record)) in records.iter().enumerate() {
-            self.save_record(scope, record).map_err(|detail| PartialWrite { stored, detail })?;
-        }
-        Ok(())
+    /// A description of the storage failure; the caller's transaction undoes what was stored.
+    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> Result<(), String> {
+        records.iter().try_for_each(|(scope, record)| self.save_record(scope, record))
     }
     /// Removes records created at or before `created_by_ms` (their window has passed), at most
     /// `most` of them (the oldest); answers how many.

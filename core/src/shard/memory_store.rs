@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use crate::partition::key_hash;
 use crate::shard::cache_table::{entry_charge, CacheStore, EntryMeta, StoredEntry};
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use crate::shard::Atomic;
 use crate::{Counter, CounterStore, Key, Namespace};
 
 /// A stored row's names.
@@ -93,6 +94,21 @@ impl MemoryStore {
     fn stored_counter(&self, ns: &Namespace, key: &Key) -> Option<Counter> {
         let counters = self.counters.borrow();
         counters.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key)).map(|(_, c)| *c)
+    }
+}
+
+/// A transaction as SQLite's: the tables as they were are kept, and put back when the writes
+/// fail.
+impl Atomic for MemoryStore {
+    fn atomically<T>(&self, writes: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+        let before =
+            (self.counters.borrow().clone(), self.entries.borrow().clone(), self.records.borrow().clone());
+        writes().inspect_err(|_| {
+            let (counters, entries, records) = before;
+            *self.counters.borrow_mut() = counters;
+            *self.entries.borrow_mut() = entries;
+            *self.records.borrow_mut() = records;
+        })
     }
 }
 

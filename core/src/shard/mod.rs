@@ -21,11 +21,13 @@ pub mod settings;
 pub mod transfer;
 pub mod watchers;
 
-/// A write of many rows that failed part-way. Stores write rows in order, each statement whole
-/// or not at all, so the first `stored` rows are stored and the rest are not: what a caller
-/// needs to answer each write truthfully.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartialWrite {
-    pub stored: usize,
-    pub detail: String,
+/// A store that can run a group of writes as one transaction: a shard call's writes apply
+/// wholly or not at all, so no answer ever has to say which of them were kept.
+pub trait Atomic {
+    /// Runs `writes`; when it answers an error, or the transaction cannot be committed, every
+    /// write it made is undone and the error is answered.
+    ///
+    /// # Errors
+    /// The error of `writes`, or a description of the failure to commit.
+    fn atomically<T>(&self, writes: impl FnOnce() -> Result<T, String>) -> Result<T, String>;
 }

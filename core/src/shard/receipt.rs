@@ -4,10 +4,11 @@
 //! is lost, sends the same request again. Per-op idempotency keys make that safe at the price
 //! of one record row per key: as many billed rows again as the counters themselves. A receipt
 //! is one idempotency key for the whole request. The shard stores one record for it, in the
-//! same turn as the counters, naming the places of the ops it did *not* apply (refused, or
-//! whose counter could not be stored; usually none). The same request sent again under the
-//! same receipt runs only those ops, answers every op applied before as replayed, and rewrites
-//! the record if what is left unapplied changed.
+//! same transaction as the counters, naming the places of the ops it did *not* apply (refused,
+//! as by an owner key; usually none). The same request sent again under the same receipt runs
+//! only those ops, answers every op applied before as replayed, and rewrites the record if
+//! what is left unapplied changed. A send whose writes cannot be stored applies nothing and
+//! stores no record, so its resend runs it whole, once.
 //!
 //! A replayed op answers the counter's value now, not the value its first send saw: the record
 //! keeps no per-op answers (that would cost bytes per key again), and the flusher needs only
@@ -16,14 +17,6 @@
 //! Bounds: only counter increments and decrements travel under a receipt, at most
 //! [`MAX_RECEIPT_OPS`] of them; a request outside that is refused whole and changes nothing.
 //! The record then holds at most [`MAX_RECEIPT_RECORD_BYTES`] of places.
-//!
-//! What a receipt does not cover, and per-op records do not either: storage failing *part*
-//! way through one call's writes. If the record cannot be stored after its counters were, or a
-//! multi-statement counter save fails after its first statements were stored, the answer
-//! still tells the sender which ops failed, but the sender resends the whole flush while any
-//! op is unsettled, and the ops stored without a record (or reported failed though stored) are
-//! then applied again. Closing that needs the call's writes in one transaction, or a sender
-//! that resends only the unsettled ops under a new receipt.
 
 use crate::shard::idempotency::{self, IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::shard::protocol::{ShardCall, ShardOp};

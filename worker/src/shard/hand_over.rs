@@ -24,6 +24,7 @@ use edgecount_core::shard::migration::{
 };
 use edgecount_core::shard::protocol::{Placed, ShardCall, ShardRequest, ShardResponse};
 use edgecount_core::shard::receipt;
+use edgecount_core::shard::Atomic;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardId};
 use wasm_bindgen::prelude::JsValue;
 use worker::console_error;
@@ -218,7 +219,8 @@ fn adopt_parcels(
     parcels: &[Parcel],
     migration: Migration,
 ) -> Result<Option<u64>, String> {
-    let adopted = object.store.adopt(parcels, migration)?;
+    // Wholly or not at all: a failure leaves the sender to send the parcels again.
+    let adopted = object.store.atomically(|| object.store.adopt(parcels, migration))?;
     object.engine.borrow_mut().forget_keys(adopted.iter().map(|(ns, key)| (ns, key)));
     let names: Vec<(Namespace, Key)> = parcels.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
     object.hand_overs.remember_arrived(&names);
@@ -400,7 +402,7 @@ async fn send_away(
                     .await
                     .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
                 let (sent, left) = rest.split_at(parcels.len());
-                object.store.release(sent)?;
+                object.store.atomically(|| object.store.release(sent))?;
                 let counted = &object.hand_overs.leaving_left;
                 counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
                 object.engine.borrow_mut().forget_keys(sent.iter().map(|(ns, key)| (ns, key)));

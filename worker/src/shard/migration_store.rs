@@ -288,7 +288,7 @@ impl SqlShardStore {
         self.release(&replaced)?;
         let counters: Vec<(Namespace, Key, Counter)> =
             fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
-        self.save_all(&counters).map_err(|failed| failed.detail)?;
+        self.save_all(&counters)?;
         for parcel in &fresh {
             let Some(e) = &parcel.cache else { continue };
             self.save_entry(

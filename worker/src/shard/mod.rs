@@ -7,5 +7,6 @@ pub mod hand_over_state;
 pub mod migration_store;
 pub mod object;
 pub mod sql_store;
+pub mod transaction;
 pub mod transfer_store;
 pub mod watch_stream;

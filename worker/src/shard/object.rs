@@ -16,6 +16,7 @@ use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, Ala
 use edgecount_core::shard::migration::Parcel;
 use edgecount_core::shard::protocol::{OpResult, ShardRequest, ShardStats};
 use edgecount_core::shard::watchers::{self, Watchers};
+use edgecount_core::shard::Atomic;
 use edgecount_core::{CoreError, Key, Namespace, ShardEngine};
 use futures_util::StreamExt;
 use wasm_bindgen::prelude::JsValue;
@@ -109,10 +110,10 @@ impl ShardObject {
                 (DEFAULT_SHARD_CACHE_BOUNDS, DEFAULT_SHARDS, None, DEFAULT_HAND_OVER_KEYS)
             }
         };
-        let store = SqlShardStore::open(state.storage().sql()).unwrap_or_else(|error| {
+        let store = SqlShardStore::open(&state).unwrap_or_else(|error| {
             // Later ops then fail with storage_unavailable (503) instead of the object crashing.
             console_error!("shard storage failed to open: {error}");
-            SqlShardStore::unopened(state.storage().sql())
+            SqlShardStore::unopened(&state)
         });
         let hand_overs = HandOverState::open(&store, migration, keys_per_alarm);
         Self {
@@ -211,11 +212,6 @@ impl ShardObject {
         now: u64,
     ) -> std::result::Result<(String, Option<u64>), String> {
         let ran = self.engine.borrow_mut().run(&self.store, request, now);
-        if let Some((records, detail)) = &ran.unrecorded {
-            // The writes stand and were answered as applied; only a retry of one after a lost
-            // answer would apply it again.
-            console_error!("{records} idempotency records of applied writes could not be stored: {detail}");
-        }
         let mut watching = self.watchers.borrow_mut();
         if !watching.is_empty() {
             let changes = watchers::changes(&request.ops, &ran.response.results);
@@ -276,7 +272,7 @@ impl ShardObject {
     ) -> std::result::Result<Vec<(usize, CoreError)>, JsValue> {
         let refused = self
             .store
-            .import(parcels, respect_owners, cache_bytes, now_ms())
+            .atomically(|| self.store.import(parcels, respect_owners, cache_bytes, now_ms()))
             .map_err(|detail| JsValue::from_str(&detail))?;
         self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)));
         self.reclaim_by(parcels.iter().filter_map(Parcel::lapses_at).min()).await?;

@@ -10,11 +10,13 @@ use std::cell::Cell;
 use edgecount_core::shard::cache_table::{entry_charge, EntryMeta, StoredEntry};
 use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::shard::placement::Kept;
-use edgecount_core::shard::PartialWrite;
+use edgecount_core::shard::Atomic;
 use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
+use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue, State};
+
+use crate::shard::transaction::Transactions;
 
 // Idempotency records live in `idempotency_records`, one per Idempotency-Key and written key,
 // holding a digest of the request. Shards written before that keep the older `idempotency`
@@ -122,6 +124,7 @@ const LEGACY_RECORDS: &str = "idempotency";
 /// The shard's tables.
 pub struct SqlShardStore {
     sql: SqlStorage,
+    transactions: Transactions,
     /// Whether the legacy records table is still there (see [`LEGACY_RECORDS`]).
     legacy_records: Cell<bool>,
     /// Rows read and written by this object's statements since it started, from the SQL
@@ -211,16 +214,13 @@ pub(super) fn rows_statement(insert: &str, columns: usize, rows: usize, on_confl
     }
 }
 
-/// Writes `rows` with `write`, [`ROWS_PER_STATEMENT`] at a time, in order. Each statement is
-/// stored whole or not at all, so a failure knows how many rows went before it.
+/// Writes `rows` with `write`, [`ROWS_PER_STATEMENT`] at a time, in order, up to the first
+/// failure (the call's transaction undoes the statements before it).
 fn in_statements<T>(
     rows: &[T],
-    mut write: impl FnMut(&[T]) -> std::result::Result<(), String>,
-) -> std::result::Result<(), PartialWrite> {
-    for (index, chunk) in rows.chunks(ROWS_PER_STATEMENT).enumerate() {
-        write(chunk).map_err(|detail| PartialWrite { stored: index * ROWS_PER_STATEMENT, detail })?;
-    }
-    Ok(())
+    write: impl FnMut(&[T]) -> std::result::Result<(), String>,
+) -> std::result::Result<(), String> {
+    rows.chunks(ROWS_PER_STATEMENT).try_for_each(write)
 }
 
 pub(super) fn describe(error: &worker::Error) -> String {
@@ -228,15 +228,15 @@ pub(super) fn describe(error: &worker::Error) -> String {
 }
 
 impl SqlShardStore {
-    /// Opens the tables, creating them on first use.
+    /// Opens the tables of `state`'s storage, creating them on first use.
     ///
     /// # Errors
     /// When SQLite refuses the schema.
-    pub fn open(sql: SqlStorage) -> Result<Self> {
+    pub fn open(state: &State) -> Result<Self> {
+        let store = Self::unopened(state);
         for statement in SCHEMA {
-            sql.exec(statement, None)?;
+            store.sql.exec(statement, None)?;
         }
-        let store = Self::unopened(sql);
         // `sqlite_master` holds each table's and trigger's CREATE statement, as altered: read
         // once, it tells what an older release left to bring up to date.
         #[derive(Deserialize)]
@@ -281,8 +281,14 @@ impl SqlShardStore {
     /// The tables without creating them, for when [`Self::open`] failed: every op then reports
     /// a storage error rather than the object failing to start.
     #[must_use]
-    pub fn unopened(sql: SqlStorage) -> Self {
-        Self { sql, legacy_records: Cell::new(false), rows_read: Cell::new(0), rows_written: Cell::new(0) }
+    pub fn unopened(state: &State) -> Self {
+        Self {
+            sql: state.storage().sql(),
+            transactions: Transactions::of(state),
+            legacy_records: Cell::new(false),
+            rows_read: Cell::new(0),
+            rows_written: Cell::new(0),
+        }
     }
 
     /// The placement kept by [`Self::keep_placement`], if any.
@@ -501,12 +507,12 @@ impl CounterStore for SqlShardStore {
     }
 
     fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
-        self.save_all(&[(ns.clone(), key.clone(), *counter)]).map_err(|failed| failed.detail)
+        self.save_all(&[(ns.clone(), key.clone(), *counter)])
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] counters: the rows travel as one JSON array,
     /// one binding, instead of six bindings per row.
-    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> std::result::Result<(), PartialWrite> {
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> std::result::Result<(), String> {
         in_statements(counters, |chunk| {
             let rows = chunk
                 .iter()
@@ -540,12 +546,18 @@ impl CounterStore for SqlShardStore {
     }
 }
 
+impl Atomic for SqlShardStore {
+    fn atomically<T>(
+        &self,
+        writes: impl FnOnce() -> std::result::Result<T, String>,
+    ) -> std::result::Result<T, String> {
+        self.transactions.atomically(writes)
+    }
+}
+
 impl IdempotencyStore for SqlShardStore {
     /// One statement per [`ROWS_PER_STATEMENT`] records, as for counters.
-    fn save_records(
-        &self,
-        records: &[(RecordScope, IdempotencyRecord)],
-    ) -> std::result::Result<(), PartialWrite> {
+    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> std::result::Result<(), String> {
         in_statements(records, |chunk| {
             let rows: Vec<_> = chunk
                 .iter()
@@ -651,7 +663,7 @@ impl IdempotencyStore for SqlShardStore {
         scope: &RecordScope,
         record: &IdempotencyRecord,
     ) -> std::result::Result<(), String> {
-        self.save_records(&[(scope.clone(), record.clone())]).map_err(|failed| failed.detail)
+        self.save_records(&[(scope.clone(), record.clone())])
     }
 }
 

@@ -91,7 +91,7 @@ impl SqlShardStore {
                 counters.push((parcel.ns.clone(), parcel.key.clone(), counter));
             }
         }
-        self.save_all(&counters).map_err(|failed| failed.detail)?;
+        self.save_all(&counters)?;
         for (parcel, e) in &entries {
             self.save_entry(
                 &parcel.ns,
