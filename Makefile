@@ -126,6 +126,7 @@ soak: build
 	@node scripts/soak.mjs
 
 bench-core: tools
+	@rustup target list --installed | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
 	@node scripts/bench-core.mjs
 
 bench-migration: build

@@ -13,8 +13,14 @@ request in each part of the process and the functions with the most samples.
 
 Usage (after `make build`; k6 comes with `make bench` or `make test`):
   python3 scripts/profile-process.py <path> [--method M] [--rate R] [--seconds S] [--top N]
-                                     [--warm-up S] [--cpu-quota CORES] [--body TEXT] [--hello | --floor]
-`{i}` in the path (and in `--body`) becomes the request's number, to spread requests over keys. `--hello`
+                                     [--warm-up S] [--idle S] [--cpu-quota CORES] [--body TEXT]
+                                     [--preload-counters N] [--preload-entries N] [--hello | --floor]
+`{i}` in the path (and in `--body`) becomes the request's number, to spread requests over keys;
+`{r}` a random number below `--preload-counters` (or 1), to read random preloaded keys
+(`/v1/counters/profile/k{r}`). `--preload-counters` and `--preload-entries` write that many
+counters (`profile/k0`...) and 100-byte cache entries (`profile/v0`...) through the batch
+route before the warm-up, as the bench preloads; `--idle` waits that long after the warm-up, so
+the recording sees what a server does when load comes back to idle shards. `--hello`
 profiles the bench's JavaScript hello world (loadtest/baselines/js-hello) instead, the floor of
 the request-only paths, and `--floor` its JavaScript worker and Durable Objects
 (loadtest/baselines/js-floor), the floor of the shard paths: profile both to see what edgecount
@@ -25,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
+import json
 import os
 import re
 import shutil
@@ -33,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,8 +79,10 @@ export const options = {
 };
 export default function () {
   const i = String(exec.scenario.iterationInTest);
-  const body = __ENV.BODY_TEMPLATE ? __ENV.BODY_TEMPLATE.replaceAll("{i}", i) : null;
-  http.request(__ENV.METHOD, `${__ENV.BASE}${__ENV.PATH_TEMPLATE.replaceAll("{i}", i)}`, body);
+  const r = String(Math.floor(Math.random() * Number(__ENV.KEYS)));
+  const fill = (template) => template.replaceAll("{i}", i).replaceAll("{r}", r);
+  const body = __ENV.BODY_TEMPLATE ? fill(__ENV.BODY_TEMPLATE) : null;
+  http.request(__ENV.METHOD, `${__ENV.BASE}${fill(__ENV.PATH_TEMPLATE)}`, body);
 }
 """
 
@@ -109,11 +120,36 @@ def k6(work: Path, args: argparse.Namespace, seconds: int) -> subprocess.Popen:
     script = work / "fixed-rate.js"
     script.write_text(K6_SCRIPT)
     env = {"RATE": str(args.rate), "DURATION": f"{seconds}s", "PATH_TEMPLATE": args.path,
-           "METHOD": args.method, "BASE": f"http://127.0.0.1:{PORT}", "BODY_TEMPLATE": args.body or ""}
+           "METHOD": args.method, "BASE": f"http://127.0.0.1:{PORT}", "BODY_TEMPLATE": args.body or "",
+           "KEYS": str(max(1, args.preload_counters))}
     command = ["taskset", "-c", "0", str(K6), "run", "--quiet", "--no-usage-report"]
     for name, value in env.items():
         command += ["-e", f"{name}={value}"]
     return subprocess.Popen([*command, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def preload(counters: int, entries: int) -> None:
+    """Writes `counters` counters and `entries` 100-byte cache entries in namespace `profile`
+    through the batch route, four batches at a time, as the bench's preload does."""
+    def send(ops: list[dict]) -> None:
+        request = urllib.request.Request(f"http://127.0.0.1:{PORT}/v1/batch", method="POST",
+                                         data=json.dumps({"ops": ops}).encode(),
+                                         headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            answer.read()
+
+    def counter_batch(start: int) -> None:
+        send([{"op": "set", "ns": "profile", "key": f"k{n}", "value": n} for n in range(start, min(start + 1000, counters))])
+
+    def entry_batch(start: int) -> None:
+        send([{"op": "cache_put", "ns": "profile", "key": f"v{n}", "value": "v" * 100}
+              for n in range(start, min(start + 200, entries))])
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(counter_batch, range(0, counters, 1000)))
+        list(pool.map(entry_batch, range(0, entries, 200)))
+    print(f"preloaded {counters:,} counters and {entries:,} cache entries in {time.monotonic() - started:.0f} s")
 
 
 def requests_sent(k6_output: str) -> int:
@@ -164,6 +200,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10, help="seconds recorded, at most 60 (default 10)")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--warm-up", type=int, default=5, help="seconds of load before recording (default 5)")
+    parser.add_argument("--idle", type=int, default=0, help="seconds without load between the warm-up and the recording")
+    parser.add_argument("--preload-counters", type=int, default=0, help="counters written before the warm-up")
+    parser.add_argument("--preload-entries", type=int, default=0, help="cache entries written before the warm-up")
     parser.add_argument("--cpu-quota", type=float,
                         help="cap the server at this share of a core, as the bench's capacity holds do")
     floors = parser.add_mutually_exclusive_group()
@@ -194,9 +233,16 @@ def main() -> None:
                 sys.exit("profile-process: no cgroup can be written here, so no CPU quota")
             quota.add(server.pid)
             quota.cap(args.cpu_quota)
+        if args.preload_counters or args.preload_entries:
+            if args.floor == "js-hello":
+                sys.exit("profile-process: the hello world stores nothing to preload")
+            preload(args.preload_counters, args.preload_entries)
         print(f"warming up for {args.warm_up} s, then recording {args.seconds} s at {args.rate} requests/s")
         if args.warm_up > 0:
             k6(work, args, args.warm_up).wait()
+        if args.idle > 0:
+            print(f"idle for {args.idle} s")
+            time.sleep(args.idle)
         # k6 runs a second longer on each side, so the recording sees only the steady rate.
         load = k6(work, args, args.seconds + 2)
         time.sleep(1)

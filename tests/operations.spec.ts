@@ -67,6 +67,39 @@ describe("operations", () => {
     );
   });
 
+  it("keeps at most 10,000 of a shard's counters in memory, however many it stores", async () => {
+    // The bound is what an evicted shard frees on the next request's time, and what the
+    // shards of one isolate share of its 128 MB (see docs/performance.md).
+    const oneShard = await startService({ vars: { EDGECOUNT_SHARDS: "1" } });
+    try {
+      const ns = freshNamespace("memory");
+      for (let start = 0; start < 12_000; start += 1_000) {
+        const ops = Array.from({ length: 1_000 }, (_, i) => ({
+          op: "set",
+          ns,
+          key: `k${start + i}`,
+          value: start + i,
+        }));
+        const answer = await oneShard.fetch("/v1/batch", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ ops }),
+        });
+        expect(answer.status).toBe(200);
+      }
+      const { shards } = await (await oneShard.fetch("/v1/stats")).json();
+      expect(shards[0].keys).toBe(12_000);
+      expect(shards[0].counters_in_memory).toBe(10_000);
+      // What memory let go of is still stored: the first key written reads back.
+      const first = await oneShard.fetch(
+        `/v1/counters/${ns}/k0?consistency=strong`,
+      );
+      expect(await first.json()).toMatchObject({ value: 0, exists: true });
+    } finally {
+      await oneShard.stop();
+    }
+  });
+
   it("asks the shards once for 1,000 concurrent /v1/stats and /stats, and reuses the answer", async () => {
     const reused = await startService({
       vars: { EDGECOUNT_STATS_MAX_AGE_MS: "60000" },

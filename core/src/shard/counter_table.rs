@@ -66,11 +66,16 @@ pub trait CounterStore {
     fn count_counters(&self, now_ms: u64) -> Result<(u64, u64), String>;
 }
 
-/// The counters of one shard that have been read or written since it started.
-/// Counters a shard keeps in memory by default: about 20 MB of a Durable Object's 128 MB, and
-/// far more keys than are hot at once. Storage holds every counter; memory holds the recently
-/// used ones, so a shard's memory does not grow with the number of keys it owns.
-pub const DEFAULT_CACHED_COUNTERS: usize = 100_000;
+/// Counters a shard keeps in memory: about 1.5 MB in Wasm, far more keys than are hot at once.
+/// Storage holds every counter; memory holds the recently used ones, so a shard's memory does
+/// not grow with the number of keys it owns.
+///
+/// Why not more: the shards of an isolate share its 128 MB, and what a shard holds is freed
+/// when the runtime evicts it, at about 0.7 µs of CPU per counter, during whatever request runs
+/// next. At 100,000 per shard, a million counters held by 16 idle shards cost the next reads
+/// 0.74 s of CPU (see `docs/performance.md`, "Reads over a million keys"); at this cap, at most
+/// 7 ms per shard. A counter memory does not hold costs one indexed `SELECT`.
+pub const DEFAULT_CACHED_COUNTERS: usize = 10_000;
 
 #[derive(Debug)]
 pub struct CounterTable {
