@@ -17,6 +17,7 @@ pub mod owner;
 pub mod placement;
 pub mod protocol;
 pub mod receipt;
+pub mod refusal;
 pub mod settings;
 pub mod transfer;
 pub mod watchers;

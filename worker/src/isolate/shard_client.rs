@@ -8,6 +8,7 @@ use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::protocol::{Placed, ShardRequest, ShardResponse, ShardStats};
+use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::shard::transfer::ExportPage;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
 use serde::Serialize;
@@ -225,25 +226,18 @@ pub async fn check_placement(env: &Env, configured: Kept) -> Result<(), ApiError
     let configured_json =
         serde_json::to_string(&configured).map_err(|e| ApiError::Internal(e.to_string()))?;
     answer_of(JsFuture::from(rpc.placement(&configured_json))).await.map(drop).map_err(|error| {
-        let message = rejection_message(&error);
-        match message.split_once("placement_changed:").and_then(|(_, kept)| kept.trim().parse().ok()) {
-            Some(kept) => ApiError::Core(CoreError::PlacementChanged { kept, configured: configured.shards }),
-            None => match change_unfinished(&message) {
-                Some((unfinished, from)) => {
-                    ApiError::Core(CoreError::ChangeUnfinished { from, to: configured.shards, unfinished })
-                }
-                None => ApiError::ShardUnavailable,
-            },
+        match refusal_of(&error) {
+            Some(Refusal::Core {
+                error: error @ (CoreError::PlacementChanged { .. } | CoreError::ChangeUnfinished { .. }),
+            }) => ApiError::Core(error),
+            _ => ApiError::ShardUnavailable,
         }
     })
 }
 
-/// The shards not done and the count being left, from a `change_unfinished:<n>:<from>`
-/// rejection.
-fn change_unfinished(message: &str) -> Option<(u32, u32)> {
-    let (_, figures) = message.split_once("change_unfinished:")?;
-    let (unfinished, from) = figures.trim().split_once(':')?;
-    Some((unfinished.parse().ok()?, from.parse().ok()?))
+/// The shard's typed refusal a rejected call carries, if any (see `Refusal`).
+fn refusal_of(error: &JsValue) -> Option<Refusal> {
+    Refusal::from_message(&rejection_message(error))
 }
 
 /// Whether `shard` has handed over every key that left it in `change`.
@@ -323,13 +317,10 @@ pub async fn watch(
 ) -> Result<JsValue, WatchRefusal> {
     let rpc = stub(env, shard).map_err(|_| WatchRefusal::Unavailable)?;
     answer_of(JsFuture::from(rpc.watch(ns, key, &client.label()))).await.map_err(|error| {
-        let message = rejection_message(&error);
-        if message.contains("not_found") {
-            WatchRefusal::NotFound
-        } else if message.contains("too_many_streams") {
-            WatchRefusal::TooManyStreams
-        } else {
-            WatchRefusal::Unavailable
+        match refusal_of(&error) {
+            Some(Refusal::Core { error: CoreError::NotFound }) => WatchRefusal::NotFound,
+            Some(Refusal::TooManyStreams) => WatchRefusal::TooManyStreams,
+            _ => WatchRefusal::Unavailable,
         }
     })
 }
@@ -407,10 +398,9 @@ pub async fn import(
 }
 
 fn transfer_failure(error: &JsValue) -> ApiError {
-    if rejection_message(error).contains("change_under_way") {
-        ApiError::ChangeUnderWay
-    } else {
-        ApiError::ShardUnavailable
+    match refusal_of(error) {
+        Some(Refusal::ChangeUnderWay) => ApiError::ChangeUnderWay,
+        _ => ApiError::ShardUnavailable,
     }
 }
 
@@ -429,13 +419,6 @@ pub async fn stats(env: &Env, shard: ShardId) -> Result<ShardStats, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_unfinished_change_is_read_from_its_rejection() {
-        assert_eq!(change_unfinished("Error: change_unfinished:3:16"), Some((3, 16)));
-        assert_eq!(change_unfinished("change_unfinished:3"), None);
-        assert_eq!(change_unfinished("Network connection lost."), None);
-    }
 
     #[test]
     fn overload_is_told_apart_from_other_failures() {

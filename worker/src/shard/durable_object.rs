@@ -11,7 +11,8 @@ use std::rc::Rc;
 use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::{self, Kept, Placement};
 use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardResponse};
-use edgecount_core::{Key, Namespace};
+use edgecount_core::shard::refusal::Refusal;
+use edgecount_core::{CoreError, Key, Namespace};
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
@@ -19,7 +20,7 @@ use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 use crate::isolate::clock::now_ms;
 use crate::isolate::request_task;
 use crate::shard::hand_over::{self, Route};
-use crate::shard::object::{rejected, ShardObject};
+use crate::shard::object::{refusal, rejected, ShardObject};
 
 #[durable_object]
 pub struct Shard {
@@ -42,14 +43,14 @@ impl Shard {
     #[wasm_bindgen(js_name = runOps)]
     pub fn run_ops_rpc(&self, body: &str) -> JsValue {
         let Ok(request) = serde_json::from_str::<ShardRequest>(body) else {
-            return rejected("malformed shard request");
+            return rejected(CoreError::InvalidBody { reason: "is not a shard request".into() });
         };
         match hand_over::route(&self.object, &request) {
             Ok(Route::Here) => self.object.answer(&request),
             Ok(Route::Refused(error)) => {
                 let results = vec![OpResult::Failed { error }; request.ops.len()];
                 serde_json::to_string(&ShardResponse { results })
-                    .map_or_else(|e| rejected(&e.to_string()), JsValue::from)
+                    .map_or_else(|e| rejected(CoreError::storage(e.to_string())), JsValue::from)
             }
             Ok(Route::AfterHandOvers) => {
                 let object = Rc::clone(&self.object);
@@ -57,7 +58,7 @@ impl Shard {
                     async move { hand_over::run_placed(&object, request).await.map(JsValue::from) },
                 )
             }
-            Err(detail) => rejected(&detail),
+            Err(detail) => rejected(CoreError::storage(detail)),
         }
     }
 
@@ -80,7 +81,7 @@ impl Shard {
     #[wasm_bindgen(js_name = adopt)]
     pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> JsValue {
         match hand_over::adopt(&self.object, parcels, Migration { from, to }) {
-            Err(detail) => rejected(&detail),
+            Err(detail) => rejected(CoreError::storage(detail)),
             Ok(lapses_at) if !self.object.alarm_due_by(lapses_at) => {
                 let object = Rc::clone(&self.object);
                 request_task::run(async move {
@@ -114,7 +115,7 @@ impl Shard {
     #[wasm_bindgen(js_name = migrate)]
     pub fn migrate_rpc(&self, shard: u32) -> JsValue {
         if let Err(detail) = self.object.hand_overs.learn_shard(&self.object.store, shard) {
-            return rejected(&detail);
+            return rejected(CoreError::storage(detail));
         }
         if !self.object.hand_overs.pending() {
             return JsValue::UNDEFINED;
@@ -130,16 +131,17 @@ impl Shard {
     /// A stream of server-sent events of one counter's value (Abacus's `/stream`): the value
     /// now, then each new value a write stores, until the counter is deleted or the reader
     /// leaves. `client` names who reads it ([`edgecount_core::edge::rate_limit::ClientId::label`]).
-    /// Rejected with `not_found` for a counter that does not exist, `too_many_streams` past
-    /// [`watchers::MAX_WATCHERS_PER_SHARD`] or [`watchers::MAX_WATCHERS_PER_CLIENT`] for the
-    /// client, `invalid_name` for a bad name.
+    /// Rejected ([`Refusal`]) with [`CoreError::NotFound`] for a counter that does not exist,
+    /// [`Refusal::TooManyStreams`] past [`watchers::MAX_WATCHERS_PER_SHARD`] or
+    /// [`watchers::MAX_WATCHERS_PER_CLIENT`] for the client, [`CoreError::InvalidKey`] for a bad
+    /// name.
     ///
     /// # Errors
     /// Those three refusals, as the rejection's message.
     #[wasm_bindgen(js_name = watch)]
     pub fn watch_rpc(&self, ns: &str, key: &str, client: &str) -> std::result::Result<JsValue, JsValue> {
         let (Ok(ns), Ok(key)) = (Namespace::new(ns), Key::new(key)) else {
-            return Err(JsValue::from_str("invalid_name"));
+            return Err(refusal(CoreError::InvalidKey { reason: "is not a valid name".into() }));
         };
         let read = ShardRequest {
             ops: vec![ShardOp::Get { ns: ns.clone(), key: key.clone() }.into()],
@@ -147,7 +149,7 @@ impl Shard {
         };
         match hand_over::route(&self.object, &read) {
             Ok(Route::Here) => self.object.open_stream(ns, key, client, &read),
-            Ok(Route::Refused(_)) => Err(JsValue::from_str("misconfigured")),
+            Ok(Route::Refused(error)) => Err(refusal(error)),
             // A counter moving here during a change of count is taken over first.
             Ok(Route::AfterHandOvers) => {
                 let object = Rc::clone(&self.object);
@@ -157,7 +159,7 @@ impl Shard {
                     object.open_stream(ns, key, &client, &read)
                 }))
             }
-            Err(_) => Err(JsValue::from_str("storage_unavailable")),
+            Err(detail) => Err(refusal(CoreError::storage(detail))),
         }
     }
 
@@ -166,22 +168,23 @@ impl Shard {
     /// declared over is kept only once every shard of either count has handed over its keys.
     ///
     /// # Errors
-    /// Rejected with `placement_changed:<kept count>` when they differ,
-    /// `change_unfinished:<shards not done>:<count being left>` when keys are still to move, or a storage failure.
+    /// Rejected with [`CoreError::PlacementChanged`] when they differ,
+    /// [`CoreError::ChangeUnfinished`] when keys are still to move, or a storage failure (each a
+    /// [`Refusal`]).
     #[wasm_bindgen(js_name = placement)]
     pub fn placement_rpc(&self, configured: &str) -> JsValue {
         let configured: Kept = match serde_json::from_str(configured) {
             Ok(configured) => configured,
-            Err(e) => return rejected(&format!("malformed placement: {e}")),
+            Err(e) => return rejected(CoreError::InvalidBody { reason: format!("is not a placement: {e}") }),
         };
         let store = &self.object.store;
         let kept = match store.kept_placement() {
             Ok(kept) => kept,
-            Err(detail) => return rejected(&detail),
+            Err(detail) => return rejected(CoreError::storage(detail)),
         };
         let keep = |kept: Kept| match store.keep_placement(kept) {
             Ok(()) => JsValue::UNDEFINED,
-            Err(detail) => rejected(&detail),
+            Err(detail) => rejected(CoreError::storage(detail)),
         };
         match placement::check(kept, configured) {
             Ok(Placement::Agrees) => JsValue::UNDEFINED,
@@ -194,14 +197,24 @@ impl Shard {
                         unfinished = hand_over::settle_everywhere(&object, change).await;
                     }
                     if unfinished > 0 {
-                        let rejection = format!("change_unfinished:{unfinished}:{}", change.from);
-                        return Err(JsValue::from_str(&rejection));
+                        let to = configured.shards;
+                        return Err(refusal(CoreError::ChangeUnfinished {
+                            from: change.from,
+                            to,
+                            unfinished,
+                        }));
                     }
-                    object.store.keep_placement(settled).map_err(|detail| JsValue::from_str(&detail))?;
+                    object
+                        .store
+                        .keep_placement(settled)
+                        .map_err(|detail| refusal(CoreError::storage(detail)))?;
                     Ok(JsValue::UNDEFINED)
                 })
             }
-            Err(_) => rejected(&format!("placement_changed:{}", kept.map_or(0, |k| k.shards))),
+            Err(_) => rejected(CoreError::PlacementChanged {
+                kept: kept.map_or(0, |k| k.shards),
+                configured: configured.shards,
+            }),
         }
     }
 
@@ -232,7 +245,7 @@ impl Shard {
         budget: u32,
     ) -> std::result::Result<String, JsValue> {
         if self.object.hand_overs.migration.is_some() {
-            return Err(JsValue::from_str("change_under_way"));
+            return Err(refusal(Refusal::ChangeUnderWay));
         }
         let after: Option<(String, String)> =
             serde_json::from_str(after).map_err(|e| JsValue::from_str(&format!("malformed cursor: {e}")))?;
@@ -256,11 +269,13 @@ impl Shard {
     #[wasm_bindgen(js_name = import)]
     pub fn import_rpc(&self, parcels: &str, respect_owners: bool, cache_bytes: f64) -> JsValue {
         if self.object.hand_overs.migration.is_some() {
-            return rejected("change_under_way");
+            return rejected(Refusal::ChangeUnderWay);
         }
         let parcels: Vec<Parcel> = match serde_json::from_str(parcels) {
             Ok(parcels) => parcels,
-            Err(e) => return rejected(&format!("malformed parcels: {e}")),
+            Err(e) => {
+                return rejected(CoreError::InvalidBody { reason: format!("is not a list of parcels: {e}") })
+            }
         };
         let object = Rc::clone(&self.object);
         request_task::run(async move {

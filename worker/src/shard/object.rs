@@ -15,6 +15,7 @@ use std::rc::Rc;
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
 use edgecount_core::shard::migration::Parcel;
 use edgecount_core::shard::protocol::{OpResult, ShardRequest, ShardStats};
+use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::shard::watchers::{self, Watchers};
 use edgecount_core::shard::Atomic;
 use edgecount_core::{CoreError, Key, Namespace, ShardEngine};
@@ -46,8 +47,14 @@ pub struct ShardObject {
 }
 
 /// A call's answer when it fails: a rejected promise, as an `async` method's error would be.
-pub(crate) fn rejected(message: &str) -> JsValue {
-    js_sys::Promise::reject(&JsValue::from_str(message)).into()
+pub(crate) fn rejected(refused: impl Into<Refusal>) -> JsValue {
+    js_sys::Promise::reject(&refusal(refused)).into()
+}
+
+/// What a call throws when the shard refuses it: the [`Refusal`]'s message, which the caller
+/// reads back with [`Refusal::from_message`].
+pub(crate) fn refusal(refused: impl Into<Refusal>) -> JsValue {
+    JsValue::from_str(&refused.into().message())
 }
 
 /// What this object knows of its alarm, so most writes need no storage call to keep it; shared
@@ -164,7 +171,7 @@ impl ShardObject {
         let now = now_ms();
         let (answer, reclaim_by) = match self.run_now(request, now) {
             Ok(ran) => ran,
-            Err(detail) => return rejected(&detail),
+            Err(detail) => return rejected(CoreError::storage(detail)),
         };
         if self.alarm_due_by(reclaim_by) {
             return JsValue::from(answer);
@@ -235,12 +242,13 @@ impl ShardObject {
         let ran = self.engine.borrow_mut().run(&self.store, read, now_ms());
         let value = match ran.response.results.first() {
             Some(OpResult::Value { value, exists: true, .. }) => *value,
-            Some(OpResult::Value { .. }) => return Err(JsValue::from_str("not_found")),
-            _ => return Err(JsValue::from_str("storage_unavailable")),
+            Some(OpResult::Value { .. }) => return Err(refusal(CoreError::NotFound)),
+            Some(OpResult::Failed { error }) => return Err(refusal(error.clone())),
+            _ => return Err(refusal(CoreError::storage("a read answered no value".into()))),
         };
         let (sender, stream) = watcher(value);
         if watching.add(ns, key, client, sender).is_err() {
-            return Err(JsValue::from_str("too_many_streams"));
+            return Err(refusal(Refusal::TooManyStreams));
         }
         let events =
             stream.map(|value| Ok(js_sys::Uint8Array::from(watchers::event(value).as_bytes()).into()));
