@@ -180,7 +180,13 @@ impl ShardEngine {
     /// so the next op reads storage, and every op that `ran` is answered as failed; the others
     /// (applied by an earlier send of the same receipt) as replayed.
     fn undone(&mut self, calls: &[ShardCall], detail: &str, ran: impl Fn(usize) -> bool) -> Vec<OpResult> {
-        self.forget_keys(calls.iter().map(|call| call.op.target()));
+        for call in calls {
+            let (ns, key) = call.op.target();
+            self.counters.forget(ns, key);
+        }
+        if calls.iter().any(|call| call.op.is_cache()) {
+            self.cache.unload();
+        }
         let failed = OpResult::Failed { error: CoreError::StorageUnavailable { detail: detail.to_owned() } };
         (0..calls.len())
             .map(|place| {

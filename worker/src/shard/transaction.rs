@@ -37,9 +37,11 @@ impl Atomic for Transactions {
             return Err("the shard's storage is not available".into());
         };
         let mut writes = Some(writes);
+        let mut started = false;
         let mut outcome = None;
         let mut body = || {
             let Some(writes) = writes.take() else { return Ok(JsValue::UNDEFINED) };
+            started = true;
             let written = writes();
             // Throwing is how the callback asks for the rollback.
             let thrown = written.as_ref().err().map(|detail| JsValue::from_str(detail));
@@ -50,6 +52,10 @@ impl Atomic for Transactions {
         match (committed, outcome) {
             (Ok(_), Some(written)) => written,
             (Err(_), Some(Err(detail))) => Err(detail),
+            // The writes began and never came back: they trapped (a panic aborts). The
+            // transaction is rolled back; the trap goes on up, as it would have without it,
+            // since this instance cannot be trusted to go on.
+            (Err(thrown), None) if started => wasm_bindgen::throw_val(thrown),
             (Err(thrown), _) => Err(format!("the transaction failed: {thrown:?}")),
             (Ok(_), None) => Err("the transaction did not run its writes".into()),
         }
