@@ -373,6 +373,12 @@ impl CacheTable {
         Ok(())
     }
 
+    /// Drops `ns`/`key` from the index, whose entry storage no longer holds (deleted outside
+    /// the table, as when its key is handed over to another shard).
+    pub fn forget_entry(&mut self, ns: &Namespace, key: &Key) {
+        self.forget(&(ns.clone(), key.clone()));
+    }
+
     fn forget(&mut self, slot: &(Namespace, Key)) {
         if let Some(meta) = self.index.pop(slot) {
             self.charged -= meta.charge;

@@ -276,14 +276,24 @@ impl ShardEngine {
         })
     }
 
-    /// Forgets what memory holds of `keys` (their counters, and the cache index as a whole),
-    /// so that the next op reads storage: for keys whose rows changed outside the engine, as
-    /// when they are handed over to another shard or taken over from one.
-    pub fn forget_keys<'a>(&mut self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
+    /// Forgets what memory holds of `keys`, whose rows changed outside the engine (handed over
+    /// to another shard, taken over from one, imported), so that the next op reads storage:
+    /// their counters and their places in the cache index. When cache entries were stored for
+    /// them (`entries_stored`), the index, which does not know those entries' sizes, is
+    /// instead rebuilt from storage when next needed; a shard that only hands keys away never
+    /// rescans its entries.
+    pub fn forget_keys<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>,
+        entries_stored: bool,
+    ) {
         for (ns, key) in keys {
             self.counters.forget(ns, key);
+            self.cache.forget_entry(ns, key);
         }
-        self.cache.unload();
+        if entries_stored {
+            self.cache.unload();
+        }
     }
 
     /// A call's view of `store`, with the counters its ops name that memory does not hold read
@@ -614,6 +624,32 @@ mod tests {
         let mut third = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 1 });
         assert_eq!(third.stats(&store, 9).unwrap().evictions, 1);
         assert_eq!(store.entry_names(), ["n/d"]);
+    }
+
+    #[test]
+    fn keys_handed_away_leave_the_cache_index_without_a_rescan_and_arrived_entries_rebuild_it() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 });
+        for (at, name) in [(1, "a"), (2, "b"), (3, "c")] {
+            put(at, name, &mut engine, &store);
+        }
+        let scans = store.entry_scans.get();
+        // "a" and "b" are handed over: their rows are deleted outside the engine.
+        let (gone_a, gone_b) = (names("a"), names("b"));
+        for (ns, key) in [&gone_a, &gone_b] {
+            store.remove_entry(ns, key).unwrap();
+        }
+        engine.forget_keys([(&gone_a.0, &gone_a.1), (&gone_b.0, &gone_b.1)], false);
+        let stats = engine.stats(&store, 4).unwrap();
+        assert_eq!(stats.cache_entries, 1, "the index holds what storage holds");
+        assert_eq!(store.entry_scans.get(), scans, "and read no entry to learn it");
+        // An entry stored for an arriving key: the index is rebuilt, once, when next needed.
+        let content_type = crate::ContentType::new("text/plain").unwrap();
+        let arrived = names("d");
+        store.save_entry(&arrived.0, &arrived.1, b"v", content_type.as_str(), None, 5).unwrap();
+        engine.forget_keys([(&arrived.0, &arrived.1)], true);
+        assert_eq!(engine.stats(&store, 6).unwrap().cache_entries, 2);
+        assert_eq!(store.entry_scans.get(), scans + 1);
     }
 
     #[test]
