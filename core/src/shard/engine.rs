@@ -276,23 +276,23 @@ impl ShardEngine {
         })
     }
 
-    /// Forgets what memory holds of `keys`, whose rows changed outside the engine (handed over
-    /// to another shard, taken over from one, imported), so that the next op reads storage:
-    /// their counters and their places in the cache index. When cache entries were stored for
-    /// them (`entries_stored`), the index, which does not know those entries' sizes, is
-    /// instead rebuilt from storage when next needed; a shard that only hands keys away never
-    /// rescans its entries.
-    pub fn forget_keys<'a>(
-        &mut self,
-        keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>,
-        entries_stored: bool,
-    ) {
+    /// Forgets what memory holds of `keys`, whose rows changed outside the engine (taken over
+    /// from another shard, imported), so that the next op reads storage: their counters, and
+    /// the cache index as a whole, which does not know the sizes of entries stored for them.
+    pub fn forget_keys<'a>(&mut self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
+        for (ns, key) in keys {
+            self.counters.forget(ns, key);
+        }
+        self.cache.unload();
+    }
+
+    /// Forgets `keys`, whose rows storage has just deleted (handed over to another shard):
+    /// their counters and their places in the cache index, which keeps the rest, so that a
+    /// shard handing keys away never rescans its entries.
+    pub fn forget_released<'a>(&mut self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
         for (ns, key) in keys {
             self.counters.forget(ns, key);
             self.cache.forget_entry(ns, key);
-        }
-        if entries_stored {
-            self.cache.unload();
         }
     }
 
@@ -627,29 +627,35 @@ mod tests {
     }
 
     #[test]
-    fn keys_handed_away_leave_the_cache_index_without_a_rescan_and_arrived_entries_rebuild_it() {
+    fn keys_handed_away_leave_the_cache_index_without_a_rescan_and_arrived_keys_rebuild_it() {
         let store = MapStore::default();
         let mut engine = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 });
         for (at, name) in [(1, "a"), (2, "b"), (3, "c")] {
             put(at, name, &mut engine, &store);
         }
+        let charged = engine.stats(&store, 3).unwrap().cache_bytes;
         let scans = store.entry_scans.get();
         // "a" and "b" are handed over: their rows are deleted outside the engine.
         let (gone_a, gone_b) = (names("a"), names("b"));
         for (ns, key) in [&gone_a, &gone_b] {
             store.remove_entry(ns, key).unwrap();
         }
-        engine.forget_keys([(&gone_a.0, &gone_a.1), (&gone_b.0, &gone_b.1)], false);
+        engine.forget_released([(&gone_a.0, &gone_a.1), (&gone_b.0, &gone_b.1)]);
         let stats = engine.stats(&store, 4).unwrap();
         assert_eq!(stats.cache_entries, 1, "the index holds what storage holds");
+        assert_eq!(stats.cache_bytes, charged / 3, "and charges what it holds");
         assert_eq!(store.entry_scans.get(), scans, "and read no entry to learn it");
-        // An entry stored for an arriving key: the index is rebuilt, once, when next needed.
+        // A key taken over (its entry stored outside the engine, or left as it was): the index
+        // is rebuilt, once, when next needed, and still finds the entry it held.
         let content_type = crate::ContentType::new("text/plain").unwrap();
         let arrived = names("d");
         store.save_entry(&arrived.0, &arrived.1, b"v", content_type.as_str(), None, 5).unwrap();
-        engine.forget_keys([(&arrived.0, &arrived.1)], true);
+        let kept = names("c");
+        engine.forget_keys([(&arrived.0, &arrived.1), (&kept.0, &kept.1)]);
         assert_eq!(engine.stats(&store, 6).unwrap().cache_entries, 2);
         assert_eq!(store.entry_scans.get(), scans + 1);
+        let read = ShardOp::CacheGet { ns: kept.0, key: kept.1 };
+        assert!(matches!(engine.execute(&store, &read, 7), OpResult::Entry { .. }));
     }
 
     #[test]

@@ -221,8 +221,7 @@ fn adopt_parcels(
 ) -> Result<Option<u64>, String> {
     // Wholly or not at all: a failure leaves the sender to send the parcels again.
     let adopted = object.store.atomically(|| object.store.adopt(parcels, migration))?;
-    let entries_stored = parcels.iter().any(|p| p.cache.is_some());
-    object.engine.borrow_mut().forget_keys(adopted.iter().map(|(ns, key)| (ns, key)), entries_stored);
+    object.engine.borrow_mut().forget_keys(adopted.iter().map(|(ns, key)| (ns, key)));
     let names: Vec<(Namespace, Key)> = parcels.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
     object.hand_overs.remember_arrived(&names);
     Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
@@ -407,7 +406,7 @@ async fn send_away(
                 let counted = &object.hand_overs.leaving_left;
                 counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
                 // Their rows are gone: memory drops them, and the cache index keeps the rest.
-                object.engine.borrow_mut().forget_keys(sent.iter().map(|(ns, key)| (ns, key)), false);
+                object.engine.borrow_mut().forget_released(sent.iter().map(|(ns, key)| (ns, key)));
                 object.end_streams(sent);
                 rest = left;
             }

@@ -282,8 +282,7 @@ impl ShardObject {
             .store
             .atomically(|| self.store.import(parcels, respect_owners, cache_bytes, now_ms()))
             .map_err(|detail| JsValue::from_str(&detail))?;
-        let entries_stored = parcels.iter().any(|p| p.cache.is_some());
-        self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)), entries_stored);
+        self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)));
         self.reclaim_by(parcels.iter().filter_map(Parcel::lapses_at).min()).await?;
         Ok(refused)
     }
