@@ -290,15 +290,9 @@ impl SqlShardStore {
             fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
         self.save_all(&counters)?;
         for parcel in &fresh {
-            let Some(e) = &parcel.cache else { continue };
-            self.save_entry(
-                &parcel.ns,
-                &parcel.key,
-                &e.value,
-                &e.content_type,
-                e.expires_at_ms,
-                e.written_at_ms,
-            )?;
+            if let Some(entry) = &parcel.cache {
+                self.save_parcel_entry(&parcel.ns, &parcel.key, entry)?;
+            }
         }
         let records: Vec<_> = fresh
             .iter()
@@ -336,6 +330,14 @@ impl SqlShardStore {
             )?;
         }
         Ok(adopted)
+    }
+
+    /// Stores a parcel's cache entry as `ns`/`key`, through the cache put's own upsert.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub(super) fn save_parcel_entry(&self, ns: &Namespace, key: &Key, entry: &ParcelEntry) -> Result<()> {
+        self.save_entry(ns, key, &entry.value, &entry.content_type, entry.expires_at_ms, entry.written_at_ms)
     }
 
     /// Deletes what is stored of `keys` (their counters, cache entries and per-key records):

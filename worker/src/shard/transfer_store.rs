@@ -2,7 +2,7 @@
 //! [`edgecount_core::shard::transfer`]): pages of its names in name order with their counters
 //! and cache entries, and parcels stored over whatever their names hold.
 
-use edgecount_core::shard::cache_table::{entry_charge, CacheStore};
+use edgecount_core::shard::cache_table::entry_charge;
 use edgecount_core::shard::migration::{Parcel, ParcelEntry};
 use edgecount_core::shard::transfer::{ExportPage, MAX_EXPORT_LINES, MAX_EXPORT_VALUE_BYTES};
 use edgecount_core::{CoreError, Counter, CounterStore, Key, Namespace};
@@ -92,16 +92,9 @@ impl SqlShardStore {
             }
         }
         self.save_all(&counters)?;
-        for (parcel, e) in &entries {
-            self.save_entry(
-                &parcel.ns,
-                &parcel.key,
-                &e.value,
-                &e.content_type,
-                e.expires_at_ms,
-                e.written_at_ms,
-            )
-            .map_err(|detail| format!("storing a cache entry failed: {detail}"))?;
+        for (parcel, entry) in &entries {
+            self.save_parcel_entry(&parcel.ns, &parcel.key, entry)
+                .map_err(|detail| format!("storing a cache entry failed: {detail}"))?;
         }
         Ok(refused)
     }
