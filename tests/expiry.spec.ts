@@ -89,3 +89,31 @@ it("hides an expired counter at once, before any reclaiming", async () => {
   });
   expect((await batch.json()).results[0]).toEqual({ value: 1, exists: true });
 });
+
+it("writes one row for a write that slides a counter's expiry, however often", async () => {
+  // The alarm finds counters by when they are first due, a column written only when the row
+  // is created: sliding the expiry on each write must not rewrite an index entry too.
+  const ns = freshNamespace("slide");
+  const incr = () =>
+    service.fetch(`/v1/counters/${ns}/c/incr?ttl=3600`, { method: "POST" });
+  expect((await incr()).status).toBe(200);
+  const before = await shardStats();
+  for (let i = 0; i < 5; i++) expect((await incr()).status).toBe(200);
+  const after = await shardStats();
+  expect(after.rows_written - before.rows_written).toBe(5);
+  expect(await service.value(ns, "c")).toBe(6n);
+});
+
+it("reclaims a counter that was given its TTL after it was created", async () => {
+  const ns = freshNamespace("late-ttl");
+  await service.fetch(`/v1/counters/${ns}/c/incr`, { method: "POST" });
+  const before = await shardStats();
+  await service.fetch(`/v1/counters/${ns}/c/incr?ttl=1`, { method: "POST" });
+  let after = await shardStats();
+  for (let i = 0; i < 150 && after.reclaimed === before.reclaimed; i++) {
+    await sleep(100);
+    after = await shardStats();
+  }
+  expect(after.reclaimed - before.reclaimed).toBe(1);
+  expect(after.stored_counters).toBe(before.stored_counters - 1);
+});

@@ -329,14 +329,22 @@ describe("records per written key", () => {
     }
   });
 
-  it("drops the older records table once its records lapse", async () => {
+  it("drops the older records table when the first generation of records ends", async () => {
     const dir = mkdtempSync(join(tmpdir(), "edgecount-idem-drop-"));
     const ns = freshNamespace("legacydrop");
     try {
       const first = await startService({ persistDir: dir, vars: oneShard });
       await first.fetch(`/v1/counters/${ns}/k/incr`, { method: "POST" });
       await first.stop();
-      storeLegacyRecord(dir, ns, Date.now() - 25 * 60 * 60 * 1000);
+      // As a shard upgraded a day ago holds it: a legacy record from before the upgrade, and
+      // the first generation of records begun at the upgrade.
+      const dayAndHour = 25 * 60 * 60 * 1000;
+      storeLegacyRecord(dir, ns, Date.now() - dayAndHour);
+      const upgraded = new DatabaseSync(shardDatabase(dir));
+      upgraded
+        .prepare("UPDATE records_generation SET since_ms = ?")
+        .run(Date.now() - dayAndHour + 1_000);
+      upgraded.close();
 
       const second = await startService({ persistDir: dir, vars: oneShard });
       try {
@@ -375,6 +383,7 @@ describe("records per written key", () => {
         .map((row) => row.name);
       db.close();
       expect(tables).toContain("idempotency_records");
+      expect(tables).toContain("idempotency_records_earlier");
       expect(tables).not.toContain("idempotency");
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -152,11 +152,11 @@ impl IdempotencyStore for Discard {
     fn save_record(&self, _: &RecordScope, _: &IdempotencyRecord) -> Result<(), String> {
         Ok(())
     }
-    fn remove_records_created_by(&self, _: u64, _: u64) -> Result<u64, String> {
-        Ok(0)
-    }
-    fn oldest_record(&self) -> Result<Option<u64>, String> {
+    fn records_generation(&self) -> Result<Option<u64>, String> {
         Ok(None)
+    }
+    fn start_records_generation(&self, _: u64) -> Result<(), String> {
+        Ok(())
     }
 }
 

@@ -47,13 +47,14 @@ pub trait CounterStore {
     /// # Errors
     /// A description of the storage failure.
     fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String>;
-    /// Removes counters expired by `now_ms`, at most `most` of them (the first to expire);
-    /// answers how many.
+    /// Removes counters expired by `now_ms`, looking at most at `most` of them (the first
+    /// due); answers how many it removed. A store may look only at what is due, and keep when a
+    /// counter is due earlier than its expiry (so that sliding an expiry writes nothing more).
     ///
     /// # Errors
     /// A description of the storage failure.
     fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String>;
-    /// When the next stored counter expires, if any has a TTL.
+    /// When the next stored counter is due (at or before it expires), if any has a TTL.
     ///
     /// # Errors
     /// A description of the storage failure.

@@ -27,12 +27,9 @@ impl<T: CounterStore + CacheStore + IdempotencyStore> ShardTables for T {}
 pub trait ShardStore: ShardTables + Atomic {}
 impl<T: ShardTables + Atomic> ShardStore for T {}
 
-/// Most expired counters, and most lapsed idempotency records, one alarm reclaims: the alarm's
-/// work stays bounded however many lapsed at once, and the rest wait for the next alarm.
+/// Most counters one alarm looks at (those due, expired or not): the alarm's work stays
+/// bounded however many lapsed at once, and the rest wait for the next alarm.
 pub const RECLAIM_PAGE: u64 = 5_000;
-
-/// The shortest time between two reclaims of lapsed idempotency records.
-pub const RECORDS_RECLAIM_GAP_MS: u64 = 10 * 60 * 1000;
 
 /// The in-memory side of one shard.
 #[derive(Debug)]
@@ -47,8 +44,6 @@ pub struct ShardEngine {
     reclaimed: u64,
     /// Of the ops executed, the counter reads, increments and creates: Abacus's command counts.
     commands: Commands,
-    /// When lapsed records were last reclaimed, and when the next one lapses as found then.
-    records_reclaimed: Option<(u64, Option<u64>)>,
 }
 
 /// What [`ShardEngine::run`] answers.
@@ -73,7 +68,6 @@ impl ShardEngine {
             ops: 0,
             reclaimed: 0,
             commands: Commands::default(),
-            records_reclaimed: None,
         }
     }
 
@@ -200,7 +194,7 @@ impl ShardEngine {
     }
 
     /// Reclaims what lapsed by `now_ms` (expired counters and cache entries, idempotency
-    /// records past their window), at most [`RECLAIM_PAGE`] counters and as many records, and
+    /// records past their window), at most [`RECLAIM_PAGE`] counters, and
     /// answers when the next thing lapses (by `now_ms` again when a page was full): the one
     /// expiry function of a shard, which its alarm calls.
     ///
@@ -222,25 +216,22 @@ impl ShardEngine {
         Ok([next_counter, self.cache.next_expiry(), next_record].into_iter().flatten().min())
     }
 
-    /// Reclaims lapsed idempotency records (not keys: not counted), at most every
-    /// [`RECORDS_RECLAIM_GAP_MS`]: they are looked up by key, so finding the lapsed ones reads
-    /// the table, and a record kept a few minutes past its day harms nothing. Answers when the
-    /// next record lapses, no sooner than the gap allows.
+    /// Reclaims lapsed idempotency records (not keys: not counted) a generation at a time: once
+    /// the current generation began a window ago, the one before it (all of whose records were
+    /// written before that) is dropped whole, and a new one starts. Records are found by key,
+    /// so this is what keeps their reclaiming from reading them: a record lives one to two
+    /// windows, and the alarm does this at most once a window. Answers when the next
+    /// generation is due, if any record is stored.
     fn reclaim_records(&mut self, store: &impl ShardStore, now_ms: u64) -> Result<Option<u64>, CoreError> {
-        if let Some((at, next)) = self.records_reclaimed {
-            if now_ms < at + RECORDS_RECLAIM_GAP_MS {
-                return Ok(next);
-            }
+        let Some(started) = store.records_generation().map_err(CoreError::storage)? else {
+            return Ok(None);
+        };
+        if now_ms < started.saturating_add(IDEMPOTENCY_WINDOW_MS) {
+            return Ok(Some(started + IDEMPOTENCY_WINDOW_MS));
         }
-        if let Some(created_by) = now_ms.checked_sub(IDEMPOTENCY_WINDOW_MS) {
-            store.remove_records_created_by(created_by, RECLAIM_PAGE).map_err(CoreError::storage)?;
-        }
-        let next = store
-            .oldest_record()
-            .map_err(CoreError::storage)?
-            .map(|at| (at + IDEMPOTENCY_WINDOW_MS).max(now_ms + RECORDS_RECLAIM_GAP_MS));
-        self.records_reclaimed = Some((now_ms, next));
-        Ok(next)
+        store.atomically(|| store.start_records_generation(now_ms)).map_err(CoreError::storage)?;
+        let next = store.records_generation().map_err(CoreError::storage)?;
+        Ok(next.map(|started| started + IDEMPOTENCY_WINDOW_MS))
     }
 
     /// Counters held in memory now (the rest are only in storage).
@@ -530,10 +521,42 @@ mod tests {
         assert_eq!(engine.reclaim_expired(&store, 5_000), Ok(Some(10_000)));
         assert_eq!(engine.reclaim_expired(&store, 10_000), Ok(Some(120_000)));
         assert_eq!(engine.reclaim_expired(&store, 120_000), Ok(Some(IDEMPOTENCY_WINDOW_MS)));
-        assert_eq!(engine.reclaim_expired(&store, IDEMPOTENCY_WINDOW_MS), Ok(None));
-        let stats = engine.stats(&store, IDEMPOTENCY_WINDOW_MS).unwrap();
+        // The record's generation is set aside a window after it began, and dropped a window
+        // after that.
+        let window = IDEMPOTENCY_WINDOW_MS;
+        assert_eq!(engine.reclaim_expired(&store, window), Ok(Some(2 * window)));
+        assert_eq!(store.earlier_records.borrow().len(), 1);
+        assert_eq!(engine.reclaim_expired(&store, 2 * window), Ok(None));
+        let stats = engine.stats(&store, 2 * window).unwrap();
         assert_eq!((stats.reclaimed, stats.keys, stats.stored_counters, stats.cache_entries), (3, 0, 0, 0));
-        assert!(store.records.borrow().is_empty());
+        assert!(store.records.borrow().is_empty() && store.earlier_records.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_record_is_kept_its_whole_window_whichever_generation_it_falls_in() {
+        let store = MapStore::default();
+        let mut engine = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 10 });
+        let window = IDEMPOTENCY_WINDOW_MS;
+        let keyed = |name: &str| ShardCall {
+            op: ShardOp::Incr { ns: names("n").0, key: Key::new(name).unwrap(), by: 1, ttl: None },
+            idempotency_key: Some(crate::IdempotencyKey::new(name).unwrap()),
+            operator: false,
+        };
+        // A generation that began long ago while nothing was stored: the first record written
+        // since is set aside at the next alarm, still replays until its window ends, and is
+        // dropped at the alarm after, a window on.
+        store.records_since_ms.set(1);
+        let written_at = 5 * window;
+        engine.run(&store, &request(vec![keyed("late")]), written_at);
+        assert_eq!(engine.reclaim_expired(&store, written_at + 1), Ok(Some(written_at + 1 + window)));
+        assert_eq!((store.records.borrow().len(), store.earlier_records.borrow().len()), (0, 1));
+        let resent = engine.run(&store, &request(vec![keyed("late")]), written_at + window - 1);
+        assert!(matches!(resent.response.results[0], OpResult::Replayed { .. }), "{resent:?}");
+        assert_eq!(engine.reclaim_expired(&store, written_at + window), Ok(Some(written_at + 1 + window)));
+        assert_eq!(store.earlier_records.borrow().len(), 1, "not before the generation's turn");
+        assert_eq!(engine.reclaim_expired(&store, written_at + 1 + window), Ok(None));
+        assert!(store.earlier_records.borrow().is_empty());
+        assert!(store.earlier_records.borrow().is_empty() || store.earlier_records.borrow().values().all(|r| r.created_at_ms > written_at));
     }
 
     #[test]

@@ -130,12 +130,12 @@ impl<S: IdempotencyStore> IdempotencyStore for PendingWrites<'_, S> {
         Ok(())
     }
 
-    fn remove_records_created_by(&self, created_by_ms: u64, most: u64) -> Result<u64, String> {
-        self.store.remove_records_created_by(created_by_ms, most)
+    fn records_generation(&self) -> Result<Option<u64>, String> {
+        self.store.records_generation()
     }
 
-    fn oldest_record(&self) -> Result<Option<u64>, String> {
-        self.store.oldest_record()
+    fn start_records_generation(&self, now_ms: u64) -> Result<(), String> {
+        self.store.start_records_generation(now_ms)
     }
 }
 

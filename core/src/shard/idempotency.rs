@@ -81,17 +81,24 @@ pub trait IdempotencyStore {
     fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> Result<(), String> {
         records.iter().try_for_each(|(scope, record)| self.save_record(scope, record))
     }
-    /// Removes records created at or before `created_by_ms` (their window has passed), at most
-    /// `most` of them (the oldest); answers how many.
+    /// When the records now being written began to be kept together (their generation's
+    /// start), or `None` when no record is stored at all.
+    ///
+    /// Records are kept in two generations, the current and the one before it, so that lapsed
+    /// records go a whole generation at a time instead of being looked for one by one (records
+    /// are found by key; finding the lapsed ones would read them all).
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn remove_records_created_by(&self, created_by_ms: u64, most: u64) -> Result<u64, String>;
-    /// When the oldest stored record was created, if any is stored.
+    fn records_generation(&self) -> Result<Option<u64>, String>;
+    /// Drops the generation before the current one, keeps the current one as the one before,
+    /// and starts a new generation at `now_ms`. The caller does so only once the current
+    /// generation began [`IDEMPOTENCY_WINDOW_MS`] or more ago, so that every record dropped was
+    /// written before that: its window has passed.
     ///
     /// # Errors
-    /// A description of the storage failure.
-    fn oldest_record(&self) -> Result<Option<u64>, String>;
+    /// A description of the storage failure; the caller's transaction undoes what was done.
+    fn start_records_generation(&self, now_ms: u64) -> Result<(), String>;
 }
 
 /// What to do with a keyed write.

@@ -32,7 +32,11 @@ pub struct StoredValue {
 pub struct MemoryStore {
     pub counters: RefCell<HashMap<u64, (Slot, Counter)>>,
     pub entries: RefCell<HashMap<u64, (Slot, StoredValue)>>,
+    /// The current generation of records, the one before it, and when the current began (see
+    /// [`IdempotencyStore::records_generation`]).
     pub records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
+    pub earlier_records: RefCell<HashMap<RecordScope, IdempotencyRecord>>,
+    pub records_since_ms: Cell<u64>,
     /// While set, every call fails as a storage failure does.
     pub broken: Cell<bool>,
     /// While set, every write fails and reads still work (a full disk, say).
@@ -108,13 +112,20 @@ impl Atomic for MemoryStore {
         if self.without_rollback.get() {
             return writes();
         }
-        let before =
-            (self.counters.borrow().clone(), self.entries.borrow().clone(), self.records.borrow().clone());
+        let before = (
+            self.counters.borrow().clone(),
+            self.entries.borrow().clone(),
+            self.records.borrow().clone(),
+            self.earlier_records.borrow().clone(),
+            self.records_since_ms.get(),
+        );
         writes().inspect_err(|_| {
-            let (counters, entries, records) = before;
+            let (counters, entries, records, earlier_records, records_since_ms) = before;
             *self.counters.borrow_mut() = counters;
             *self.entries.borrow_mut() = entries;
             *self.records.borrow_mut() = records;
+            *self.earlier_records.borrow_mut() = earlier_records;
+            self.records_since_ms.set(records_since_ms);
         })
     }
 }
@@ -263,7 +274,8 @@ fn start_up_order(entry: &StoredEntry) -> (u64, &str, &str) {
 impl IdempotencyStore for MemoryStore {
     fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
         self.check()?;
-        Ok(self.records.borrow().get(scope).cloned())
+        let current = self.records.borrow().get(scope).cloned();
+        Ok(current.or_else(|| self.earlier_records.borrow().get(scope).cloned()))
     }
     fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
         if self.records_fail.get() {
@@ -273,23 +285,17 @@ impl IdempotencyStore for MemoryStore {
         self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())
     }
-    fn remove_records_created_by(&self, created_by_ms: u64, most: u64) -> Result<u64, String> {
+    fn records_generation(&self) -> Result<Option<u64>, String> {
         self.check()?;
-        let mut records = self.records.borrow_mut();
-        let mut lapsed: Vec<_> = records
-            .iter()
-            .filter(|(_, record)| record.created_at_ms <= created_by_ms)
-            .map(|(scope, record)| (record.created_at_ms, scope.clone()))
-            .collect();
-        lapsed.sort_by_key(|(created, _)| *created);
-        lapsed.truncate(usize::try_from(most).unwrap_or(usize::MAX));
-        for (_, scope) in &lapsed {
-            records.remove(scope);
-        }
-        Ok(lapsed.len() as u64)
+        let stored = !self.records.borrow().is_empty() || !self.earlier_records.borrow().is_empty();
+        Ok(stored.then(|| self.records_since_ms.get()))
     }
-    fn oldest_record(&self) -> Result<Option<u64>, String> {
-        self.check()?;
-        Ok(self.records.borrow().values().map(|r| r.created_at_ms).min())
+    fn start_records_generation(&self, now_ms: u64) -> Result<(), String> {
+        self.check_write()?;
+        let dropped = std::mem::take(&mut *self.earlier_records.borrow_mut());
+        self.rows_written.set(self.rows_written.get() + dropped.len() as u64);
+        *self.earlier_records.borrow_mut() = std::mem::take(&mut *self.records.borrow_mut());
+        self.records_since_ms.set(now_ms);
+        Ok(())
     }
 }

@@ -13,7 +13,8 @@ use serde::Deserialize;
 use worker::SqlStorageValue;
 
 use crate::shard::sql_store::{
-    describe, integer, json_rows, rows_statement, text, CounterRow, SqlShardStore, ROWS_PER_STATEMENT,
+    describe, integer, json_rows, rows_statement, text, CounterRow, SqlShardStore, EARLIER_RECORDS, RECORDS,
+    RECORD_TABLES, ROWS_PER_STATEMENT,
 };
 
 /// The kinds of idempotency record that belong to one key and travel with it (a receipt's
@@ -211,17 +212,25 @@ impl SqlShardStore {
         if !with_records {
             return Ok(parcels);
         }
-        let records: Vec<Placed<ParcelRecord>> = self
-            .rows(
-                &format!(
-                    "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
-                     FROM {NAMED} JOIN idempotency_records AS t {ON_NAME} AND t.{PER_KEY_RECORDS}"
-                ),
-                vec![names()?],
-            )
-            .map_err(|e| describe(&e))?;
-        for Placed { place, row } in records {
-            parcels.get_mut(place).ok_or("a record of no asked key")?.records.push(row);
+        // Both generations of records, the current first: a scope in both was applied again
+        // after its earlier record lapsed, and only the newer record travels.
+        for table in RECORD_TABLES {
+            let records: Vec<Placed<ParcelRecord>> = self
+                .rows(
+                    &format!(
+                        "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
+                         FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS}"
+                    ),
+                    vec![names()?],
+                )
+                .map_err(|e| describe(&e))?;
+            for Placed { place, row } in records {
+                let parcel = parcels.get_mut(place).ok_or("a record of no asked key")?;
+                let same = |r: &ParcelRecord| r.kind == row.kind && r.idempotency_key == row.idempotency_key;
+                if !parcel.records.iter().any(same) {
+                    parcel.records.push(row);
+                }
+            }
         }
         Ok(parcels)
     }
@@ -244,15 +253,16 @@ impl SqlShardStore {
             "SELECT {PLACE}, (length(t.value) + 2) / 3 * 4 + length(CAST(t.content_type AS BLOB)) + 64 AS bytes \
              FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
         ))?;
-        let records = if with_records {
-            sizes(&format!(
-                "SELECT {PLACE}, SUM(length(CAST(t.kind AS BLOB)) + length(CAST(t.idempotency_key AS BLOB)) \
-                 + length(CAST(t.request_digest AS BLOB)) + length(CAST(t.result AS BLOB)) + 96) AS bytes \
-                 FROM {NAMED} JOIN idempotency_records AS t {ON_NAME} AND t.{PER_KEY_RECORDS} GROUP BY r.key"
-            ))?
-        } else {
-            Vec::new()
-        };
+        let mut records = Vec::new();
+        if with_records {
+            for table in RECORD_TABLES {
+                records.extend(sizes(&format!(
+                    "SELECT {PLACE}, SUM(length(CAST(t.kind AS BLOB)) + length(CAST(t.idempotency_key AS BLOB)) \
+                     + length(CAST(t.request_digest AS BLOB)) + length(CAST(t.result AS BLOB)) + 96) AS bytes \
+                     FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS} GROUP BY r.key"
+                ))?);
+            }
+        }
         for size in entries.into_iter().chain(records) {
             if let Some(weight) = weights.get_mut(size.place) {
                 *weight += usize::try_from(size.bytes).unwrap_or(usize::MAX);
@@ -347,8 +357,8 @@ impl SqlShardStore {
     /// A description of the storage failure.
     pub fn release(&self, keys: &[(Namespace, Key)]) -> Result<()> {
         for chunk in keys.chunks(ROWS_PER_STATEMENT) {
-            for table in ["counters", "cache_entries", "idempotency_records"] {
-                let only = if table == "idempotency_records" {
+            for table in ["counters", "cache_entries", RECORDS, EARLIER_RECORDS] {
+                let only = if RECORD_TABLES.contains(&table) {
                     format!(" AND {PER_KEY_RECORDS}")
                 } else {
                     String::new()
@@ -380,7 +390,8 @@ impl SqlShardStore {
             .rows(
                 &format!(
                     "SELECT ns, key FROM (SELECT ns, key FROM counters UNION SELECT ns, key FROM cache_entries \
-                     UNION SELECT ns, key FROM idempotency_records WHERE {PER_KEY_RECORDS}) \
+                     UNION SELECT ns, key FROM {RECORDS} WHERE {PER_KEY_RECORDS} \
+                     UNION SELECT ns, key FROM {EARLIER_RECORDS} WHERE {PER_KEY_RECORDS}) \
                      WHERE (ns, key) > (?, ?) ORDER BY ns, key LIMIT ?"
                 ),
                 vec![text(ns), text(key), integer(Some(most))],

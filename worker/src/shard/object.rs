@@ -117,7 +117,7 @@ impl ShardObject {
                 (DEFAULT_SHARD_CACHE_BOUNDS, DEFAULT_SHARDS, None, DEFAULT_HAND_OVER_KEYS)
             }
         };
-        let store = SqlShardStore::open(&state).unwrap_or_else(|error| {
+        let store = SqlShardStore::open(&state, now_ms()).unwrap_or_else(|error| {
             // Later ops then fail with storage_unavailable (503) instead of the object crashing.
             console_error!("shard storage failed to open: {error}");
             SqlShardStore::unopened(&state)

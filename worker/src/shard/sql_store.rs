@@ -18,12 +18,12 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue, State};
 
 use crate::shard::transaction::Transactions;
 
-// Idempotency records live in `idempotency_records`, one per Idempotency-Key and written key,
-// holding a digest of the request. Shards written before that keep the older `idempotency`
-// table (one record per Idempotency-Key, holding the whole request as JSON). It is not
-// converted: converting a day of full requests at start-up could outlast what a start may
-// take. Instead it is read as a fallback while its records can still be replayed, reclaimed by
-// the alarm as they lapse, and dropped once empty, within 24 hours of the upgrade.
+// Idempotency records live in two generation tables (see [`RECORDS`]). Shards written before
+// records were scoped to their key keep the older `idempotency` table (one record per
+// Idempotency-Key, holding the whole request as JSON). It is not converted: converting a day of
+// full requests at start-up could outlast what a start may take. Instead it is read as a
+// fallback while its records can still be replayed, and dropped when the first generation of
+// records ends, a day after the upgrade began it.
 const SCHEMA: [&str; 8] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
@@ -34,6 +34,7 @@ const SCHEMA: [&str; 8] = [
         expires_at_ms INTEGER,
         created_ms INTEGER,
         settings TEXT,
+        reclaim_after_ms INTEGER,
         PRIMARY KEY (ns, key)
     ) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS cache_entries (
@@ -44,16 +45,6 @@ const SCHEMA: [&str; 8] = [
         expires_at_ms INTEGER,
         written_at_ms INTEGER NOT NULL,
         PRIMARY KEY (ns, key)
-    ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS idempotency_records (
-        ns TEXT NOT NULL,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        idempotency_key TEXT NOT NULL,
-        request_digest TEXT NOT NULL,
-        result TEXT NOT NULL,
-        created_at_ms INTEGER NOT NULL,
-        PRIMARY KEY (ns, key, kind, idempotency_key)
     ) WITHOUT ROWID",
     // The shard count the keys were placed under; only shard-0 keeps it (see
     // edgecount_core::shard::placement).
@@ -88,13 +79,62 @@ const SCHEMA: [&str; 8] = [
         id INTEGER PRIMARY KEY CHECK (id = 0),
         counters INTEGER NOT NULL
     )",
+    // When the current generation of idempotency records began (see [`RECORDS`]).
+    "CREATE TABLE IF NOT EXISTS records_generation (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        since_ms INTEGER NOT NULL
+    )",
 ];
-// No index by expiry or creation time: SQLite rewrites an index entry whenever an upsert
-// assigns its column, even to the same value, so one on `expires_at_ms` made every write of a
-// counter with a TTL (every compatible route's counter) bill two rows, and one on records two
-// more rows per keyed write. The alarm reads the table instead, at most every
-// `MIN_ALARM_GAP_MS` for counters and `RECORDS_RECLAIM_GAP_MS` for records; rows read are
-// billed at a thousandth of rows written.
+
+/// The counters due for the alarm's look, by when (see [`RECLAIM_AFTER`]); made once the
+/// column is there.
+const COUNTERS_BY_RECLAIM: &str = "CREATE INDEX IF NOT EXISTS counters_by_reclaim \
+     ON counters (reclaim_after_ms) WHERE reclaim_after_ms IS NOT NULL";
+
+/// The idempotency records written in the current generation, and in the one before it: one
+/// per Idempotency-Key and written key, holding a digest of the request. A record is found by
+/// its key, so lapsed ones are not looked for: once the current generation began a window ago,
+/// the alarm drops the earlier table whole (every record in it was written before that), renames
+/// the current one to take its place, and starts an empty one (see
+/// `edgecount_core::shard::engine`). A record so lives one to two windows, and no row is read
+/// to reclaim it, nor written to index it.
+pub(super) const RECORDS: &str = "idempotency_records";
+pub(super) const EARLIER_RECORDS: &str = "idempotency_records_earlier";
+/// Both records tables, the current first.
+pub(super) const RECORD_TABLES: [&str; 2] = [RECORDS, EARLIER_RECORDS];
+
+fn records_table(name: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {name} (
+            ns TEXT NOT NULL,
+            key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            idempotency_key TEXT NOT NULL,
+            request_digest TEXT NOT NULL,
+            result TEXT NOT NULL,
+            created_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (ns, key, kind, idempotency_key)
+        ) WITHOUT ROWID"
+    )
+}
+
+/// When the alarm should next look at a counter with a TTL: its first expiry, written when the
+/// row is inserted and never by the upsert that updates it, so that the index on it costs a
+/// row only when a counter with a TTL is created, not on every write that slides its expiry.
+/// It so stays at or before the counter's expiry; the alarm reclaims the rows due by then that
+/// expired, and moves the rest on to their expiry (one row each per TTL, at most). The trigger
+/// below moves it earlier in the rare write that makes it late: one that gives a TTL to a
+/// counter without one, or shortens it.
+const RECLAIM_AFTER: &str = "CREATE TRIGGER IF NOT EXISTS counter_reclaim_earlier \
+     AFTER UPDATE OF expires_at_ms ON counters \
+     WHEN new.expires_at_ms IS NOT NULL \
+     AND (new.reclaim_after_ms IS NULL OR new.reclaim_after_ms > new.expires_at_ms) \
+     BEGIN UPDATE counters SET reclaim_after_ms = new.expires_at_ms \
+     WHERE ns = new.ns AND key = new.key; END";
+// No index on `expires_at_ms` itself: SQLite rewrites an index entry whenever an upsert
+// assigns its column, even to the same value, so one on it made every write of a counter with
+// a TTL (every compatible route's counter) bill two rows. See [`RECLAIM_AFTER`] instead; and no
+// index on records at all (see [`RECORDS`]).
 
 /// What keeps `totals.counters` equal to the rows of `counters`, whichever statement adds or
 /// removes them (ops, the alarm, hand-overs to and from other shards): SQLite runs them in the
@@ -116,7 +156,8 @@ const COUNTER_TOTAL_TRIGGERS: [(&str, &str); 2] = [
 /// Columns added to `counters` after its first release, each with its type: a shard stored
 /// before them gains them at start-up, and its rows read them as `NULL` (no creation time kept,
 /// the default rules).
-const ADDED_COUNTER_COLUMNS: [(&str, &str); 2] = [("created_ms", "INTEGER"), ("settings", "TEXT")];
+const ADDED_COUNTER_COLUMNS: [(&str, &str); 3] =
+    [("created_ms", "INTEGER"), ("settings", "TEXT"), ("reclaim_after_ms", "INTEGER")];
 
 /// The records table of shards written before records were scoped and digested.
 const LEGACY_RECORDS: &str = "idempotency";
@@ -228,11 +269,12 @@ pub(super) fn describe(error: &worker::Error) -> String {
 }
 
 impl SqlShardStore {
-    /// Opens the tables of `state`'s storage, creating them on first use.
+    /// Opens the tables of `state`'s storage, creating them on first use (a first generation of
+    /// records beginning at `now_ms`).
     ///
     /// # Errors
     /// When SQLite refuses the schema.
-    pub fn open(state: &State) -> Result<Self> {
+    pub fn open(state: &State, now_ms: u64) -> Result<Self> {
         let store = Self::unopened(state);
         for statement in SCHEMA {
             store.sql.exec(statement, None)?;
@@ -253,6 +295,22 @@ impl SqlShardStore {
                 store.change(&format!("ALTER TABLE counters ADD COLUMN {column} {kind}"), vec![])?;
             }
         }
+        if !counters.contains("reclaim_after_ms") {
+            // Counters stored before: each is due when it expires. One pass, this once.
+            store.change(
+                "UPDATE counters SET reclaim_after_ms = expires_at_ms WHERE expires_at_ms IS NOT NULL",
+                vec![],
+            )?;
+        }
+        store.sql.exec(COUNTERS_BY_RECLAIM, None)?;
+        store.sql.exec(RECLAIM_AFTER, None)?;
+        for table in RECORD_TABLES {
+            store.sql.exec(&records_table(table), None)?;
+        }
+        store.change(
+            "INSERT OR IGNORE INTO records_generation (id, since_ms) VALUES (0, ?)",
+            vec![integer(Some(now_ms))],
+        )?;
         if !statement("placement").is_some_and(|sql| sql.contains("from_shards")) {
             store.change("ALTER TABLE placement ADD COLUMN from_shards INTEGER", vec![])?;
         }
@@ -386,15 +444,6 @@ impl SqlShardStore {
         Ok(rows.first().and_then(|c| c.n).unwrap_or(0))
     }
 
-    /// The records tables in use: the current one, and the legacy one while it lasts.
-    fn record_tables(&self) -> &'static [&'static str] {
-        if self.legacy_records.get() {
-            &["idempotency_records", LEGACY_RECORDS]
-        } else {
-            &["idempotency_records"]
-        }
-    }
-
     /// A record in the legacy table for `scope`: one whose request was a write to the same
     /// key, compared by the digest of that request like a current record.
     fn load_legacy_record(
@@ -429,24 +478,41 @@ impl SqlShardStore {
 }
 
 impl CounterStore for SqlShardStore {
+    /// Looks at the counters due by `now_ms` (see [`RECLAIM_AFTER`]), at most `most`, by the
+    /// index: removes those expired, and moves the rest on to their expiry. Rows read so follow
+    /// the rows reclaimed or moved on, never the table.
     fn remove_expired_counters(&self, now_ms: u64, most: u64) -> std::result::Result<u64, String> {
-        // Counted by the rows returned: the rows written include the expiry index's and the
-        // total's, which are not counters.
-        // At most a page, the first to expire, so that one alarm's writes stay bounded.
+        const DUE: &str = "SELECT ns, key FROM counters WHERE reclaim_after_ms <= ?1 \
+                           ORDER BY reclaim_after_ms LIMIT ?2";
+        let bindings = || vec![integer(Some(now_ms)), integer(Some(most))];
+        // Counted by the rows returned: the rows written include the index's and the total's.
         let removed: Vec<serde::de::IgnoredAny> = self
             .rows(
-                "DELETE FROM counters WHERE (ns, key) IN (SELECT ns, key FROM counters \
-                 WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? ORDER BY expires_at_ms LIMIT ?) \
-                 RETURNING 1 AS n",
-                vec![integer(Some(now_ms)), integer(Some(most))],
+                &format!(
+                    "DELETE FROM counters WHERE (ns, key) IN ({DUE}) AND expires_at_ms <= ?1 RETURNING 1 AS n"
+                ),
+                bindings(),
             )
             .map_err(|e| describe(&e))?;
+        // What is still due did not expire: its expiry slid on (or it has none now).
+        self.write(
+            &format!(
+                "UPDATE counters SET reclaim_after_ms = expires_at_ms WHERE (ns, key) IN ({DUE}) \
+                 AND (expires_at_ms IS NULL OR expires_at_ms > ?1)"
+            ),
+            bindings(),
+        )?;
         Ok(removed.len() as u64)
     }
 
+    /// The earliest time a counter is due (by the index): at or before the next expiry.
     fn next_counter_expiry(&self) -> std::result::Result<Option<u64>, String> {
-        let next =
-            self.count("SELECT MIN(expires_at_ms) AS n FROM counters", vec![]).map_err(|e| describe(&e))?;
+        let next = self
+            .count(
+                "SELECT MIN(reclaim_after_ms) AS n FROM counters WHERE reclaim_after_ms IS NOT NULL",
+                vec![],
+            )
+            .map_err(|e| describe(&e))?;
         Ok((next > 0).then_some(next))
     }
 
@@ -519,14 +585,15 @@ impl CounterStore for SqlShardStore {
                 .map(|(ns, key, c)| {
                     let settings = c.settings.map(|s| serde_json::to_string(&s)).transpose();
                     let settings = settings.map_err(|e| e.to_string())?;
-                    Ok((ns, key, c.value, c.version, c.ttl_seconds, c.expires_at_ms, c.created_ms, settings))
+                    // The last is the row's reclaim_after_ms, taken only when the row is new.
+                    Ok((ns, key, c.value, c.version, c.ttl_seconds, c.expires_at_ms, c.created_ms, settings, c.expires_at_ms))
                 })
                 .collect::<std::result::Result<Vec<_>, String>>()?;
             self.write(
                 &rows_statement(
                     "INSERT INTO counters \
-                     (ns, key, value, version, ttl_seconds, expires_at_ms, created_ms, settings)",
-                    8,
+                     (ns, key, value, version, ttl_seconds, expires_at_ms, created_ms, settings, reclaim_after_ms)",
+                    9,
                     rows.len(),
                     "ON CONFLICT (ns, key) DO UPDATE SET \
                      value = excluded.value, version = excluded.version, \
@@ -588,47 +655,38 @@ impl IdempotencyStore for SqlShardStore {
         })
     }
 
-    /// Also drops the legacy table once it is empty.
-    fn remove_records_created_by(&self, created_by_ms: u64, most: u64) -> std::result::Result<u64, String> {
-        let mut removed = 0;
-        // At most a page, the oldest, so that one alarm's writes stay bounded.
-        let paged: Vec<serde::de::IgnoredAny> = self
+    fn records_generation(&self) -> std::result::Result<Option<u64>, String> {
+        #[derive(Deserialize)]
+        struct Row {
+            since_ms: u64,
+        }
+        let legacy = if self.legacy_records.get() { "1 OR " } else { "" };
+        let rows: Vec<Row> = self
             .rows(
-                "DELETE FROM idempotency_records WHERE (ns, key, kind, idempotency_key) IN \
-                 (SELECT ns, key, kind, idempotency_key FROM idempotency_records \
-                 WHERE created_at_ms <= ? ORDER BY created_at_ms LIMIT ?) RETURNING 1 AS n",
-                vec![integer(Some(created_by_ms)), integer(Some(most))],
+                &format!(
+                    "SELECT since_ms FROM records_generation WHERE id = 0 AND ({legacy}\
+                     EXISTS (SELECT 1 FROM {RECORDS}) OR EXISTS (SELECT 1 FROM {EARLIER_RECORDS}))"
+                ),
+                vec![],
             )
             .map_err(|e| describe(&e))?;
-        removed += paged.len() as u64;
-        // The legacy table, gone within a day of the upgrade, is emptied as it lapses.
-        if self.legacy_records.get() {
-            removed += self
-                .change(
-                    &format!("DELETE FROM {LEGACY_RECORDS} WHERE created_at_ms <= ?"),
-                    vec![integer(Some(created_by_ms))],
-                )
-                .map_err(|e| describe(&e))?;
-        }
-        let count_legacy = || self.count(&format!("SELECT COUNT(*) AS n FROM {LEGACY_RECORDS}"), vec![]);
-        if self.legacy_records.get() && count_legacy().map_err(|e| describe(&e))? == 0 {
-            self.sql.exec(&format!("DROP TABLE {LEGACY_RECORDS}"), None).map_err(|e| describe(&e))?;
-            self.legacy_records.set(false);
-        }
-        Ok(removed)
+        Ok(rows.first().map(|row| row.since_ms))
     }
 
-    fn oldest_record(&self) -> std::result::Result<Option<u64>, String> {
-        let mut oldest = None;
-        for table in self.record_tables() {
-            let first = self
-                .count(&format!("SELECT MIN(created_at_ms) AS n FROM {table}"), vec![])
-                .map_err(|e| describe(&e))?;
-            if first > 0 {
-                oldest = Some(oldest.map_or(first, |o: u64| o.min(first)));
-            }
+    /// Also drops the legacy table: the first generation began when this release first
+    /// opened the shard, after every legacy record was written.
+    fn start_records_generation(&self, now_ms: u64) -> std::result::Result<(), String> {
+        let statements = [
+            format!("DROP TABLE {EARLIER_RECORDS}"),
+            format!("ALTER TABLE {RECORDS} RENAME TO {EARLIER_RECORDS}"),
+            records_table(RECORDS),
+            format!("DROP TABLE IF EXISTS {LEGACY_RECORDS}"),
+        ];
+        for statement in &statements {
+            self.change(statement, vec![]).map_err(|e| describe(&e))?;
         }
-        Ok(oldest)
+        self.legacy_records.set(false);
+        self.write("UPDATE records_generation SET since_ms = ? WHERE id = 0", vec![integer(Some(now_ms))])
     }
 
     fn load_record(&self, scope: &RecordScope) -> std::result::Result<Option<IdempotencyRecord>, String> {
@@ -638,10 +696,17 @@ impl IdempotencyStore for SqlShardStore {
             result: String,
             created_at_ms: u64,
         }
+        // Both generations by the primary key; a scope in both was applied again after its
+        // record lapsed, and the newer record is the one that counts.
         let rows: Vec<Row> = self
             .rows(
-                "SELECT request_digest, result, created_at_ms FROM idempotency_records \
-                 WHERE ns = ? AND key = ? AND kind = ? AND idempotency_key = ?",
+                &format!(
+                    "SELECT request_digest, result, created_at_ms FROM ( \
+                     SELECT * FROM {RECORDS} WHERE ns = ?1 AND key = ?2 AND kind = ?3 AND idempotency_key = ?4 \
+                     UNION ALL \
+                     SELECT * FROM {EARLIER_RECORDS} WHERE ns = ?1 AND key = ?2 AND kind = ?3 AND idempotency_key = ?4) \
+                     ORDER BY created_at_ms DESC LIMIT 1"
+                ),
                 vec![
                     text(scope.ns.as_str()),
                     text(scope.key.as_str()),
