@@ -137,3 +137,94 @@ it("reclaims 300,000 lapsed records and 1,000 expired counters without reading t
     rmSync(dir, { recursive: true, force: true });
   }
 }, 120_000);
+
+it("brings a shard of the release before up to date, and reclaims what it stored", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "edgecount-reclaim-upgrade-"));
+  const ns = freshNamespace("upgrade");
+  const now = Date.now();
+  const counter = (db: DatabaseSync, key: string, expiresAt: number) =>
+    db
+      .prepare(
+        `INSERT INTO counters (ns, key, value, version, ttl_seconds, expires_at_ms)
+         VALUES (?, ?, 1, 1, 3600, ?)`,
+      )
+      .run(ns, key, expiresAt);
+  try {
+    const first = await startService({ persistDir: dir, vars: oneShard });
+    try {
+      expect(await first.value(ns, "live")).toBe(0n);
+    } finally {
+      await first.stop();
+    }
+    // As the release before this one left a shard: no due time, index or triggers for
+    // counters, one records table.
+    const db = new DatabaseSync(shardDatabase(dir));
+    db.exec(`DROP TRIGGER counter_reclaim_earlier;
+      DROP TRIGGER counter_reclaim_on_insert;
+      DROP INDEX counters_by_reclaim;
+      ALTER TABLE counters DROP COLUMN reclaim_after_ms;
+      DROP TABLE records_generation;
+      DROP TABLE idempotency_records_earlier;`);
+    counter(db, "expired", now - hour);
+    counter(db, "live", now + hour);
+    db.prepare(
+      `INSERT INTO idempotency_records
+       (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)
+       SELECT ?, 'expired', 'counter', 'old', '0', '{}', ?`,
+    ).run(ns, now - hour);
+    db.close();
+
+    const reclaimed = async (service: Service, wanted: number) => {
+      const short = await service.fetch(`/v1/counters/${ns}/short/incr?ttl=1`, {
+        method: "POST",
+      });
+      expect(short.status).toBe(200);
+      let after = await stats(service);
+      for (let i = 0; i < 150 && after.reclaimed < wanted; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        after = await stats(service);
+      }
+      return after.reclaimed;
+    };
+    const second = await startService({ persistDir: dir, vars: oneShard });
+    try {
+      // The expired counter and the short one.
+      expect(await reclaimed(second, 2)).toBe(2);
+      expect(await second.value(ns, "live")).toBe(1n);
+    } finally {
+      await second.stop();
+    }
+
+    // Rolled back and forward again: a row the release before inserted, without a due time.
+    const rolledBack = new DatabaseSync(shardDatabase(dir));
+    counter(rolledBack, "inserted-by-the-release-before", now - hour);
+    rolledBack.close();
+    const third = await startService({ persistDir: dir, vars: oneShard });
+    try {
+      expect(await reclaimed(third, 2)).toBe(2);
+    } finally {
+      await third.stop();
+    }
+
+    const after = new DatabaseSync(shardDatabase(dir), { readOnly: true });
+    try {
+      const keys = after
+        .prepare(
+          "SELECT key, reclaim_after_ms = expires_at_ms AS due FROM counters WHERE ns = ? ORDER BY key",
+        )
+        .all(ns);
+      expect(keys).toEqual([{ key: "live", due: 1 }]);
+      const records = after
+        .prepare(
+          "SELECT COUNT(*) AS n FROM (SELECT * FROM idempotency_records UNION ALL SELECT * FROM idempotency_records_earlier)",
+        )
+        .get() as { n: number };
+      // The record is kept through its window.
+      expect(Number(records.n)).toBe(1);
+    } finally {
+      after.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);

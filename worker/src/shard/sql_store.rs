@@ -86,6 +86,15 @@ const SCHEMA: [&str; 8] = [
     )",
 ];
 
+/// Stamps a counter with a TTL inserted without its due time: by a release before this one
+/// (rolled back to, and forward again), which does not know the column. This release's own
+/// inserts set it, so the trigger writes nothing for them.
+const RECLAIM_AFTER_ON_INSERT: &str = "CREATE TRIGGER IF NOT EXISTS counter_reclaim_on_insert \
+     AFTER INSERT ON counters \
+     WHEN new.expires_at_ms IS NOT NULL AND new.reclaim_after_ms IS NULL \
+     BEGIN UPDATE counters SET reclaim_after_ms = new.expires_at_ms \
+     WHERE ns = new.ns AND key = new.key; END";
+
 /// The counters due for the alarm's look, by when (see [`RECLAIM_AFTER`]); made once the
 /// column is there.
 const COUNTERS_BY_RECLAIM: &str = "CREATE INDEX IF NOT EXISTS counters_by_reclaim \
@@ -304,6 +313,7 @@ impl SqlShardStore {
         }
         store.sql.exec(COUNTERS_BY_RECLAIM, None)?;
         store.sql.exec(RECLAIM_AFTER, None)?;
+        store.sql.exec(RECLAIM_AFTER_ON_INSERT, None)?;
         for table in RECORD_TABLES {
             store.sql.exec(&records_table(table), None)?;
         }
@@ -677,7 +687,7 @@ impl IdempotencyStore for SqlShardStore {
     /// opened the shard, after every legacy record was written.
     fn start_records_generation(&self, now_ms: u64) -> std::result::Result<(), String> {
         let statements = [
-            format!("DROP TABLE {EARLIER_RECORDS}"),
+            format!("DROP TABLE IF EXISTS {EARLIER_RECORDS}"),
             format!("ALTER TABLE {RECORDS} RENAME TO {EARLIER_RECORDS}"),
             records_table(RECORDS),
             format!("DROP TABLE IF EXISTS {LEGACY_RECORDS}"),
@@ -696,16 +706,19 @@ impl IdempotencyStore for SqlShardStore {
             result: String,
             created_at_ms: u64,
         }
-        // Both generations by the primary key; a scope in both was applied again after its
-        // record lapsed, and the newer record is the one that counts.
+        // Both generations by the primary key; a scope in both was written again after it
+        // was set aside (applied again once its record lapsed, or a receipt rewritten with its
+        // first send's time), and the current generation's record is the one that counts.
         let rows: Vec<Row> = self
             .rows(
                 &format!(
                     "SELECT request_digest, result, created_at_ms FROM ( \
-                     SELECT * FROM {RECORDS} WHERE ns = ?1 AND key = ?2 AND kind = ?3 AND idempotency_key = ?4 \
+                     SELECT 0 AS generation, * FROM {RECORDS} \
+                     WHERE ns = ?1 AND key = ?2 AND kind = ?3 AND idempotency_key = ?4 \
                      UNION ALL \
-                     SELECT * FROM {EARLIER_RECORDS} WHERE ns = ?1 AND key = ?2 AND kind = ?3 AND idempotency_key = ?4) \
-                     ORDER BY created_at_ms DESC LIMIT 1"
+                     SELECT 1 AS generation, * FROM {EARLIER_RECORDS} \
+                     WHERE ns = ?1 AND key = ?2 AND kind = ?3 AND idempotency_key = ?4) \
+                     ORDER BY generation LIMIT 1"
                 ),
                 vec![
                     text(scope.ns.as_str()),
@@ -762,6 +775,9 @@ impl CacheStore for SqlShardStore {
                 break;
             }
         }
+        // Run the statement to its end (at most `most` rows): one left part-way stays active,
+        // and SQLite refuses to drop a table while any statement is (a records generation's).
+        let _ = cursor.raw().count();
         self.tally(&cursor);
         Ok(())
     }
