@@ -36,6 +36,11 @@ use crate::shard::object::ShardObject;
 
 /// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
 const PAGES_PER_ALARM: usize = 4;
+/// How many times as long as a sweep took the shard pauses before the next: it keeps 32/33 of
+/// its time for its own requests while keys move. Shards that share a machine (every shard of
+/// a local run shares one thread) hand keys over at once, so a larger share would leave their
+/// requests little; a change of count is rare, and may take minutes.
+const PAUSE_PER_SWEEP: u64 = 32;
 /// The shortest pause between two alarms that hand keys over.
 const MIN_PAUSE_MS: u64 = 5;
 /// How long the alarm waits before trying again after a hand-over failed.
@@ -320,8 +325,9 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
 }
 
 /// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should
-/// fire again (after a pause twice as long as this sweep took while keys remain, a second later
-/// after a failure), or `None` when nothing is left or no change is under way.
+/// fire again (after a pause [`PAUSE_PER_SWEEP`] times as long as this sweep took while keys
+/// remain, a second later after a failure), or `None` when nothing is left or no change is
+/// under way.
 pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     let state = &object.hand_overs;
     let (Some(migration), Some(shard)) = (state.migration, state.shard.get()) else { return None };
@@ -330,11 +336,9 @@ pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     }
     let started = now_ms();
     match sweep(object, migration, ShardId(shard)).await {
-        // Pausing twice as long as the sweep took leaves the shard two thirds of its time for
-        // its own requests while keys move.
         Ok(true) => {
             let now = now_ms();
-            Some(now + (2 * now.saturating_sub(started)).max(MIN_PAUSE_MS))
+            Some(now + (PAUSE_PER_SWEEP * now.saturating_sub(started)).max(MIN_PAUSE_MS))
         }
         Ok(false) => None,
         Err(detail) => {
