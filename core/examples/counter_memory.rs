@@ -143,6 +143,9 @@ impl CacheStore for Discard {
     fn remove_entries_from(&self, _: &StoredEntry) -> Result<u64, String> {
         Ok(0)
     }
+    fn stored_entries(&self) -> Result<(u64, u64), String> {
+        Ok((0, 0))
+    }
 }
 
 impl IdempotencyStore for Discard {

@@ -86,6 +86,13 @@ pub trait CacheStore {
     /// # Errors
     /// A description of the storage failure.
     fn remove_entries_from(&self, entry: &StoredEntry) -> Result<u64, String>;
+    /// The entries stored and the bytes they are charged ([`entry_charge`]), counted by
+    /// storage itself: for figures when the index is not loaded, which building it only to
+    /// count would cost memory, and then the time to free it when the shard is evicted.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn stored_entries(&self) -> Result<(u64, u64), String>;
 }
 
 /// An entry as start-up finds it in storage.
@@ -225,6 +232,18 @@ impl CacheTable {
     #[must_use]
     pub fn bytes(&self) -> u64 {
         self.charged
+    }
+
+    /// The entries and the bytes charged for them: the index's figures when it is loaded, or
+    /// storage's count without loading it.
+    ///
+    /// # Errors
+    /// [`CoreError::StorageUnavailable`] when counting fails.
+    pub fn figures(&self, store: &impl CacheStore) -> Result<(u64, u64), CoreError> {
+        if self.loaded {
+            return Ok((self.len() as u64, self.charged));
+        }
+        store.stored_entries().map_err(CoreError::storage)
     }
 
     /// Entries evicted since the table was made.

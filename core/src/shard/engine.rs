@@ -240,22 +240,24 @@ impl ShardEngine {
         self.counters.cached_len()
     }
 
-    /// What the shard reports about itself for `/v1/stats`; the cache's figures are live, so
-    /// this rebuilds its index if nothing has yet.
+    /// What the shard reports about itself for `/v1/stats`. The cache's figures are the
+    /// index's when it is loaded, and storage's count otherwise: loading the index here would
+    /// have a shard that serves no cache op (or one just restarted) hold it, and free it, for
+    /// every poll of the statistics.
     ///
     /// # Errors
-    /// [`CoreError::StorageUnavailable`] when counting the stored counters or rebuilding the
-    /// cache index fails.
+    /// [`CoreError::StorageUnavailable`] when counting the stored counters or the cache
+    /// entries fails.
     pub fn stats(&mut self, store: &impl ShardStore, now_ms: u64) -> Result<ShardStats, CoreError> {
-        self.cache.load(store)?;
+        let (cache_entries, cache_bytes) = self.cache.figures(store)?;
         let (keys, stored_counters) = store.count_counters(now_ms).map_err(CoreError::storage)?;
         Ok(ShardStats {
             calls: self.calls,
             ops: self.ops,
             keys,
             stored_counters,
-            cache_entries: self.cache.len() as u64,
-            cache_bytes: self.cache.bytes(),
+            cache_entries,
+            cache_bytes,
             evictions: self.cache.evictions(),
             reclaimed: self.reclaimed,
             commands: self.commands,
@@ -641,9 +643,13 @@ mod tests {
         put(8, "d", &mut second, &store);
         assert_eq!(store.entry_names(), ["n/c", "n/d"]);
 
-        // A lowered bound keeps the newest and deletes the rest from storage, when the stats
-        // (or an op) first look.
+        // The stats count storage without loading the index.
         let mut third = ShardEngine::new(CacheBounds { bytes: 10_000, entries: 1 });
+        assert_eq!(third.stats(&store, 9).unwrap().cache_entries, 2);
+        assert_eq!(store.entry_scans.get(), scans + 1, "the stats scanned no entry");
+        // A lowered bound keeps the newest and deletes the rest from storage, when an op first
+        // looks.
+        third.run(&store, &request(vec![read().into()]), 9);
         assert_eq!(third.stats(&store, 9).unwrap().evictions, 1);
         assert_eq!(store.entry_names(), ["n/d"]);
     }
@@ -674,10 +680,12 @@ mod tests {
         store.save_entry(&arrived.0, &arrived.1, b"v", content_type.as_str(), None, 5).unwrap();
         let kept = names("c");
         engine.forget_keys([(&arrived.0, &arrived.1), (&kept.0, &kept.1)]);
-        assert_eq!(engine.stats(&store, 6).unwrap().cache_entries, 2);
-        assert_eq!(store.entry_scans.get(), scans + 1);
+        assert_eq!(engine.stats(&store, 6).unwrap().cache_entries, 2, "counted by storage");
+        assert_eq!(store.entry_scans.get(), scans);
         let read = ShardOp::CacheGet { ns: kept.0, key: kept.1 };
         assert!(matches!(engine.execute(&store, &read, 7), OpResult::Entry { .. }));
+        assert_eq!(store.entry_scans.get(), scans + 1);
+        assert_eq!(engine.stats(&store, 8).unwrap().cache_entries, 2, "and by the index");
     }
 
     #[test]

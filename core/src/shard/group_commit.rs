@@ -171,6 +171,10 @@ impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
     fn remove_entries_from(&self, entry: &StoredEntry) -> Result<u64, String> {
         self.store.remove_entries_from(entry)
     }
+
+    fn stored_entries(&self) -> Result<(u64, u64), String> {
+        self.store.stored_entries()
+    }
 }
 
 #[cfg(test)]

@@ -264,6 +264,14 @@ impl CacheStore for MemoryStore {
         entries.retain(|_, ((ns, key), stored)| (stored.written_at_ms, ns.as_str(), key.as_str()) > first);
         Ok((before - entries.len()) as u64)
     }
+    fn stored_entries(&self) -> Result<(u64, u64), String> {
+        self.check()?;
+        let entries = self.entries.borrow();
+        let charged = entries.values().map(|((ns, key), stored)| {
+            entry_charge(ns, key, stored.content_type.len() as u64, stored.value.len() as u64)
+        });
+        Ok((entries.len() as u64, charged.sum()))
+    }
 }
 
 /// What start-up sorts entries by, descending: when written, then the names.
