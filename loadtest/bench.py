@@ -239,7 +239,9 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
                                  with_stats=False)
 
         floors = {name: SYSTEMS[name] for name in names[1:]}
-        return pairs.paired_rows(SYSTEMS[pairs.EDGECOUNT], floors, wanted, profile.pair_rounds, warm, hold, say)
+        cold_idle_s = pairs.COLD_IDLE_S if profile.probe_s else 0
+        return pairs.paired_rows(SYSTEMS[pairs.EDGECOUNT], floors, wanted, profile.pair_rounds, warm, hold, say,
+                                 cold_idle_s)
     except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
         say(f"pairs failed: {error}")
         return []

@@ -9,6 +9,15 @@ falls on both), each turn a capped hold like the main run's. Each round gives on
 per op; the row quotes the median ratio and the spread of the rounds, so a reader sees whether
 a target is met in every round or only in some.
 
+Every turn starts with the same short warm-up of the system about to be held. Without it, the
+system held second in a round had sat idle through the other's hold (and, every other round,
+through two): the runtime then evicts its idle Durable Objects, and the next hold pays for
+their restart and their SQLite pages read again, a fixed cost of about half a CPU second for
+either system (2026-11-25, 16 shards, a million counters) that a 0.15-core hold of 10 s has
+1.5 s for. The rounds then measured which system had idled, not what an op costs. That cost
+is measured on its own, the same for both: after the rounds, each system is warmed, left idle
+for `COLD_IDLE_S`, and held once (the `cold` figures).
+
 The floors: a JavaScript hello world for the request-only paths (health, hot reads), a
 JavaScript worker calling a JavaScript Durable Object with the same SQL for the shard paths.
 """
@@ -16,6 +25,7 @@ JavaScript worker calling a JavaScript Durable Object with the same SQL for the 
 from __future__ import annotations
 
 from statistics import median
+from time import sleep
 from typing import Callable
 
 from systems import System
@@ -33,11 +43,14 @@ FLOOR_OF = {
 
 # A hold: (system, scenario, round) -> the row of a capped hold (see bench.capacity_hold).
 Hold = Callable[[System, str, int], dict]
+# How long a system sits idle before its cold hold: past the runtime's eviction of idle
+# Durable Objects (about 10 s).
+COLD_IDLE_S = 15
 
 
 def paired_rows(edgecount: System, floors: dict[str, System], scenarios: list[str], rounds: int,
                 warm: Callable[[System, str], None], hold: Hold,
-                say: Callable[[str], None]) -> list[dict]:
+                say: Callable[[str], None], cold_idle_s: int = COLD_IDLE_S) -> list[dict]:
     """One row per scenario: each round's CPU per op of both systems, their ratios, the median
     ratio and its spread. Rounds in which either server was not the bottleneck are kept but
     left out of the median, as capacity rows are."""
@@ -49,7 +62,10 @@ def paired_rows(edgecount: System, floors: dict[str, System], scenarios: list[st
         rounds_seen = []
         for turn in range(rounds):
             order = (edgecount, floor) if turn % 2 == 0 else (floor, edgecount)
-            held = {system.name: hold(system, scenario, turn) for system in order}
+            held = {}
+            for system in order:
+                warm(system, scenario)
+                held[system.name] = hold(system, scenario, turn)
             ours, theirs = held[edgecount.name], held[floor.name]
             both_bound = ours["bound"] == "server" and theirs["bound"] == "server"
             ratio = (ours["server_cpu_us_per_op"] / theirs["server_cpu_us_per_op"]
@@ -63,8 +79,17 @@ def paired_rows(edgecount: System, floors: dict[str, System], scenarios: list[st
                 f"{floor.name} {theirs['server_cpu_us_per_op']} us/op"
                 + (f", ratio {ratio:.2f}" if ratio else "") + ("" if both_bound else " (not server-bound)"))
         counted = [r["ratio"] for r in rounds_seen if r["counted"]]
+        cold = {}
+        for system in (edgecount, floor) if cold_idle_s else ():
+            warm(system, scenario)
+            sleep(cold_idle_s)
+            cold[system.name] = hold(system, scenario, rounds)["server_cpu_us_per_op"]
+        if cold:
+            say(f"  pair {scenario} after {cold_idle_s} s idle: edgecount {cold[edgecount.name]} us/op, "
+                f"{floor.name} {cold[floor.name]} us/op")
         rows.append({
             "scenario": scenario, "floor": floor.name, "rounds": rounds_seen,
+            "cold_edgecount_us": cold.get(edgecount.name), "cold_floor_us": cold.get(floor.name),
             "median_ratio": round(median(counted), 3) if counted else None,
             "min_ratio": min(counted) if counted else None,
             "max_ratio": max(counted) if counted else None,
@@ -81,17 +106,22 @@ def report_lines(pairs: list[dict]) -> list[str]:
         "## edgecount against its floors, in alternating holds",
         "",
         "Each round holds edgecount and the path's floor one after the other under the same CPU cap "
-        "(who goes first alternates); a ratio is edgecount's CPU per op over the floor's in the same "
-        "round. Only rounds in which both servers were the bottleneck count.",
+        "(who goes first alternates), each hold right after a short warm-up of its own; a ratio is "
+        "edgecount's CPU per op over the floor's in the same round. Only rounds in which both servers "
+        f"were the bottleneck count. `after {COLD_IDLE_S} s idle`: one hold of each, warmed and then left "
+        "idle that long, so that the runtime has evicted its Durable Objects.",
         "",
-        "| path | floor | rounds counted | median ratio | spread | CPU µs/op per round (edgecount / floor) |",
-        "|---|---|---:|---:|---:|---|",
+        "| path | floor | rounds counted | median ratio | spread | CPU µs/op per round (edgecount / floor) "
+        f"| after {COLD_IDLE_S} s idle (edgecount / floor) |",
+        "|---|---|---:|---:|---:|---|---|",
     ]
     for pair in pairs:
         spread = (f"{pair['min_ratio']:.2f}-{pair['max_ratio']:.2f}" if pair["median_ratio"] is not None else "-")
         median_ratio = f"{pair['median_ratio']:.2f}x" if pair["median_ratio"] is not None else "-"
         per_round = ", ".join(f"{r['edgecount_us']} / {r['floor_us']}" + ("" if r["counted"] else " (not counted)")
                               for r in pair["rounds"])
+        cold = (f"{pair['cold_edgecount_us']} / {pair['cold_floor_us']}"
+                if pair.get("cold_edgecount_us") and pair.get("cold_floor_us") else "-")
         lines.append(f"| {pair['scenario']} | {pair['floor']} | {pair['counted_rounds']} of {len(pair['rounds'])} "
-                     f"| {median_ratio} | {spread} | {per_round} |")
+                     f"| {median_ratio} | {spread} | {per_round} | {cold} |")
     return lines + [""]
