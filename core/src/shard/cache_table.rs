@@ -8,7 +8,7 @@
 //! Recency is tracked in memory only (a read that wrote storage to record recency would cost a
 //! write per read); after a restart the index is rebuilt from the most recently written
 //! entries, as many as the bounds allow. The rebuild waits for the first cache op (or the
-//! alarm, or the stats): a shard that restarts to serve counters reads none of its up to
+//! alarm; the stats count storage once instead): a shard that restarts to serve counters reads none of its up to
 //! [`CacheBounds::entries`] entry rows, which the platform bills and which would delay the
 //! counter op that woke it.
 
@@ -129,6 +129,10 @@ pub struct CacheTable {
     /// Whether the index holds what storage holds: false until the first op that needs it
     /// rebuilds it (see [`CacheTable::load`]).
     loaded: bool,
+    /// Storage's count of the entries and their charge, while the index is not loaded: taken
+    /// once for the stats (see [`CacheTable::figures`]), and dropped whenever the index is
+    /// loaded or unloaded, the only times entries change without it.
+    counted: Option<(u64, u64)>,
 }
 
 impl CacheTable {
@@ -143,6 +147,7 @@ impl CacheTable {
             bounds,
             evictions: 0,
             loaded: false,
+            counted: None,
         }
     }
 
@@ -173,6 +178,7 @@ impl CacheTable {
         self.charged = 0;
         self.restore(store)?;
         self.loaded = true;
+        self.counted = None;
         Ok(())
     }
 
@@ -182,6 +188,7 @@ impl CacheTable {
         self.index.clear();
         self.charged = 0;
         self.loaded = false;
+        self.counted = None;
     }
 
     fn restore(&mut self, store: &impl CacheStore) -> Result<(), CoreError> {
@@ -235,15 +242,22 @@ impl CacheTable {
     }
 
     /// The entries and the bytes charged for them: the index's figures when it is loaded, or
-    /// storage's count without loading it.
+    /// storage's count without loading it, counted once while the index stays unloaded
+    /// (entries change only through the index, or when it is unloaded). Storage's count
+    /// includes entries past the bounds, which the first load deletes.
     ///
     /// # Errors
     /// [`CoreError::StorageUnavailable`] when counting fails.
-    pub fn figures(&self, store: &impl CacheStore) -> Result<(u64, u64), CoreError> {
+    pub fn figures(&mut self, store: &impl CacheStore) -> Result<(u64, u64), CoreError> {
         if self.loaded {
             return Ok((self.len() as u64, self.charged));
         }
-        store.stored_entries().map_err(CoreError::storage)
+        if let Some(counted) = self.counted {
+            return Ok(counted);
+        }
+        let counted = store.stored_entries().map_err(CoreError::storage)?;
+        self.counted = Some(counted);
+        Ok(counted)
     }
 
     /// Entries evicted since the table was made.
@@ -395,6 +409,8 @@ impl CacheTable {
     /// Drops `ns`/`key` from the index, whose entry storage no longer holds (deleted outside
     /// the table, as when its key is handed over to another shard).
     pub fn forget_entry(&mut self, ns: &Namespace, key: &Key) {
+        // Its row went outside the index: a count of storage taken before no longer holds.
+        self.counted = None;
         self.forget(&(ns.clone(), key.clone()));
     }
 
@@ -613,5 +629,26 @@ mod tests {
         assert_eq!(table.delete(&store, &ns, &k, 0), Ok(OpResult::Deleted { deleted: true }));
         assert!(store.entries.borrow().is_empty());
         assert_eq!(table.bytes(), 0);
+    }
+
+    #[test]
+    fn figures_count_storage_once_without_loading_and_match_the_index() {
+        let store = MapStore::default();
+        let mut writer = bounded(10_000, 10);
+        put(&mut writer, &store, "a", 3, None).unwrap();
+        put(&mut writer, &store, "b", 0, None).unwrap();
+        let expected = (2, charge("a", 3) + charge("b", 0));
+        assert_eq!(writer.figures(&store), Ok(expected), "the index's figures");
+        let mut restarted = bounded(10_000, 10);
+        assert_eq!(restarted.figures(&store), Ok(expected), "storage's, the same charge");
+        assert!(!restarted.is_loaded());
+        // Counted once: a row deleted outside the index is not seen until the table is told.
+        let (ns, k) = key("a");
+        store.remove_entry(&ns, &k).unwrap();
+        assert_eq!(restarted.figures(&store), Ok(expected));
+        restarted.forget_entry(&ns, &k);
+        assert_eq!(restarted.figures(&store), Ok((1, charge("b", 0))));
+        restarted.load(&store).unwrap();
+        assert_eq!(restarted.figures(&store), Ok((1, charge("b", 0))));
     }
 }

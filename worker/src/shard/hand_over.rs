@@ -41,6 +41,10 @@ const PAGES_PER_ALARM: usize = 4;
 /// a local run shares one thread) hand keys over at once, so a larger share would leave their
 /// requests little; a change of count is rare, and may take minutes.
 const PAUSE_PER_SWEEP: u64 = 32;
+/// The longest pause between two sweeps. A sweep's time is wall time, waits for the new homes
+/// included (the clock moves only at I/O on Workers), so a sweep of large cache entries that
+/// waits long on its calls would otherwise pause for minutes.
+const MAX_PAUSE_MS: u64 = 5_000;
 /// The shortest pause between two alarms that hand keys over.
 const MIN_PAUSE_MS: u64 = 5;
 /// How long the alarm waits before trying again after a hand-over failed.
@@ -325,8 +329,8 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
 }
 
 /// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should
-/// fire again (after a pause [`PAUSE_PER_SWEEP`] times as long as this sweep took while keys
-/// remain, a second later after a failure), or `None` when nothing is left or no change is
+/// fire again (after a pause [`PAUSE_PER_SWEEP`] times as long as this sweep took, at most
+/// [`MAX_PAUSE_MS`], while keys remain; a second later after a failure), or `None` when nothing is left or no change is
 /// under way.
 pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     let state = &object.hand_overs;
@@ -338,7 +342,8 @@ pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     match sweep(object, migration, ShardId(shard)).await {
         Ok(true) => {
             let now = now_ms();
-            Some(now + (PAUSE_PER_SWEEP * now.saturating_sub(started)).max(MIN_PAUSE_MS))
+            let pause = PAUSE_PER_SWEEP * now.saturating_sub(started);
+            Some(now + pause.clamp(MIN_PAUSE_MS, MAX_PAUSE_MS))
         }
         Ok(false) => None,
         Err(detail) => {
