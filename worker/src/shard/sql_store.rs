@@ -596,7 +596,17 @@ impl CounterStore for SqlShardStore {
                     let settings = c.settings.map(|s| serde_json::to_string(&s)).transpose();
                     let settings = settings.map_err(|e| e.to_string())?;
                     // The last is the row's reclaim_after_ms, taken only when the row is new.
-                    Ok((ns, key, c.value, c.version, c.ttl_seconds, c.expires_at_ms, c.created_ms, settings, c.expires_at_ms))
+                    Ok((
+                        ns,
+                        key,
+                        c.value,
+                        c.version,
+                        c.ttl_seconds,
+                        c.expires_at_ms,
+                        c.created_ms,
+                        settings,
+                        c.expires_at_ms,
+                    ))
                 })
                 .collect::<std::result::Result<Vec<_>, String>>()?;
             self.write(
