@@ -8,9 +8,9 @@
 //! Recency is tracked in memory only (a read that wrote storage to record recency would cost a
 //! write per read); after a restart the index is rebuilt from the most recently written
 //! entries, as many as the bounds allow. The rebuild waits for the first cache op (or the
-//! alarm; the stats count storage once instead): a shard that restarts to serve counters reads none of its up to
-//! [`CacheBounds::entries`] entry rows, which the platform bills and which would delay the
-//! counter op that woke it.
+//! alarm; the stats count storage once instead): a shard that restarts to serve counters
+//! reads none of its up to [`CacheBounds::entries`] entry rows, which the platform bills and
+//! which would delay the counter op that woke it.
 
 use lru::LruCache;
 

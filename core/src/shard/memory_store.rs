@@ -300,9 +300,9 @@ impl IdempotencyStore for MemoryStore {
     }
     fn start_records_generation(&self, now_ms: u64) -> Result<(), String> {
         self.check_write()?;
-        let dropped = std::mem::take(&mut *self.earlier_records.borrow_mut());
+        let current = self.records.take();
+        let dropped = self.earlier_records.replace(current);
         self.rows_written.set(self.rows_written.get() + dropped.len() as u64);
-        *self.earlier_records.borrow_mut() = std::mem::take(&mut *self.records.borrow_mut());
         self.records_since_ms.set(now_ms);
         Ok(())
     }

@@ -330,8 +330,8 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
 
 /// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should
 /// fire again (after a pause [`PAUSE_PER_SWEEP`] times as long as this sweep took, at most
-/// [`MAX_PAUSE_MS`], while keys remain; a second later after a failure), or `None` when nothing is left or no change is
-/// under way.
+/// [`MAX_PAUSE_MS`], while keys remain; a second later after a failure), or `None` when
+/// nothing is left or no change is under way.
 pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     let state = &object.hand_overs;
     let (Some(migration), Some(shard)) = (state.migration, state.shard.get()) else { return None };

@@ -24,7 +24,7 @@ use crate::shard::transaction::Transactions;
 // full requests at start-up could outlast what a start may take. Instead it is read as a
 // fallback while its records can still be replayed, and dropped when the first generation of
 // records ends, a day after the upgrade began it.
-const SCHEMA: [&str; 8] = [
+const SCHEMA: [&str; 7] = [
     "CREATE TABLE IF NOT EXISTS counters (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -79,12 +79,13 @@ const SCHEMA: [&str; 8] = [
         id INTEGER PRIMARY KEY CHECK (id = 0),
         counters INTEGER NOT NULL
     )",
-    // When the current generation of idempotency records began (see [`RECORDS`]).
-    "CREATE TABLE IF NOT EXISTS records_generation (
+];
+
+/// When the current generation of idempotency records began (see [`RECORDS`]).
+const RECORDS_GENERATION: &str = "CREATE TABLE IF NOT EXISTS records_generation (
         id INTEGER PRIMARY KEY CHECK (id = 0),
         since_ms INTEGER NOT NULL
-    )",
-];
+    )";
 
 /// Stamps a counter with a TTL inserted without its due time: by a release before this one
 /// (rolled back to, and forward again), which does not know the column. This release's own
@@ -288,15 +289,17 @@ impl SqlShardStore {
         for statement in SCHEMA {
             store.sql.exec(statement, None)?;
         }
-        // `sqlite_master` holds each table's and trigger's CREATE statement, as altered: read
-        // once, it tells what an older release left to bring up to date.
+        // `sqlite_master` holds each table's, index's and trigger's CREATE statement, as
+        // altered: read once, it tells what an older release left to bring up to date.
         #[derive(Deserialize)]
         struct Created {
             name: String,
             sql: String,
         }
-        let created: Vec<Created> =
-            store.rows("SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'trigger')", vec![])?;
+        let created: Vec<Created> = store.rows(
+            "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index', 'trigger') AND sql IS NOT NULL",
+            vec![],
+        )?;
         let statement = |name: &str| created.iter().find(|c| c.name == name).map(|c| c.sql.as_str());
         let counters = statement("counters").unwrap_or_default();
         for (column, kind) in ADDED_COUNTER_COLUMNS {
@@ -311,16 +314,27 @@ impl SqlShardStore {
                 vec![],
             )?;
         }
-        store.sql.exec(COUNTERS_BY_RECLAIM, None)?;
-        store.sql.exec(RECLAIM_AFTER, None)?;
-        store.sql.exec(RECLAIM_AFTER_ON_INSERT, None)?;
-        for table in RECORD_TABLES {
+        // Made once, when missing, so that a shard waking does not run them each time.
+        let reclaim_schema = [
+            ("counters_by_reclaim", COUNTERS_BY_RECLAIM),
+            ("counter_reclaim_earlier", RECLAIM_AFTER),
+            ("counter_reclaim_on_insert", RECLAIM_AFTER_ON_INSERT),
+        ];
+        for (name, create) in reclaim_schema {
+            if statement(name).is_none() {
+                store.sql.exec(create, None)?;
+            }
+        }
+        for table in RECORD_TABLES.into_iter().filter(|table| statement(table).is_none()) {
             store.sql.exec(&records_table(table), None)?;
         }
-        store.change(
-            "INSERT OR IGNORE INTO records_generation (id, since_ms) VALUES (0, ?)",
-            vec![integer(Some(now_ms))],
-        )?;
+        if statement("records_generation").is_none() {
+            store.sql.exec(RECORDS_GENERATION, None)?;
+            store.change(
+                "INSERT INTO records_generation (id, since_ms) VALUES (0, ?)",
+                vec![integer(Some(now_ms))],
+            )?;
+        }
         if !statement("placement").is_some_and(|sql| sql.contains("from_shards")) {
             store.change("ALTER TABLE placement ADD COLUMN from_shards INTEGER", vec![])?;
         }
