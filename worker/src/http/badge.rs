@@ -8,15 +8,13 @@
 use edgecount_core::edge::access::Right;
 use edgecount_core::http::badge::{render, BadgeQuery};
 use edgecount_core::{OpResult, ShardCall, ShardOp};
-use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::http::counters;
 use crate::http::message::{Body, Request, Response};
+use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::shard_calls::Caller;
 use crate::isolate::visitors;
 
 const SVG: &str = "image/svg+xml; charset=utf-8";
@@ -28,12 +26,11 @@ const SVG: &str = "image/svg+xml; charset=utf-8";
 /// unavailable shards.
 pub async fn serve(
     req: &Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     token: Option<&str>,
     target: &Target,
 ) -> Result<Response, ApiError> {
+    let config = cx.config;
     let query = BadgeQuery::parse(req.query())?;
     // Checked on reads too, where it is unused: a malformed header is refused, never ignored.
     let idempotency_key = counters::idempotency_key(req)?;
@@ -43,7 +40,7 @@ pub async fn serve(
     if query.incr && !visitors::leaves_uncounted(req, config, token, &target.ns) {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
         let call = ShardCall { op, idempotency_key, operator: false };
-        let value = match counters::apply_write(env, caller, config, target, call).await?.0 {
+        let value = match counters::apply_write(cx, target, call).await?.0 {
             OpResult::Value { value, .. } => value,
             OpResult::Failed { error } => return Err(error.into()),
             _ => return Err(ApiError::ShardUnavailable),
@@ -53,7 +50,7 @@ pub async fn serve(
         return Ok(response);
     }
     let now = now_ms();
-    let current = counters::current(req, env, caller, config, target, false, now).await?;
+    let current = counters::current(req, cx, target, false, now).await?;
     let mut response =
         if current.not_modified(req) { Response::empty(304) } else { svg(&query, current.read.value) };
     current.set_cache_headers(&mut response, config, &target.ns);

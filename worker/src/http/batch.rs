@@ -20,16 +20,15 @@ use edgecount_core::http::query::batch_asks_one_way;
 use edgecount_core::shard::answer_budget::{shard_shares, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
 use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
 use serde_json::{json, Value};
-use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::http::message::{Header, Request, Response};
+use crate::http::request_context::RequestContext;
 use crate::http::respond;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
-use crate::isolate::shard_calls::Caller;
 use crate::isolate::{hot_reads, one_way, request_task, shard_client, visitors};
 
 /// Serves `POST /v1/batch`.
@@ -38,12 +37,11 @@ use crate::isolate::{hot_reads, one_way, request_task, shard_client, visitors};
 /// A body that is not a batch (400), too many ops or bytes (413), a non-JSON body (415).
 pub async fn serve(
     req: Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     token: Option<&str>,
     meter: &mut Meter,
 ) -> Result<Response, ApiError> {
+    let (env, config) = (cx.env, cx.config);
     let one_way =
         batch_asks_one_way(req.query())? || prefers_respond_async(req.header(Header::Prefer).as_deref());
     let text = read_body(&req).await?;
@@ -59,7 +57,7 @@ pub async fn serve(
     // Tops the arrival charge up to the batch's cost before any op is sent.
     meter.charge(config, parsed.len())?;
     if one_way {
-        return serve_one_way(parsed, &req, env, caller, config, token);
+        return serve_one_way(parsed, &req, cx, token);
     }
     let mut results: Vec<Value> = vec![Value::Null; parsed.len()];
     let mut by_shard: BTreeMap<ShardId, (Vec<usize>, Vec<ShardCall>)> = BTreeMap::new();
@@ -123,11 +121,10 @@ pub async fn serve(
 fn serve_one_way(
     parsed: Vec<Result<ShardCall, CoreError>>,
     req: &Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     token: Option<&str>,
 ) -> Result<Response, ApiError> {
+    let config = cx.config;
     let results: Vec<Value> = parsed
         .into_iter()
         .map(|call| {
@@ -158,7 +155,7 @@ fn serve_one_way(
                     let (ns, key) = call.op.target();
                     let target =
                         Target { shard: shard_for(ns, key, config.shards), ns: ns.clone(), key: key.clone() };
-                    one_way::accept(caller, env, config, &target, ttl, delta)
+                    one_way::accept(cx, &target, ttl, delta)
                 });
             match accepted {
                 Ok(()) => json!({ "accepted": true }),

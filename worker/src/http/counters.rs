@@ -17,15 +17,14 @@ use edgecount_core::names::IdempotencyKey;
 use edgecount_core::{CoreError, Namespace, OpKind, OpResult, ShardCall, ShardOp};
 use serde::Serialize;
 use serde_json::json;
-use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::http::message::{Header, Request, Response};
+use crate::http::request_context::RequestContext;
 use crate::http::respond;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::shard_calls::Caller;
 use crate::isolate::{hot_reads, one_way, shard_calls, visitors};
 
 /// A counter as the API shows it, fields in the documented order.
@@ -44,20 +43,20 @@ struct CounterBody<'a> {
 pub async fn serve(
     kind: OpKind,
     req: Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     target: &Target,
     token: Option<&str>,
 ) -> Result<Response, ApiError> {
     match kind {
-        OpKind::Get => read(&req, env, caller, config, target).await,
-        OpKind::Incr if counts_once(&req) && visitors::leaves_uncounted(&req, config, token, &target.ns) => {
-            uncounted(&req, env, caller, config, target).await
+        OpKind::Get => read(&req, cx, target).await,
+        OpKind::Incr
+            if counts_once(&req) && visitors::leaves_uncounted(&req, cx.config, token, &target.ns) =>
+        {
+            uncounted(&req, cx, target).await
         }
         _ => {
-            let operator = config.access.is_operator(token, &target.ns);
-            write(kind, &req, env, caller, config, target, operator).await
+            let operator = cx.config.access.is_operator(token, &target.ns);
+            write(kind, &req, cx, target, operator).await
         }
     }
 }
@@ -71,35 +70,23 @@ fn counts_once(req: &Request) -> bool {
 
 /// A bot's count in a public namespace, answered as the count would have been and not applied:
 /// a one-way count 202, an acknowledged one the value as it stands.
-async fn uncounted(
-    req: &Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
-    target: &Target,
-) -> Result<Response, ApiError> {
+async fn uncounted(req: &Request, cx: &RequestContext<'_>, target: &Target) -> Result<Response, ApiError> {
     let query = CounterQuery::parse(req.query())?;
     let mut response = if query.one_way || prefers_respond_async(req.header(Header::Prefer).as_deref()) {
         respond::json(202, &json!({ "status": "accepted" }))?
     } else {
-        let read = current(req, env, caller, config, target, false, now_ms()).await?.read;
+        let read = current(req, cx, target, false, now_ms()).await?.read;
         counter_body(req, target, read.value, read.exists)?
     };
     response.set_header("cache-control", "no-store");
     Ok(response)
 }
 
-async fn read(
-    req: &Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
-    target: &Target,
-) -> Result<Response, ApiError> {
+async fn read(req: &Request, cx: &RequestContext<'_>, target: &Target) -> Result<Response, ApiError> {
     let query = CounterQuery::parse(req.query())?;
     let now = now_ms();
-    let current = current(req, env, caller, config, target, query.strong, now).await?;
-    read_response(req, config, target, current)
+    let current = current(req, cx, target, query.strong, now).await?;
+    read_response(req, cx.config, target, current)
 }
 
 /// A counter's value as a read sees it: from this isolate's edge cache when the key is hot and
@@ -107,13 +94,12 @@ async fn read(
 /// its shard.
 pub(crate) async fn current(
     req: &Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     target: &Target,
     strong: bool,
     now: u64,
 ) -> Result<CurrentValue, ApiError> {
+    let config = cx.config;
     let request_cache_control = req.header(Header::CacheControl);
     let hot = hot_reads::record(config, &target.ns, &target.key, now);
     if may_serve_kept_read(hot, strong, request_cache_control.as_deref()) {
@@ -125,7 +111,7 @@ pub(crate) async fn current(
         hot_reads::count_miss(config);
     }
     let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
-    match shard_calls::submit(caller, env, config, target.shard, op.into()).await? {
+    match shard_calls::submit(cx, target.shard, op.into()).await? {
         OpResult::Value { value, exists, version } => {
             let read = CachedRead { value, exists, version, read_at_ms: now };
             if hot {
@@ -205,9 +191,7 @@ fn counter_body(req: &Request, target: &Target, value: i64, exists: bool) -> Res
 async fn write(
     kind: OpKind,
     req: &Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     target: &Target,
     operator: bool,
 ) -> Result<Response, ApiError> {
@@ -223,7 +207,7 @@ async fn write(
         && idempotency_key.is_none()
     {
         let delta = if kind == OpKind::Incr { i128::from(by) } else { -i128::from(by) };
-        one_way::accept(caller, env, config, target, ttl, delta)?;
+        one_way::accept(cx, target, ttl, delta)?;
         let mut response = respond::json(202, &json!({ "status": "accepted" }))?;
         if asked_by_header {
             response.set_header("preference-applied", "respond-async");
@@ -242,7 +226,7 @@ async fn write(
         _ => return Err(ApiError::Internal(format!("`{}` on a counter route", kind.spec().name))),
     };
     let call = ShardCall { op, idempotency_key, operator };
-    let (result, replayed) = apply_write(env, caller, config, target, call).await?;
+    let (result, replayed) = apply_write(cx, target, call).await?;
     let mut response = match result {
         OpResult::Failed { error } => return Err(error.into()),
         OpResult::Deleted { deleted } => respond::json(200, &json!({ "deleted": deleted }))?,
@@ -259,17 +243,15 @@ async fn write(
 /// Runs a write on its shard (through the coalescer) and keeps this isolate's cached read of
 /// the key in step with it. Answers the result and whether it is a replayed earlier answer.
 pub(crate) async fn apply_write(
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     target: &Target,
     call: ShardCall,
 ) -> Result<(OpResult, bool), ApiError> {
     let now = now_ms();
-    hot_reads::record(config, &target.ns, &target.key, now);
+    hot_reads::record(cx.config, &target.ns, &target.key, now);
     let op = call.op.clone();
-    let outcome = shard_calls::submit(caller, env, config, target.shard, call).await;
-    hot_reads::after_op(config, &op, outcome.as_ref().ok(), now);
+    let outcome = shard_calls::submit(cx, target.shard, call).await;
+    hot_reads::after_op(cx.config, &op, outcome.as_ref().ok(), now);
     Ok(outcome?.unwrap_replay())
 }
 

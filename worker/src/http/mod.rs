@@ -13,6 +13,7 @@ pub mod counters;
 pub mod documents;
 pub mod message;
 pub mod operations;
+pub mod request_context;
 pub mod respond;
 pub mod routes;
 pub mod target;

@@ -13,12 +13,12 @@ use crate::http::cancellation::Cancellation;
 use crate::http::counters;
 use crate::http::documents::{self, Document};
 use crate::http::message::{Header, Request, Response};
+use crate::http::request_context::RequestContext;
 use crate::http::target::{unmatched_path_error, Target};
 use crate::http::{badge, batch, cache, compat, operations, respond, transfer};
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::placement;
-use crate::isolate::shard_calls::Caller;
 
 /// The routes of API v1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,8 +107,8 @@ pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancella
         Ok(config) => config,
         Err(error) => return error_response(&error),
     };
-    let caller = Caller::new(&ctx, cancellation);
-    let mut response = match dispatch(req, &env, &caller, &config).await {
+    let cx = RequestContext::new(&env, &config, &ctx, cancellation);
+    let mut response = match dispatch(req, &cx).await {
         Ok(response) => response,
         Err(error) => error_response(&error),
     };
@@ -119,21 +119,16 @@ pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancella
     response
 }
 
-async fn dispatch(
-    req: Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
-) -> Result<Response, ApiError> {
+async fn dispatch(req: Request, cx: &RequestContext<'_>) -> Result<Response, ApiError> {
     let Some(matched) = match_path(req.path()) else {
-        if let Some(response) = compat::serve(&req, env, caller, config).await {
+        if let Some(response) = compat::serve(&req, cx).await {
             return Ok(response);
         }
         return Err(unmatched_path_error(req.path()).unwrap_or(ApiError::RouteNotFound));
     };
-    match dispatch_matched(req, env, caller, config, &matched).await {
+    match dispatch_matched(req, cx, &matched).await {
         Ok(response) => Ok(response),
-        Err(error) => Ok(refusal(config, &matched, &error)),
+        Err(error) => Ok(refusal(cx.config, &matched, &error)),
     }
 }
 
@@ -168,11 +163,10 @@ fn name_shard(response: &mut Response, shard: ShardId) {
 
 async fn dispatch_matched(
     req: Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     matched: &Matched,
 ) -> Result<Response, ApiError> {
+    let config = cx.config;
     let method = req.method().ok_or(ApiError::MethodNotAllowed { allow: matched.route.allow() })?;
     if method == Method::Options {
         return Ok(respond::preflight(matched.route.allow()));
@@ -212,10 +206,8 @@ async fn dispatch_matched(
         Ok(target)
     });
     let outcome = match admitted {
-        Ok(target) => match placement::ensure(env, config).await {
-            Ok(()) => {
-                serve(action, req, env, caller, config, target.as_ref(), token.as_deref(), &mut meter).await
-            }
+        Ok(target) => match placement::ensure(cx.env, config).await {
+            Ok(()) => serve(action, req, cx, target.as_ref(), token.as_deref(), &mut meter).await,
             Err(error) => Err(error),
         },
         Err(error) => Err(error),
@@ -231,30 +223,27 @@ async fn dispatch_matched(
     Ok(response)
 }
 
-// One request's parts, each passed on to the handlers that need it.
-#[allow(clippy::too_many_arguments)]
 async fn serve(
     action: Action,
     req: Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     target: Option<&Target>,
     token: Option<&str>,
     meter: &mut Meter,
 ) -> Result<Response, ApiError> {
+    let (env, config) = (cx.env, cx.config);
     // The key routes always resolve a target; the others never use one.
     let keyed = || target.ok_or_else(|| ApiError::Internal("a key route without its key".into()));
     match action {
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
-        Action::Batch => batch::serve(req, env, caller, config, token, meter).await,
-        Action::Badge => badge::serve(&req, env, caller, config, token, keyed()?).await,
+        Action::Batch => batch::serve(req, cx, token, meter).await,
+        Action::Badge => badge::serve(&req, cx, token, keyed()?).await,
         Action::Export => transfer::export(&req, env, config).await,
         Action::Import => transfer::import(&req, env, config).await,
         Action::Op(kind) => match kind.spec().subject {
             Subject::CacheEntry => cache::serve(kind, &req, env, config, keyed()?).await,
-            Subject::Counter => counters::serve(kind, req, env, caller, config, keyed()?, token).await,
+            Subject::Counter => counters::serve(kind, req, cx, keyed()?, token).await,
         },
     }
 }

@@ -21,10 +21,10 @@ use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env};
 
 use crate::http::api_error::ApiError;
+use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::{drill_fires, Config};
-use crate::isolate::shard_calls::Caller;
 use crate::isolate::{request_task, shard_client};
 
 /// A drill for tests (`EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS`): this isolate's first N flush
@@ -76,20 +76,18 @@ pub fn snapshot(config: &Config) -> (OneWayStats, (usize, u64)) {
 }
 
 /// Accepts `delta` for `target` (with `ttl`), to be applied within the flush interval; starts
-/// the shard's flusher as a task of `caller`'s request if it has none.
+/// the shard's flusher as a task of `cx`'s request if it has none.
 ///
 /// # Errors
 /// [`ApiError::OneWayBufferFull`] when the buffer is at its bound, and `overflow` when the
 /// key's pending sum would pass what any counter could absorb: nothing was accepted.
 pub fn accept(
-    caller: &Caller<'_>,
-    env: &Env,
-    config: &Config,
+    cx: &RequestContext<'_>,
     target: &Target,
     ttl: Option<u32>,
     delta: i128,
 ) -> Result<(), ApiError> {
-    let accepted = with_buffer(config, |buffer| {
+    let accepted = with_buffer(cx.config, |buffer| {
         buffer.accept(target.shard, &target.ns, &target.key, ttl, delta, now_ms())
     });
     match accepted {
@@ -97,12 +95,12 @@ pub fn accept(
         Accept::Overflow => Err(CoreError::Overflow.into()),
         Accept::Accepted { start_flusher } => {
             if let Some(flusher) = start_flusher {
-                let (env, config, shard) = (env.clone(), config.clone(), target.shard);
+                let (env, config, shard) = (cx.env.clone(), cx.config.clone(), target.shard);
                 let (_, promise) = request_task::spawn_with_id(async move {
                     run_flusher(&env, &config, shard, flusher).await;
                     Ok(JsValue::UNDEFINED)
                 });
-                caller.keep_alive(&promise);
+                cx.keep_alive(&promise);
             }
             Ok(())
         }

@@ -7,7 +7,7 @@
 //! - a shard call runs as a task of the request that starts it, kept going with `waitUntil`
 //!   after that request has answered, and hands every op of the call its result; if that
 //!   request is cancelled first, the call dies with it, and is abandoned at once (see
-//!   [`Caller`]);
+//!   [`RequestContext::on_cancel`]);
 //! - a waiting request looks at its slot on timers of its own, the first soon and each later
 //!   one after twice as long (see [`FIRST_RECHECK_MS`]); whoever looks first after the shard
 //!   goes idle starts the next call, so a waiter that never runs again strands nobody;
@@ -32,12 +32,10 @@ use edgecount_core::edge::coalescer::{Arrival, CallId, CoalesceStats, Coalescer,
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use wasm_bindgen::prelude::JsValue;
-use worker::{js_sys, Context, Env};
 
 use crate::http::api_error::ApiError;
-use crate::http::cancellation::Cancellation;
+use crate::http::request_context::RequestContext;
 use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
 use crate::isolate::{request_task, shard_client};
 
 /// How long an op waits for its result before giving up: as long as its call is waited for.
@@ -116,28 +114,6 @@ pub fn stats() -> CoalesceStats {
     COALESCER.with(|c| c.borrow().stats())
 }
 
-/// What the coalescer needs of the request an op comes from: its context, to keep a shard call
-/// it starts running after it has answered (`waitUntil`), and its cancellation: if its client
-/// hangs up first, the runtime cancels the request and any call it started (even one kept with
-/// `waitUntil`), so the call is abandoned at once rather than waited for.
-pub struct Caller<'a> {
-    ctx: &'a Context,
-    cancellation: Cancellation,
-}
-
-impl<'a> Caller<'a> {
-    #[must_use]
-    pub fn new(ctx: &'a Context, cancellation: Cancellation) -> Self {
-        Self { ctx, cancellation }
-    }
-
-    /// Keeps `work` running after the request has answered (`waitUntil`). Only fails once the
-    /// request has ended, and then the work ends with it.
-    pub fn keep_alive(&self, work: &js_sys::Promise) {
-        let _ = self.ctx.as_ref().wait_until(work);
-    }
-}
-
 /// Runs `op` on `shard`, in the next call to that shard if one is in flight.
 ///
 /// # Errors
@@ -145,17 +121,11 @@ impl<'a> Caller<'a> {
 /// (nothing sent); [`ApiError::ShardUnavailable`] when the op was never sent or is a read;
 /// [`ApiError::OutcomeUnknown`] for a write whose call failed, was cancelled or did not answer
 /// in time, which may have been applied.
-pub async fn submit(
-    caller: &Caller<'_>,
-    env: &Env,
-    config: &Config,
-    shard: ShardId,
-    call: ShardCall,
-) -> Result<OpResult, ApiError> {
+pub async fn submit(cx: &RequestContext<'_>, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
     let is_write = call.op.is_write();
     let slot = Rc::new(Slot::default());
     let waiter = Waiter { call, slot: Rc::clone(&slot) };
-    let arrival = COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter, config.shard_queue_limit));
+    let arrival = COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter, cx.config.shard_queue_limit));
     let Arrival::Queued(ticket) = arrival else {
         return Err(ApiError::ShardOverloaded);
     };
@@ -165,7 +135,7 @@ pub async fn submit(
     // Whether the call carrying the op is this request's own.
     let mut led = false;
     loop {
-        led |= start_next_call(caller, env, shard, &slot);
+        led |= start_next_call(cx, shard, &slot);
         if let Some(outcome) = slot.outcome.borrow_mut().take() {
             return outcome;
         }
@@ -259,7 +229,7 @@ impl CallInFlight {
 /// Starts a call with every op queued for `shard`, if the shard is idle: a task of the caller's
 /// request, which the call abandons if that request is cancelled. Answers whether it started
 /// one that carries `own`, the caller's op.
-fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId, own: &Rc<Slot>) -> bool {
+fn start_next_call(cx: &RequestContext<'_>, shard: ShardId, own: &Rc<Slot>) -> bool {
     let Some(Started { call: id, ops }) =
         COALESCER.with(|c| c.borrow_mut().try_start(shard, now_ms(), CALL_LEASE_MS))
     else {
@@ -274,7 +244,7 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId, own: &Rc<Slot
         .unzip();
     let in_flight = Rc::new(CallInFlight { shard, id, slots });
     let carries_own = in_flight.carries(own);
-    let env = env.clone();
+    let env = cx.env.clone();
     let call = Rc::clone(&in_flight);
     let (task, promise) = request_task::spawn_with_id(async move {
         let results = shard_client::execute(&env, shard, &calls, MAX_SHARD_ANSWER_BYTES).await;
@@ -291,11 +261,11 @@ fn start_next_call(caller: &Caller<'_>, env: &Env, shard: ShardId, own: &Rc<Slot
     // outcome as a call that failed after sending. Its task is dropped too, as its answer
     // never comes. Once the call has reported back this changes nothing: every op has its
     // outcome, the shard no longer holds the call, and the task is gone.
-    caller.cancellation.on_cancel(move || {
+    cx.on_cancel(move || {
         in_flight.end(|is_write| Err(ApiError::ShardUnavailable.after_send(is_write)), true);
         request_task::abandon(task);
     });
     // Only fails if the request has ended, and then the call is cancelled with it (above).
-    let _ = caller.ctx.as_ref().wait_until(&promise);
+    cx.keep_alive(&promise);
     carries_own
 }

@@ -6,13 +6,12 @@ use edgecount_core::compat::names::{self, Page};
 use edgecount_core::compat::CompatError;
 use edgecount_core::{Key, Namespace};
 use serde_json::Value;
-use worker::{Env, Method};
+use worker::Method;
 
 use crate::http::api_error::ApiError;
 use crate::http::message::{Header, JsStream, Request};
+use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
-use crate::isolate::config::Config;
-use crate::isolate::shard_calls::Caller;
 
 /// The compatible routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,9 +125,7 @@ impl Reply {
 /// What a handler gets: the request, its counter (if the route names one) and its token.
 pub(crate) struct Call<'a> {
     pub req: &'a Request,
-    pub env: &'a Env,
-    pub caller: &'a Caller<'a>,
-    pub config: &'a Config,
+    pub cx: &'a RequestContext<'a>,
     pub target: Option<Target>,
     /// `Authorization: Bearer <token>` or `?token=`.
     pub token: Option<String>,

@@ -49,14 +49,14 @@ pub(super) async fn run(
             let target = call.target()?;
             authorize(call, Right::Read, Some(&target.ns))?;
             let client = ClientId::address(&call.req.header(Header::ClientAddress).unwrap_or_default());
-            stream::open(call.env, call.config, target, client).await.map(Reply::Events)
+            stream::open(call.cx.env, call.cx.config, target, client).await.map(Reply::Events)
         }
     }
 }
 
 /// Checks the configured token's right for the call's counter (or for no namespace).
 fn authorize(call: &Call<'_>, need: Right, ns: Option<&Namespace>) -> Result<(), CompatError> {
-    call.config.access.check(call.token.as_deref(), need, ns).map_err(|denial| from_api(&denial.into()))
+    call.cx.config.access.check(call.token.as_deref(), need, ns).map_err(|denial| from_api(&denial.into()))
 }
 
 /// Sends one write to the counter's shard, as API v1 writes are sent (coalesced, with the
@@ -65,9 +65,8 @@ async fn write(call: &Call<'_>, target: &Target, op: ShardOp) -> Result<OpResult
     let idempotency_key = counters::idempotency_key(call.req).map_err(|e| from_api(&e))?;
     // Guarded changes carry their own proof (the key, or Guard::Operator); a hit only adds.
     let shard_call = ShardCall { op, idempotency_key, operator: false };
-    let (result, _replayed) = counters::apply_write(call.env, call.caller, call.config, target, shard_call)
-        .await
-        .map_err(|e| from_api(&e))?;
+    let (result, _replayed) =
+        counters::apply_write(call.cx, target, shard_call).await.map_err(|e| from_api(&e))?;
     match result {
         OpResult::Failed { error } => Err(CompatError::from_core(&error)),
         other => Ok(other),
@@ -81,17 +80,17 @@ fn unexpected() -> CompatError {
 async fn hit(call: &Call<'_>) -> Result<i64, CompatError> {
     let target = call.target()?;
     authorize(call, Right::Count, Some(&target.ns))?;
-    if visitors::leaves_uncounted(call.req, call.config, call.token.as_deref(), &target.ns) {
+    if visitors::leaves_uncounted(call.req, call.cx.config, call.token.as_deref(), &target.ns) {
         return Ok(current(call).await?.unwrap_or(0));
     }
     // CountAPI's TTL comes with a write; a count alone (a public page's visitor) keeps the
     // counter's own, so that it cannot give a counter that never expires a lifetime.
-    let writes = call.config.access.check(call.token.as_deref(), Right::Write, Some(&target.ns)).is_ok();
+    let writes = call.cx.config.access.check(call.token.as_deref(), Right::Write, Some(&target.ns)).is_ok();
     let op = ShardOp::Incr {
         ns: target.ns.clone(),
         key: target.key.clone(),
         by: 1,
-        ttl: writes.then_some(call.config.compat_ttl_seconds),
+        ttl: writes.then_some(call.cx.config.compat_ttl_seconds),
     };
     match write(call, target, op).await? {
         OpResult::Value { value, .. } => Ok(value),
@@ -104,16 +103,14 @@ async fn current(call: &Call<'_>) -> Result<Option<i64>, CompatError> {
     let target = call.target()?;
     authorize(call, Right::Read, Some(&target.ns))?;
     let now = now_ms();
-    let current = counters::current(call.req, call.env, call.caller, call.config, target, false, now)
-        .await
-        .map_err(|e| from_api(&e))?;
+    let current = counters::current(call.req, call.cx, target, false, now).await.map_err(|e| from_api(&e))?;
     Ok(current.read.exists.then_some(current.read.value))
 }
 
 async fn get(call: &Call<'_>) -> Result<Reply, CompatError> {
     Ok(match current(call).await? {
         Some(value) => Reply::ok(json!({ "value": value })),
-        None => Reply::Json(404, answers::missing_value(call.config.compat_mode)),
+        None => Reply::Json(404, answers::missing_value(call.cx.config.compat_mode)),
     })
 }
 
@@ -136,7 +133,7 @@ async fn guarded(call: &Call<'_>, change: GuardedChange, guard: Guard) -> Result
         key: target.key.clone(),
         change,
         guard,
-        ttl: Some(call.config.compat_ttl_seconds),
+        ttl: Some(call.cx.config.compat_ttl_seconds),
     };
     write(call, target, op).await
 }
@@ -197,7 +194,7 @@ async fn admin_change(call: &Call<'_>, kind: AdminChange) -> Result<Reply, Compa
             "Token is required, please provide a token in the format of a Bearer token header or ?token=ADMIN_TOKEN",
         ));
     };
-    let operator = call.config.access.is_operator(Some(token), &target.ns);
+    let operator = call.cx.config.access.is_operator(Some(token), &target.ns);
     let guard = if operator { Guard::Operator } else { Guard::AdminKey { hash: AdminKeyHash::of(token) } };
     let path = format!("{}/{}", target.ns, target.key);
     match (kind, guarded(call, change, guard).await?) {
@@ -245,7 +242,7 @@ async fn create(
         value,
         settings,
         admin_key,
-        ttl: Some(call.config.compat_ttl_seconds),
+        ttl: Some(call.cx.config.compat_ttl_seconds),
     };
     match write(call, target, op).await? {
         created @ (OpResult::Value { .. } | OpResult::Created { .. }) => Ok(created),
@@ -269,7 +266,7 @@ async fn countapi_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result
         update_upperbound: params.update_upperbound,
         admin_key_hash: None,
     };
-    let target = Target::new(call.config, ns, key);
+    let target = Target::new(call.cx.config, ns, key);
     create(call, &target, params.value, settings, None).await?;
     Ok(Reply::ok(
         json!({ "namespace": target.ns.as_str(), "key": target.key.as_str(), "value": params.value }),
@@ -294,7 +291,7 @@ async fn abacus_create(call: &Call<'_>, x_path: &mut Option<String>) -> Result<R
             let (ns, key) = names::resolve(Some(&random(16)?), &random(16)?, &names::Page::default())
                 .ok_or_else(random_failed)?;
             *x_path = Some(format!("{ns}/{key}"));
-            Target::new(call.config, ns, key)
+            Target::new(call.cx.config, ns, key)
         }
     };
     // Who may not create learns that first, whatever else is wrong with the request.
@@ -327,9 +324,9 @@ async fn info(call: &Call<'_>) -> Result<Reply, CompatError> {
     let target = call.target()?;
     authorize(call, Right::Read, Some(&target.ns))?;
     let op = ShardOp::Info { ns: target.ns.clone(), key: target.key.clone() };
-    let mode = call.config.compat_mode;
+    let mode = call.cx.config.compat_mode;
     let now = now_ms();
-    let answer = shard_calls::submit(call.caller, call.env, call.config, target.shard, op.into()).await;
+    let answer = shard_calls::submit(call.cx, target.shard, op.into()).await;
     match answer.map_err(|e| from_api(&e))? {
         OpResult::Info(info) => Ok(Reply::ok(answers::info(mode, &target.ns, &target.key, &info, now))),
         OpResult::Failed { error: edgecount_core::CoreError::NotFound } => {
@@ -345,7 +342,7 @@ async fn info(call: &Call<'_>) -> Result<Reply, CompatError> {
 /// Public only while the service is open, as Abacus has it; otherwise for admin tokens.
 async fn stats(call: &Call<'_>) -> Result<Reply, CompatError> {
     authorize(call, Right::Admin, None)?;
-    let per_shard = shard_stats::shard_stats(call.env, call.config).await.map_err(|e| from_api(&e))?;
+    let per_shard = shard_stats::shard_stats(call.cx.env, call.cx.config).await.map_err(|e| from_api(&e))?;
     let totals = per_shard.iter().fold(Totals::default(), |sum, shard| Totals {
         keys: sum.keys + shard.keys,
         ops: sum.ops + shard.ops,
@@ -354,5 +351,5 @@ async fn stats(call: &Call<'_>) -> Result<Reply, CompatError> {
         commands: sum.commands.plus(shard.commands),
     });
     let version = concat!("edgecount ", env!("CARGO_PKG_VERSION"));
-    Ok(Reply::ok(answers::stats(call.config.compat_mode, &totals, version, clock::uptime_ms())))
+    Ok(Reply::ok(answers::stats(call.cx.config.compat_mode, &totals, version, clock::uptime_ms())))
 }

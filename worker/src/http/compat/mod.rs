@@ -14,32 +14,30 @@ mod stream;
 
 use edgecount_core::compat::{params, CompatError};
 use serde_json::{json, Value};
-use worker::{Env, Method};
+use worker::Method;
 
 use crate::http::message::{Body, Request, Response};
+use crate::http::request_context::RequestContext;
 use crate::http::respond;
 use crate::http::target::Target;
-use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::placement;
-use crate::isolate::shard_calls::Caller;
 
 use call::{from_api, match_path, resolve_names, Call, Matched, Reply, Shape};
 
 /// Serves a request on a compatible route; `None` when the path is not one of them.
-pub async fn serve(req: &Request, env: &Env, caller: &Caller<'_>, config: &Config) -> Option<Response> {
+pub async fn serve(req: &Request, cx: &RequestContext<'_>) -> Option<Response> {
     let matched = match_path(req.path())?;
     if req.method() == Some(Method::Options) {
         return Some(respond::preflight(matched.route.allow()));
     }
     let callback = params::callback(req.query());
-    let mut meter = None;
-    let mut x_path = None;
-    let mut retry_after = None;
+    let mut extras = Extras::default();
     let reply = match &callback {
         Err(error) => Err(error.clone()),
-        Ok(_) => answer(req, env, caller, config, &matched, &mut meter, &mut x_path, &mut retry_after).await,
+        Ok(_) => answer(req, cx, &matched, &mut extras).await,
     };
+    let Extras { meter, x_path, retry_after } = extras;
     let mut response = match reply {
         Ok(Reply::Svg(svg)) => Response::with_body(200, "image/svg+xml; charset=utf-8", Body::Text(svg)),
         Ok(Reply::Events(events)) => Response::with_body(200, "text/event-stream", Body::Stream(events)),
@@ -67,18 +65,25 @@ pub async fn serve(req: &Request, env: &Env, caller: &Caller<'_>, config: &Confi
     Some(response)
 }
 
-// The answer's parts that the response needs besides the reply: its meter, path and retry time.
-#[allow(clippy::too_many_arguments)]
+/// What the response needs besides the reply, set by [`answer`] as it learns it, whether it
+/// then succeeds or not.
+#[derive(Default)]
+struct Extras {
+    /// The request's meter, once charged: its headers go on every answer after the charge.
+    meter: Option<Meter>,
+    /// `X-Path: ns/key`, once the names are resolved.
+    x_path: Option<String>,
+    /// `Retry-After` seconds of a refusal by the rate limit.
+    retry_after: Option<u64>,
+}
+
 async fn answer(
     req: &Request,
-    env: &Env,
-    caller: &Caller<'_>,
-    config: &Config,
+    cx: &RequestContext<'_>,
     matched: &Matched,
-    meter_slot: &mut Option<Meter>,
-    x_path: &mut Option<String>,
-    retry_after: &mut Option<u64>,
+    extras: &mut Extras,
 ) -> Result<Reply, CompatError> {
+    let config = cx.config;
     let method = req.method().unwrap_or(Method::Connect);
     let allowed = match method {
         Method::Get => matched.route.allow().starts_with("GET"),
@@ -89,9 +94,9 @@ async fn answer(
         return Err(CompatError::new(405, &format!("This route only accepts {}.", matched.route.allow())));
     }
     let token = req.bearer_token().or(params::token(req.query())?);
-    let meter = meter_slot.insert(Meter::for_request(req, config, token.as_deref()));
+    let meter = extras.meter.insert(Meter::for_request(req, config, token.as_deref()));
     meter.charge(config, 1).map_err(|error| {
-        *retry_after = error.retry_after_seconds();
+        extras.retry_after = error.retry_after_seconds();
         from_api(&error)
     })?;
     let target = match matched.shape {
@@ -100,13 +105,13 @@ async fn answer(
             let ns = (shape == Shape::NsAndKey).then_some(matched.ns.as_str());
             let key = if shape == Shape::NsAndKey { &matched.key } else { &matched.ns };
             let (ns, key) = resolve_names(req, ns, key)?;
-            *x_path = Some(format!("{ns}/{key}"));
+            extras.x_path = Some(format!("{ns}/{key}"));
             Some(Target::new(config, ns, key))
         }
     };
-    placement::ensure(env, config).await.map_err(|error| from_api(&error))?;
-    let call = Call { req, env, caller, config, target, token, method };
-    handlers::run(matched.route, &call, x_path).await
+    placement::ensure(cx.env, config).await.map_err(|error| from_api(&error))?;
+    let call = Call { req, cx, target, token, method };
+    handlers::run(matched.route, &call, &mut extras.x_path).await
 }
 
 /// A JSON answer, or with `?callback=fn` the same as a script calling `fn` (JSONP). The
