@@ -28,38 +28,20 @@
 //! combinator that polls only the children whose own waker fired (as `join_all` does past 30
 //! futures): [`join_every`] polls every child each time, for futures that wait on timers.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+mod executor;
+#[cfg(test)]
+mod tests;
+
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 
 use futures_util::future::{maybe_done, poll_fn, select, Either, MaybeDone};
 use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
 use worker::js_sys;
 
 use crate::isolate::clock::now_ms;
-
-type Body = Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>;
-
-/// One request's future and what it needs to be polled again.
-struct Task {
-    /// `None` while the future is being polled.
-    future: Option<Body>,
-    /// Resolve and reject the promise of the task's outcome, once someone holds that promise
-    /// (not during the first poll).
-    settle: Option<(js_sys::Function, js_sys::Function)>,
-    /// Resolves the promise whose reaction polls the future next, once armed.
-    poll_next: Option<js_sys::Function>,
-    /// Woken while being polled: poll again at once.
-    woken_in_poll: bool,
-    /// Polls the future; one closure for the task's life, passed to every `then`, made when the
-    /// task first waits.
-    on_poll: Option<Closure<dyn FnMut(JsValue)>>,
-    /// Asked for during the current poll: poll again after this many ms at the latest.
-    wake_after_ms: Option<u64>,
-}
+use executor::{Executor, Sleep, Turns};
 
 #[wasm_bindgen]
 extern "C" {
@@ -67,37 +49,83 @@ extern "C" {
     fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
 }
 
+/// The runtime's promises and timers.
+struct JsTurns;
+
 thread_local! {
-    static TASKS: RefCell<HashMap<u64, Task>> = RefCell::new(HashMap::new());
-    static NEXT_ID: Cell<u64> = const { Cell::new(0) };
-    /// The task being polled. A task may start another inside its poll, so each poll puts back
-    /// what it found.
-    static POLLING: Cell<Option<u64>> = const { Cell::new(None) };
+    static EXECUTOR: Executor<JsTurns> = Executor::default();
+}
+
+impl Turns for JsTurns {
+    type Output = Result<JsValue, JsValue>;
+    type Resolver = js_sys::Function;
+    /// Polls the task; one closure for the task's life, passed to every `then`.
+    type Hook = Closure<dyn FnMut(JsValue)>;
+    type Settle = (js_sys::Function, js_sys::Function);
+
+    fn with_executor<T>(f: impl FnOnce(&Executor<Self>) -> T) -> T {
+        EXECUTOR.with(f)
+    }
+
+    fn hook(id: u64) -> Self::Hook {
+        // A poll that traps leaves the request unsettled; the runtime then fails it, as it
+        // fails any request that can no longer answer.
+        Closure::new(move |_| {
+            executor::poll::<Self>(id);
+        })
+    }
+
+    fn next_poll(hook: &Self::Hook) -> Self::Resolver {
+        let mut poll_next = None;
+        let next = js_sys::Promise::new(&mut |resolve, _reject| poll_next = Some(resolve));
+        let _ = next.then(hook);
+        poll_next.expect("the promise executor runs at once")
+    }
+
+    fn resolve(resolver: &Self::Resolver) {
+        // Resolving cannot fail; a gone request never sees it.
+        let _ = resolver.call0(&JsValue::UNDEFINED);
+    }
+
+    fn resolve_after(resolver: &Self::Resolver, ms: u64) {
+        #[allow(clippy::cast_precision_loss)] // waits of seconds, far below 2^53 ms
+        set_timeout(resolver, ms as f64);
+    }
+
+    fn settle((resolve, reject): Self::Settle, outcome: Self::Output) {
+        let _ = match outcome {
+            Ok(value) => resolve.call1(&JsValue::UNDEFINED, &value),
+            Err(error) => reject.call1(&JsValue::UNDEFINED, &error),
+        };
+    }
 }
 
 /// Has the task being polled polled again within `ms` milliseconds, whatever else wakes it.
 /// Only for code polled by this executor (see the module's documentation).
 pub fn wake_after(ms: u64) {
-    let polling = POLLING.with(Cell::get);
-    debug_assert!(polling.is_some(), "wake_after outside a task of this executor");
-    let Some(id) = polling else { return };
-    TASKS.with(|tasks| {
-        if let Some(task) = tasks.borrow_mut().get_mut(&id) {
-            task.wake_after_ms = Some(task.wake_after_ms.map_or(ms, |earlier| earlier.min(ms)));
-        }
-    });
+    executor::wake_after::<JsTurns>(ms);
 }
 
 /// Waits about `ms` milliseconds: until the task is next polled, which is after `ms` at the
 /// latest (sooner if something else wakes it, so only for waits that look again anyway).
-pub fn sleep(ms: u64) -> Sleep {
-    Sleep { ms, armed: false }
+pub fn sleep(ms: u64) -> impl Future<Output = ()> {
+    Sleep::<JsTurns>::new(ms)
 }
 
 /// `future`'s output if it comes within `ms` milliseconds, else `None` (the future is then
-/// dropped; what it started in the runtime may still run). [`sleep`] may end early, so the
-/// deadline is checked on the clock each time the task wakes.
+/// dropped; what it started in the runtime may still run).
 pub async fn within<F: Future>(future: F, ms: u64) -> Option<F::Output> {
+    within_on(future, ms, now_ms, sleep).await
+}
+
+/// [`within`] on any clock and sleep: [`sleep`] may end early, so the deadline is checked on
+/// the clock each time the task wakes.
+async fn within_on<F: Future, S: Future<Output = ()>>(
+    future: F,
+    ms: u64,
+    now_ms: impl Fn() -> u64,
+    sleep: impl Fn(u64) -> S,
+) -> Option<F::Output> {
     let deadline = now_ms().saturating_add(ms);
     let mut future = std::pin::pin!(future);
     loop {
@@ -105,7 +133,7 @@ pub async fn within<F: Future>(future: F, ms: u64) -> Option<F::Output> {
         if now >= deadline {
             return None;
         }
-        match select(future.as_mut(), sleep(deadline - now)).await {
+        match select(future.as_mut(), std::pin::pin!(sleep(deadline - now))).await {
             Either::Left((output, _)) => return Some(output),
             Either::Right(((), _)) => {}
         }
@@ -131,38 +159,6 @@ pub async fn join_every<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<
     .await
 }
 
-/// See [`sleep`].
-pub struct Sleep {
-    ms: u64,
-    armed: bool,
-}
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if self.armed {
-            return Poll::Ready(());
-        }
-        self.armed = true;
-        wake_after(self.ms);
-        Poll::Pending
-    }
-}
-
-/// Wakes a task by its id: the waker holds no JS value, so it is `Send` as a `Waker` must be.
-struct TaskWaker(u64);
-
-impl Wake for TaskWaker {
-    fn wake(self: Arc<Self>) {
-        wake(self.0);
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        wake(self.0);
-    }
-}
-
 /// A task on this executor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskId(u64);
@@ -171,7 +167,7 @@ pub struct TaskId(u64);
 /// turn. Answers its outcome if that poll finished it (an error as a rejected promise), else a
 /// promise of the outcome.
 pub fn run(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> JsValue {
-    match start(future) {
+    match executor::start::<JsTurns>(future) {
         (_, Some(Ok(value))) => value,
         (id, outcome) => promise_of(id, outcome).into(),
     }
@@ -182,25 +178,8 @@ pub fn run(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> 
 pub fn spawn_with_id(
     future: impl Future<Output = Result<JsValue, JsValue>> + 'static,
 ) -> (TaskId, js_sys::Promise) {
-    let (id, outcome) = start(future);
+    let (id, outcome) = executor::start::<JsTurns>(future);
     (TaskId(id), promise_of(id, outcome))
-}
-
-/// Makes the task and polls it once; answers its outcome if that poll finished it.
-fn start(
-    future: impl Future<Output = Result<JsValue, JsValue>> + 'static,
-) -> (u64, Option<Result<JsValue, JsValue>>) {
-    let id = NEXT_ID.with(|next| next.replace(next.get() + 1));
-    let task = Task {
-        future: Some(Box::pin(future)),
-        settle: None,
-        poll_next: None,
-        woken_in_poll: false,
-        on_poll: None,
-        wake_after_ms: None,
-    };
-    TASKS.with(|tasks| tasks.borrow_mut().insert(id, task));
-    (id, poll(id))
 }
 
 /// The promise of a task's outcome: settled already if its first poll finished it.
@@ -212,103 +191,21 @@ fn promise_of(id: u64, outcome: Option<Result<JsValue, JsValue>>) -> js_sys::Pro
     }
     let mut settle = None;
     let outcome = js_sys::Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
-    TASKS.with(|tasks| {
-        if let Some(task) = tasks.borrow_mut().get_mut(&id) {
-            task.settle = settle;
-        }
-    });
+    if let Some(settle) = settle {
+        executor::await_outcome::<JsTurns>(id, settle);
+    }
     outcome
 }
 
 /// Drops a task that will never be woken: one whose request the runtime cancelled while it
 /// awaited I/O of that request, which then never completes. Its promise stays unsettled.
 pub fn abandon(task: TaskId) {
-    let removed = TASKS.with(|tasks| tasks.borrow_mut().remove(&task.0));
-    // Dropped outside the borrow: dropping a future may run code that spawns.
-    drop(removed);
+    executor::abandon::<JsTurns>(task.0);
 }
 
 /// Tasks on this isolate's executor now: requests being served and shard calls in flight. It
 /// returns to zero when the isolate is idle, whatever clients did (`/v1/stats` shows it).
 #[must_use]
 pub fn in_flight() -> usize {
-    TASKS.with(|tasks| tasks.borrow().len())
-}
-
-fn wake(id: u64) {
-    let poll_next = TASKS.with(|tasks| {
-        let mut tasks = tasks.borrow_mut();
-        let task = tasks.get_mut(&id)?;
-        if task.future.is_none() {
-            task.woken_in_poll = true;
-        }
-        task.poll_next.take()
-    });
-    if let Some(resolve) = poll_next {
-        // Resolving cannot fail; a gone request never sees it.
-        let _ = resolve.call0(&JsValue::UNDEFINED);
-    }
-}
-
-/// Polls a task; answers its outcome if it finished before anyone held its promise.
-fn poll(id: u64) -> Option<Result<JsValue, JsValue>> {
-    let mut future = TASKS.with(|tasks| {
-        let mut tasks = tasks.borrow_mut();
-        let task = tasks.get_mut(&id)?;
-        task.woken_in_poll = false;
-        task.future.take()
-    })?;
-    let waker = Waker::from(Arc::new(TaskWaker(id)));
-    let outer = POLLING.with(|polling| polling.replace(Some(id)));
-    let polled = future.as_mut().poll(&mut Context::from_waker(&waker));
-    POLLING.with(|polling| polling.set(outer));
-    match polled {
-        Poll::Ready(outcome) => {
-            let task = TASKS.with(|tasks| tasks.borrow_mut().remove(&id))?;
-            // Dropped before settling: the future's own drop code runs here, in this turn.
-            drop(future);
-            let Some((resolve, reject)) = task.settle else { return Some(outcome) };
-            let _ = match outcome {
-                Ok(value) => resolve.call1(&JsValue::UNDEFINED, &value),
-                Err(error) => reject.call1(&JsValue::UNDEFINED, &error),
-            };
-            None
-        }
-        Poll::Pending => {
-            arm(id, future);
-            None
-        }
-    }
-}
-
-/// Puts the future back and makes the promise whose resolution polls it next, in this turn,
-/// so that the poll belongs to this request whoever wakes it.
-fn arm(id: u64, future: Body) {
-    let mut poll_next = None;
-    let next = js_sys::Promise::new(&mut |resolve, _reject| poll_next = Some(resolve));
-    let poll_next = poll_next.expect("the promise executor runs at once");
-    let woken = TASKS.with(|tasks| {
-        let mut tasks = tasks.borrow_mut();
-        let task = tasks.get_mut(&id)?;
-        task.future = Some(future);
-        // A poll that traps leaves the request unsettled; the runtime then fails it, as it
-        // fails any request that can no longer answer.
-        let on_poll = task.on_poll.get_or_insert_with(|| {
-            Closure::new(move |_| {
-                poll(id);
-            })
-        });
-        let _ = next.then(on_poll);
-        let timer = task.wake_after_ms.take().map(|ms| (poll_next.clone(), ms));
-        task.poll_next = Some(poll_next);
-        Some((task.woken_in_poll, timer))
-    });
-    let Some((woken, timer)) = woken else { return };
-    if let Some((resolve, ms)) = timer {
-        #[allow(clippy::cast_precision_loss)] // waits of seconds, far below 2^53 ms
-        set_timeout(&resolve, ms as f64);
-    }
-    if woken {
-        wake(id);
-    }
+    executor::in_flight::<JsTurns>()
 }
