@@ -16,11 +16,12 @@
 //! - a call that never reports back is declared lost when its lease ends.
 //!
 //! No request wakes another: a call wakes only the request it is a task of. Every request runs
-//! on its own executor
-//! ([`crate::isolate::request_task`]), so its timers poll it in its own context; a promise of
-//! one request resolved by another did not reliably do so (under 32 clients on kept-alive
-//! connections, dozens of requests ran in another's context and failed with "Cannot perform
-//! I/O on behalf of a different request").
+//! on its own executor ([`crate::isolate::request_task`]), so its timers poll it in its own
+//! context; a promise of one request resolved by another did not reliably do so, with or
+//! without that executor (under 32 clients on kept-alive connections, requests ran in
+//! another's context and failed with "Cannot perform I/O on behalf of a different request";
+//! tried again on 2026-11-25, waking each queued op when its shard's call ended, instead of
+//! the rechecks: `tests/client-resets.spec.ts` failed the same way).
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;

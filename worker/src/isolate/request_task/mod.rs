@@ -10,11 +10,13 @@
 //! perform I/O on behalf of a different request").
 //!
 //! Here a request's future is polled only from the reaction of a promise the request itself
-//! created during its previous poll. Its waker resolves that promise: from the request's own
-//! turn the reaction runs in that turn; from another request's turn the runtime runs the
-//! reaction in the request that made the promise (its cross-request promise resolution), or
-//! drops it if that request is gone. Either way the poll happens in the right place, and a
-//! wake-up from anywhere is never lost while the request lives.
+//! created during its previous poll, and its waker resolves that promise. Woken from its own
+//! turns (its own timers, the shard calls that are its own tasks), a request is polled in its
+//! own context. Woken from another request's turn it is not reliably so: coalesced waiters
+//! woken by the call another request ran failed, under 32 kept-alive clients, with "Cannot
+//! perform I/O on behalf of a different request" (`tests/client-resets.spec.ts`). So nothing
+//! wakes another request's task; [`crate::isolate::shard_calls`] says how its waiters look
+//! instead.
 //!
 //! A future ready in its first poll (most requests answered by the worker alone) costs no
 //! promise and no closure: [`run`] hands back its value itself.
