@@ -105,18 +105,32 @@ pub async fn serve_cancellable<F>(
 where
     F: Future<Output = Response> + 'static,
 {
+    serve_until_cancelled(serve, move |cancellation: &Cancellation| Listening::start(&request, cancellation))
+        .await
+}
+
+/// [`serve_cancellable`] with its listening apart: `listen` is called once, when the request
+/// first waits, and what it answers stops listening when dropped (when the request ends,
+/// either way).
+async fn serve_until_cancelled<F, G>(
+    serve: impl FnOnce(Cancellation) -> F,
+    listen: impl FnOnce(&Cancellation) -> G,
+) -> Response
+where
+    F: Future<Output = Response> + 'static,
+{
     let cancellation = Cancellation::default();
     cancellation.state.borrow_mut().serving = Some(Box::pin(serve(cancellation.clone())));
-    Serve { cancellation: &cancellation, request: Some(request), listening: None }.await
+    Serve { cancellation: &cancellation, listen: Some(listen), listening: None }.await
 }
 
 /// Polls the request's future while it is there.
-struct Serve<'a> {
+struct Serve<'a, L, G> {
     cancellation: &'a Cancellation,
     /// Until the request first waits.
-    request: Option<web_sys::Request>,
-    /// From then on; the request is no longer listed when it ends either way.
-    listening: Option<Listening>,
+    listen: Option<L>,
+    /// From then on.
+    listening: Option<G>,
 }
 
 /// A waiting request, listed for its abort listener until dropped.
@@ -149,7 +163,10 @@ fn went_away() -> Response {
     respond::text(499, "the client went away".to_owned())
 }
 
-impl Future for Serve<'_> {
+// The listener is only ever held, never pinned: the future is `Unpin` whatever it is.
+impl<L, G> Unpin for Serve<'_, L, G> {}
+
+impl<L: FnOnce(&Cancellation) -> G, G> Future for Serve<'_, L, G> {
     type Output = Response;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
@@ -161,9 +178,9 @@ impl Future for Serve<'_> {
         match serving.as_mut().poll(cx) {
             Poll::Ready(answer) => Poll::Ready(answer),
             Poll::Pending => {
-                if let Some(request) = self.request.take() {
+                if let Some(listen) = self.listen.take() {
                     // The first wait: from now on a hang-up matters.
-                    self.listening = Some(Listening::start(&request, self.cancellation));
+                    self.listening = Some(listen(self.cancellation));
                 }
                 let mut state = self.cancellation.state.borrow_mut();
                 if state.cancelled {
@@ -179,3 +196,6 @@ impl Future for Serve<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
