@@ -24,10 +24,13 @@ pub trait Turns: Sized + 'static {
 
     /// This thread's executor on this runtime.
     fn with_executor<T>(f: impl FnOnce(&Executor<Self>) -> T) -> T;
-    /// What makes the promises that poll task `id`.
+    /// What makes the promises that poll task `id`. Called inside the executor's borrow: it
+    /// must not call back into the executor.
     fn hook(id: u64) -> Self::Hook;
-    /// A new promise, made in the current turn, whose resolution polls the task `hook` is for
-    /// in a turn of the request that made it, never in the resolver's.
+    /// A new promise, made in the current turn (the polled task's request's), whose resolution
+    /// polls the task `hook` is for. Resolved from that request's own turns, the poll runs in
+    /// its context; from another request's, not reliably (see the parent module). Called
+    /// inside the executor's borrow: it must not call back into the executor.
     fn next_poll(hook: &Self::Hook) -> Self::Resolver;
     /// Resolves it: the poll follows later, never inside this call. Resolving twice does nothing.
     fn resolve(resolver: &Self::Resolver);
@@ -50,6 +53,7 @@ struct Task<R: Turns> {
     poll_next: Option<R::Resolver>,
     /// Woken while being polled: poll again at once.
     woken_in_poll: bool,
+    /// Makes the promises that poll the task, once it first waits.
     hook: Option<R::Hook>,
     /// Asked for during the current poll: poll again after this many ms at the latest.
     wake_after_ms: Option<u64>,
@@ -90,16 +94,14 @@ pub fn start<R: Turns>(future: impl Future<Output = R::Output> + 'static) -> (u6
     (id, poll::<R>(id))
 }
 
-/// Gives task `id` what settles its outcome, once someone holds its promise. Answers it back
-/// if the task is gone.
-pub fn await_outcome<R: Turns>(id: u64, settle: R::Settle) -> Option<R::Settle> {
-    R::with_executor(|executor| match executor.tasks.borrow_mut().get_mut(&id) {
-        Some(task) => {
+/// Gives task `id` what settles its outcome, once someone holds its promise. A task already
+/// gone (abandoned) is never settled.
+pub fn await_outcome<R: Turns>(id: u64, settle: R::Settle) {
+    R::with_executor(|executor| {
+        if let Some(task) = executor.tasks.borrow_mut().get_mut(&id) {
             task.settle = Some(settle);
-            None
         }
-        None => Some(settle),
-    })
+    });
 }
 
 /// Drops task `id` without polling it again; its outcome is never settled.
@@ -183,8 +185,8 @@ pub fn poll<R: Turns>(id: u64) -> Option<R::Output> {
     }
 }
 
-/// Puts the future back and makes the promise whose resolution polls it next, in this turn, so
-/// that the poll belongs to this request whoever wakes it; starts the timer it asked for.
+/// Puts the future back and makes the promise whose resolution polls it next, in this turn (the
+/// task's request's), and starts the timer it asked for.
 fn arm<R: Turns>(id: u64, future: Body<R>) {
     let armed = R::with_executor(|executor| {
         let mut tasks = executor.tasks.borrow_mut();

@@ -30,7 +30,9 @@
 //! combinator that polls only the children whose own waker fired (as `join_all` does past 30
 //! futures): [`join_every`] polls every child each time, for futures that wait on timers.
 
-mod executor;
+pub mod executor;
+#[cfg(test)]
+pub(crate) mod fake;
 #[cfg(test)]
 mod tests;
 
@@ -52,7 +54,7 @@ extern "C" {
 }
 
 /// The runtime's promises and timers.
-struct JsTurns;
+pub struct JsTurns;
 
 thread_local! {
     static EXECUTOR: Executor<JsTurns> = Executor::default();
@@ -164,6 +166,14 @@ pub async fn join_every<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<
 /// A task on this executor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskId(u64);
+
+impl TaskId {
+    /// Its number on [`JsTurns`]' executor (for [`executor::abandon`]).
+    #[must_use]
+    pub(crate) fn number(self) -> u64 {
+        self.0
+    }
+}
 
 /// Runs `future` as the current request's task: its first poll happens now, in the caller's
 /// turn. Answers its outcome if that poll finished it (an error as a rejected promise), else a

@@ -23,8 +23,12 @@
 //! tried again on 2026-11-25, waking each queued op when its shard's call ended, instead of
 //! the rechecks: `tests/client-resets.spec.ts` failed the same way).
 
+#[cfg(test)]
+mod tests;
+
 use std::cell::{Cell, RefCell};
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context as TaskContext, Poll, Waker};
@@ -36,8 +40,10 @@ use wasm_bindgen::prelude::JsValue;
 
 use crate::http::api_error::ApiError;
 use crate::http::request_context::RequestContext;
-use crate::isolate::clock::now_ms;
-use crate::isolate::{request_task, shard_client};
+use crate::isolate::clock;
+use crate::isolate::request_task::executor::{self, Sleep, Turns};
+use crate::isolate::request_task::{self, JsTurns};
+use crate::isolate::shard_client;
 
 /// How long an op waits for its result before giving up: as long as its call is waited for.
 const MAX_WAIT_MS: u64 = shard_client::ANSWER_DEADLINE_MS;
@@ -78,13 +84,14 @@ impl Slot {
 /// Ready once the slot's outcome is delivered, or after `bound_ms`. Awaited only by the request
 /// that started the call carrying the op: that call is a task of the same request, so the
 /// wake-up stays within the request.
-struct Delivery<'a> {
+struct Delivery<'a, R> {
     slot: &'a Slot,
     bound_ms: u64,
     armed: bool,
+    runtime: PhantomData<fn() -> R>,
 }
 
-impl Future for Delivery<'_> {
+impl<R: Turns> Future for Delivery<'_, R> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
@@ -94,8 +101,64 @@ impl Future for Delivery<'_> {
         }
         self.armed = true;
         *self.slot.waker.borrow_mut() = Some(cx.waker().clone());
-        request_task::wake_after(self.bound_ms);
+        executor::wake_after::<R>(self.bound_ms);
         Poll::Pending
+    }
+}
+
+/// What coalescing needs of the request an op comes from and of the runtime: a request's
+/// [`RequestContext`] on the runtime's executor in the worker, a fake in the tests.
+pub trait Site {
+    /// The executor the request's waits run on.
+    type Turns: Turns;
+    fn now_ms(&self) -> u64;
+    /// Most ops that may wait for one shard.
+    fn queue_limit(&self) -> usize;
+    /// Sends `ops` to `shard` in one call; answers a result per op, or why the call failed.
+    fn send(
+        &self,
+        shard: ShardId,
+        ops: Vec<ShardCall>,
+    ) -> impl Future<Output = Result<Vec<OpResult>, ApiError>> + 'static;
+    /// Runs `task` as a task of this request on [`Self::Turns`], kept running after the
+    /// request has answered; answers its id there.
+    fn spawn(&self, task: impl Future<Output = ()> + 'static) -> u64;
+    /// Runs `handler` if the request is cancelled (its client hung up) before it finishes.
+    fn on_cancel(&self, handler: impl FnOnce() + 'static);
+}
+
+impl Site for RequestContext<'_> {
+    type Turns = JsTurns;
+
+    fn now_ms(&self) -> u64 {
+        clock::now_ms()
+    }
+
+    fn queue_limit(&self) -> usize {
+        self.config.shard_queue_limit
+    }
+
+    fn send(
+        &self,
+        shard: ShardId,
+        ops: Vec<ShardCall>,
+    ) -> impl Future<Output = Result<Vec<OpResult>, ApiError>> + 'static {
+        let env = self.env.clone();
+        async move { shard_client::execute(&env, shard, &ops, MAX_SHARD_ANSWER_BYTES).await }
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + 'static) -> u64 {
+        let (id, promise) = request_task::spawn_with_id(async move {
+            task.await;
+            Ok(JsValue::UNDEFINED)
+        });
+        // Only fails if the request has ended, and then its tasks are cancelled with it.
+        self.keep_alive(&promise);
+        id.number()
+    }
+
+    fn on_cancel(&self, handler: impl FnOnce() + 'static) {
+        RequestContext::on_cancel(self, handler);
     }
 }
 
@@ -122,25 +185,25 @@ pub fn stats() -> CoalesceStats {
 /// (nothing sent); [`ApiError::ShardUnavailable`] when the op was never sent or is a read;
 /// [`ApiError::OutcomeUnknown`] for a write whose call failed, was cancelled or did not answer
 /// in time, which may have been applied.
-pub async fn submit(cx: &RequestContext<'_>, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
+pub async fn submit<S: Site>(site: &S, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
     let is_write = call.op.is_write();
     let slot = Rc::new(Slot::default());
     let waiter = Waiter { call, slot: Rc::clone(&slot) };
-    let arrival = COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter, cx.config.shard_queue_limit));
+    let arrival = COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter, site.queue_limit()));
     let Arrival::Queued(ticket) = arrival else {
         return Err(ApiError::ShardOverloaded);
     };
     let _queued = QueuedOp { shard, ticket };
-    let deadline = now_ms() + MAX_WAIT_MS;
+    let deadline = site.now_ms() + MAX_WAIT_MS;
     let mut recheck_ms = FIRST_RECHECK_MS;
     // Whether the call carrying the op is this request's own.
     let mut led = false;
     loop {
-        led |= start_next_call(cx, shard, &slot);
+        led |= start_next_call(site, shard, &slot);
         if let Some(outcome) = slot.outcome.borrow_mut().take() {
             return outcome;
         }
-        let now = now_ms();
+        let now = site.now_ms();
         if now >= deadline {
             return Err(give_up(shard, ticket, &slot, is_write));
         }
@@ -150,11 +213,12 @@ pub async fn submit(cx: &RequestContext<'_>, shard: ShardId, call: ShardCall) ->
         let lease = COALESCER.with(|c| c.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
         let until_lease = deadline.min(lease.saturating_add(1)).saturating_sub(now).max(1);
         if led {
-            Delivery { slot: &slot, bound_ms: until_lease, armed: false }.await;
+            Delivery::<S::Turns> { slot: &slot, bound_ms: until_lease, armed: false, runtime: PhantomData }
+                .await;
         } else {
             let wait_ms = until_lease.min(recheck_ms);
             recheck_ms = (recheck_ms * 2).min(MAX_RECHECK_MS);
-            request_task::sleep(wait_ms).await;
+            Sleep::<S::Turns>::new(wait_ms).await;
         }
     }
 }
@@ -171,9 +235,10 @@ struct QueuedOp {
 
 impl Drop for QueuedOp {
     fn drop(&mut self) {
-        COALESCER.with(|c| {
-            // A drop never happens inside the coalescer's own borrow; if it ever did, the op
-            // would stay queued as before rather than panic.
+        // A drop never happens inside the coalescer's own borrow; if it ever did, the op would
+        // stay queued as before rather than panic. Nor after the coalescer is gone, but for a
+        // native test's thread ending with requests still waiting (`try_with`).
+        let _ = COALESCER.try_with(|c| {
             if let Ok(mut coalescer) = c.try_borrow_mut() {
                 coalescer.withdraw(self.shard, self.ticket);
             }
@@ -230,9 +295,9 @@ impl CallInFlight {
 /// Starts a call with every op queued for `shard`, if the shard is idle: a task of the caller's
 /// request, which the call abandons if that request is cancelled. Answers whether it started
 /// one that carries `own`, the caller's op.
-fn start_next_call(cx: &RequestContext<'_>, shard: ShardId, own: &Rc<Slot>) -> bool {
+fn start_next_call<S: Site>(site: &S, shard: ShardId, own: &Rc<Slot>) -> bool {
     let Some(Started { call: id, ops }) =
-        COALESCER.with(|c| c.borrow_mut().try_start(shard, now_ms(), CALL_LEASE_MS))
+        COALESCER.with(|c| c.borrow_mut().try_start(shard, site.now_ms(), CALL_LEASE_MS))
     else {
         return false;
     };
@@ -245,28 +310,24 @@ fn start_next_call(cx: &RequestContext<'_>, shard: ShardId, own: &Rc<Slot>) -> b
         .unzip();
     let in_flight = Rc::new(CallInFlight { shard, id, slots });
     let carries_own = in_flight.carries(own);
-    let env = cx.env.clone();
+    let sent = site.send(shard, calls);
     let call = Rc::clone(&in_flight);
-    let (task, promise) = request_task::spawn_with_id(async move {
-        let results = shard_client::execute(&env, shard, &calls, MAX_SHARD_ANSWER_BYTES).await;
-        match results {
+    let task = site.spawn(async move {
+        match sent.await {
             Ok(results) => {
                 let mut results = results.into_iter();
                 call.end(|_| results.next().ok_or(ApiError::ShardUnavailable), false);
             }
             Err(error) => call.end(|is_write| Err(error.after_send(is_write)), false),
         }
-        Ok(JsValue::UNDEFINED)
     });
     // Cancelled with its request, the call may or may not have reached the shard: the same
     // outcome as a call that failed after sending. Its task is dropped too, as its answer
     // never comes. Once the call has reported back this changes nothing: every op has its
     // outcome, the shard no longer holds the call, and the task is gone.
-    cx.on_cancel(move || {
+    site.on_cancel(move || {
         in_flight.end(|is_write| Err(ApiError::ShardUnavailable.after_send(is_write)), true);
-        request_task::abandon(task);
+        executor::abandon::<S::Turns>(task);
     });
-    // Only fails if the request has ended, and then the call is cancelled with it (above).
-    cx.keep_alive(&promise);
     carries_own
 }
