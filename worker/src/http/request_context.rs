@@ -1,8 +1,9 @@
 //! What every handler of one request needs besides the request itself: the bindings, the
 //! isolate's configuration, and the request's own runtime context and cancellation, so that
-//! work it starts (a shard call, a flusher) can run on after it has answered, and is abandoned
-//! at once if its client hangs up first. Made once per request by the router and passed down
-//! by reference, instead of the same four values through every handler.
+//! work it starts (a shard call, a one-way flusher) can run on after it has answered, and a
+//! shard call it carries is abandoned at once if its client hangs up first. Made once per
+//! request by the router and passed down by reference, instead of the same four values
+//! through every handler.
 
 use worker::{js_sys, Context, Env};
 

@@ -105,8 +105,7 @@ fn a_waiting_request_listens_once_and_stops_when_it_is_answered() {
     open.set(true);
     assert_eq!(served.as_mut().poll(&mut cx), Poll::Ready(ok()));
     assert!(dropped.get(), "the answered request's future is dropped with its answer");
-    drop(served);
-    assert!(listener.stopped.get());
+    assert!(listener.stopped.get(), "and it no longer listens for a hang-up");
 }
 
 #[test]
@@ -145,6 +144,7 @@ fn a_handler_added_after_the_hang_up_never_runs() {
     let ran = Rc::new(Cell::new(false));
     let flag = Rc::clone(&ran);
     cancellation.on_cancel(move || flag.set(true));
+    // A second abort never comes from the runtime; it is here to run anything kept.
     cancellation.cancel();
     assert!(!ran.get());
 }

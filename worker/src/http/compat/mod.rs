@@ -69,7 +69,8 @@ pub async fn serve(req: &Request, cx: &RequestContext<'_>) -> Option<Response> {
 /// then succeeds or not.
 #[derive(Default)]
 struct Extras {
-    /// The request's meter, once charged: its headers go on every answer after the charge.
+    /// The request's meter, once made: its headers go on every answer from then on, a refusal
+    /// by the rate limit included.
     meter: Option<Meter>,
     /// `X-Path: ns/key`, once the names are resolved.
     x_path: Option<String>,
