@@ -108,19 +108,28 @@ pub(crate) fn run_reactions() {
     }
 }
 
-/// Moves the clock by `ms`, resolving the timers that fall due, then runs the reactions.
+/// Moves the clock by `ms`, a timer at a time: the clock stops at each due time in order, the
+/// timers due then are resolved (in the order they were set) and the reactions run, as the
+/// runtime would, so that timers set meanwhile fire in their turn too.
 pub(crate) fn advance(ms: u64) {
-    let now = now() + ms;
-    RUNTIME.with(|r| r.now_ms.set(now));
-    let due: Vec<Rc<FakePromise>> = RUNTIME.with(|r| {
-        let mut timers = r.timers.borrow_mut();
-        let (due, later) = timers.drain(..).partition(|(at, _)| *at <= now);
-        *timers = later;
-        due.into_iter().map(|(_, promise): (u64, Rc<FakePromise>)| promise).collect()
-    });
-    for promise in &due {
-        Fake::resolve(promise);
+    let until = now() + ms;
+    loop {
+        let next =
+            RUNTIME.with(|r| r.timers.borrow().iter().map(|(at, _)| *at).filter(|at| *at <= until).min());
+        let Some(at) = next else { break };
+        let due: Vec<Rc<FakePromise>> = RUNTIME.with(|r| {
+            r.now_ms.set(at.max(r.now_ms.get()));
+            let mut timers = r.timers.borrow_mut();
+            let (due, later) = timers.drain(..).partition(|(when, _)| *when <= at);
+            *timers = later;
+            due.into_iter().map(|(_, promise): (u64, Rc<FakePromise>)| promise).collect()
+        });
+        for promise in &due {
+            Fake::resolve(promise);
+        }
+        run_reactions();
     }
+    RUNTIME.with(|r| r.now_ms.set(until));
     run_reactions();
 }
 

@@ -114,7 +114,8 @@ pub trait Site {
     fn now_ms(&self) -> u64;
     /// Most ops that may wait for one shard.
     fn queue_limit(&self) -> usize;
-    /// Sends `ops` to `shard` in one call; answers a result per op, or why the call failed.
+    /// A future that sends `ops` to `shard` in one call when first polled; it answers a result
+    /// per op, or why the call failed.
     fn send(
         &self,
         shard: ShardId,

@@ -83,12 +83,18 @@ impl Site for Request {
         ops: Vec<ShardCall>,
     ) -> impl Future<Output = Result<Vec<OpResult>, ApiError>> + 'static {
         let call = Rc::new(SentCall { ops, answer: RefCell::new(None), waker: RefCell::new(None) });
-        self.shards.calls.borrow_mut().push(Rc::clone(&call));
-        std::future::poll_fn(move |cx| match call.answer.borrow_mut().take() {
-            Some(answer) => Poll::Ready(answer),
-            None => {
-                *call.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
+        let (shards, mut sent) = (Rc::clone(&self.shards), false);
+        // Counted as sent when first polled, as the worker's call sends then.
+        std::future::poll_fn(move |cx| {
+            if !std::mem::replace(&mut sent, true) {
+                shards.calls.borrow_mut().push(Rc::clone(&call));
+            }
+            match call.answer.borrow_mut().take() {
+                Some(answer) => Poll::Ready(answer),
+                None => {
+                    *call.waker.borrow_mut() = Some(cx.waker().clone());
+                    Poll::Pending
+                }
             }
         })
     }
@@ -106,9 +112,12 @@ impl Site for Request {
 }
 
 impl Request {
-    /// What the request's cancellation does when its client hangs up: its handlers, then its
-    /// future dropped.
+    /// What the request's cancellation does when its client hangs up before it has answered:
+    /// its handlers, then its future dropped. A request that has answered no longer listens.
     fn hang_up(&self) {
+        if self.outcome.borrow().is_some() {
+            return;
+        }
         let handlers = std::mem::take(&mut *self.on_cancel.borrow_mut());
         for handler in handlers {
             handler();
@@ -179,10 +188,13 @@ fn a_waiter_starts_the_next_call_within_its_longest_recheck_of_the_shard_going_i
     let shards = Rc::new(Shards::default());
     let first = incr_request(&shards);
     let second = incr_request(&shards);
-    advance(500);
+    // Long enough that rechecks doubling without a cap would next look long after (at 2,047).
+    advance(1_100);
     // No request is woken when the shard goes idle this way: the queued op finds out on its
-    // own timers.
+    // own timers, by now at their longest.
     first.hang_up();
+    run_reactions();
+    assert_eq!(shards.sent(), 1, "nothing woke the queued op");
     let idle_at = now();
     while shards.sent() < 2 {
         advance(1);
@@ -201,7 +213,9 @@ fn a_call_past_its_lease_frees_the_shard_and_unanswered_ops_give_up_at_their_dea
     assert_eq!(shards.sent(), 1);
     advance(2);
     assert_eq!((shards.sent(), shards.ops_of(1), stats().lost_calls), (2, 2, 1));
-    advance(super::MAX_WAIT_MS);
+    advance(super::MAX_WAIT_MS - super::CALL_LEASE_MS - 2);
+    assert_eq!((stuck.outcome(), write.outcome(), read.outcome()), (None, None, None));
+    advance(1);
     // Sent and never answered: a write may have been applied, a read changed nothing.
     assert_eq!(stuck.outcome(), Some(Err(ApiError::OutcomeUnknown)));
     assert_eq!(write.outcome(), Some(Err(ApiError::OutcomeUnknown)));
@@ -213,21 +227,22 @@ fn a_call_whose_request_hangs_up_ends_at_once_for_every_op_it_carried() {
     let shards = Rc::new(Shards::default());
     let first = incr_request(&shards);
     let (second, third) = (incr_request(&shards), incr_request(&shards));
-    shards.answer(0, 1);
-    // The first request, woken by its own call, looks for queued ops before it answers, and so
-    // starts the next call, as a task of its own request.
-    assert_eq!((shards.sent(), shards.ops_of(1)), (2, 2));
-    assert_eq!(first.outcome(), Some(Ok(value(1))));
-    assert_eq!((second.on_cancel.borrow().len(), third.on_cancel.borrow().len()), (0, 0));
+    // The first request hangs up while its call is in flight: the queued ops find the shard
+    // free on their timers, and the first to look starts a call carrying both.
     first.hang_up();
+    advance(1);
+    assert_eq!((shards.sent(), shards.ops_of(1)), (2, 2));
+    let (leader, rider) =
+        if second.on_cancel.borrow().is_empty() { (third, second) } else { (second, third) };
+    assert_eq!((leader.on_cancel.borrow().len(), rider.on_cancel.borrow().len()), (1, 0));
+    leader.hang_up();
     let next = incr_request(&shards);
-    assert_eq!((shards.sent(), stats().lost_calls), (3, 1), "the shard is free at once, not after the lease");
+    assert_eq!((shards.sent(), stats().lost_calls), (3, 2), "the shard is free at once, not after the lease");
     advance(MAX_RECHECK_MS);
-    assert_eq!(second.outcome(), Some(Err(ApiError::OutcomeUnknown)));
-    assert_eq!(third.outcome(), Some(Err(ApiError::OutcomeUnknown)));
+    assert_eq!(rider.outcome(), Some(Err(ApiError::OutcomeUnknown)));
     // The abandoned call's late answer changes nothing.
     shards.answer(1, 100);
-    assert_eq!(second.outcome(), Some(Err(ApiError::OutcomeUnknown)));
+    assert_eq!(rider.outcome(), Some(Err(ApiError::OutcomeUnknown)));
     shards.answer(2, 7);
     assert_eq!(next.outcome(), Some(Ok(value(7))));
 }
