@@ -26,7 +26,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use edgecount_core::names::{MAX_KEY_LEN, MAX_NAMESPACE_LEN};
-use edgecount_core::shard::cache_table::{CacheStore, StoredEntry};
+use edgecount_core::shard::cache_table::{CacheStore, EntryValue, StoredEntry};
 use edgecount_core::shard::counter_table::DEFAULT_CACHED_COUNTERS;
 use edgecount_core::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::shard::Atomic;
@@ -120,7 +120,7 @@ impl CounterStore for Discard {
 }
 
 impl CacheStore for Discard {
-    fn load_entry(&self, _: &Namespace, _: &Key) -> Result<Option<(Vec<u8>, String)>, String> {
+    fn load_entry(&self, _: &Namespace, _: &Key) -> Result<Option<EntryValue>, String> {
         Ok(None)
     }
     fn save_entry(

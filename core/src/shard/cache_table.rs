@@ -51,11 +51,11 @@ pub struct CacheBounds {
 
 /// Durable storage for cache entries; synchronous, like [`crate::CounterStore`].
 pub trait CacheStore {
-    /// The stored value and content type.
+    /// The stored value, its content type and when it expires.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<(Vec<u8>, String)>, String>;
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<EntryValue>, String>;
     /// Saves an entry in place of any stored one.
     ///
     /// # Errors
@@ -93,6 +93,14 @@ pub trait CacheStore {
     /// # Errors
     /// A description of the storage failure.
     fn stored_entries(&self) -> Result<(u64, u64), String>;
+}
+
+/// An entry's value as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryValue {
+    pub value: Vec<u8>,
+    pub content_type: String,
+    pub expires_at_ms: Option<u64>,
 }
 
 /// An entry as start-up finds it in storage.
@@ -266,7 +274,10 @@ impl CacheTable {
         self.evictions
     }
 
-    /// Reads an entry and marks it most recently used.
+    /// Reads an entry and, once the index is loaded, marks it most recently used. Until then a
+    /// read needs only its own row: a shard woken to serve reads does not read every entry
+    /// first (the platform bills each row read), and recency, which a restart forgets anyway,
+    /// counts from the index's load, which the first write, delete or expiry alarm makes.
     ///
     /// # Errors
     /// [`CoreError::NotFound`] when there is no live entry, [`CoreError::StorageUnavailable`]
@@ -278,7 +289,18 @@ impl CacheTable {
         key: &Key,
         now_ms: u64,
     ) -> Result<OpResult, CoreError> {
-        self.load(store)?;
+        if !self.loaded {
+            return match store.load_entry(ns, key).map_err(CoreError::storage)? {
+                None => Err(CoreError::NotFound),
+                Some(entry) if entry.expires_at_ms.is_some_and(|at| at <= now_ms) => {
+                    store.remove_entry(ns, key).map_err(CoreError::storage)?;
+                    // Storage changed outside the index: a count taken before no longer holds.
+                    self.counted = None;
+                    Err(CoreError::NotFound)
+                }
+                Some(entry) => Ok(OpResult::Entry { value: entry.value, content_type: entry.content_type }),
+            };
+        }
         let slot = (ns.clone(), key.clone());
         match self.index.get(&slot).copied() {
             None => Err(CoreError::NotFound),
@@ -287,7 +309,7 @@ impl CacheTable {
                 Err(CoreError::NotFound)
             }
             Some(_) => match store.load_entry(ns, key).map_err(CoreError::storage)? {
-                Some((value, content_type)) => Ok(OpResult::Entry { value, content_type }),
+                Some(entry) => Ok(OpResult::Entry { value: entry.value, content_type: entry.content_type }),
                 None => {
                     // Storage lost the row behind our back; believe storage.
                     self.forget(&slot);
@@ -650,5 +672,32 @@ mod tests {
         assert_eq!(restarted.figures(&store), Ok((1, charge("b", 0))));
         restarted.load(&store).unwrap();
         assert_eq!(restarted.figures(&store), Ok((1, charge("b", 0))));
+    }
+
+    #[test]
+    fn a_read_before_the_index_is_loaded_reads_its_own_row_alone() {
+        let store = MapStore::default();
+        let mut writer = bounded(10_000, 10);
+        put(&mut writer, &store, "a", 3, None).unwrap();
+        put(&mut writer, &store, "short", 1, Some(1)).unwrap();
+        let mut restarted = bounded(10_000, 10);
+        let (ns, k) = key("a");
+        assert_eq!(
+            restarted.get(&store, &ns, &k, 0),
+            Ok(OpResult::Entry { value: b"xxx".to_vec(), content_type: "text/plain".into() })
+        );
+        assert_eq!(get(&mut restarted, &store, "missing", 0), Err(CoreError::NotFound));
+        assert!(!restarted.is_loaded(), "reads left the index unbuilt");
+        assert_eq!(restarted.figures(&store), Ok((2, charge("a", 3) + charge("short", 1))));
+        // An expired entry is not served, and goes from storage and from the count.
+        assert_eq!(get(&mut restarted, &store, "short", 1_000), Err(CoreError::NotFound));
+        assert_eq!(
+            (store.entry_names(), restarted.figures(&store)),
+            (vec!["c/a".to_owned()], Ok((1, charge("a", 3))))
+        );
+        // A write builds the index, and from then on reads count toward recency.
+        put(&mut restarted, &store, "b", 0, None).unwrap();
+        assert!(restarted.is_loaded());
+        assert!(get(&mut restarted, &store, "a", 0).is_ok());
     }
 }

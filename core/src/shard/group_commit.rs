@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::shard::cache_table::{CacheStore, StoredEntry};
+use crate::shard::cache_table::{CacheStore, EntryValue, StoredEntry};
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::{Counter, CounterStore, Key, Namespace};
 
@@ -140,7 +140,7 @@ impl<S: IdempotencyStore> IdempotencyStore for PendingWrites<'_, S> {
 }
 
 impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<(Vec<u8>, String)>, String> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<EntryValue>, String> {
         self.store.load_entry(ns, key)
     }
 

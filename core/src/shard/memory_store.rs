@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use crate::partition::key_hash;
-use crate::shard::cache_table::{entry_charge, CacheStore, EntryMeta, StoredEntry};
+use crate::shard::cache_table::{entry_charge, CacheStore, EntryMeta, EntryValue, StoredEntry};
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::shard::Atomic;
 use crate::{Counter, CounterStore, Key, Namespace};
@@ -192,11 +192,15 @@ impl CounterStore for MemoryStore {
 }
 
 impl CacheStore for MemoryStore {
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<(Vec<u8>, String)>, String> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<EntryValue>, String> {
         self.check()?;
         let entries = self.entries.borrow();
         let found = entries.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key));
-        Ok(found.map(|(_, stored)| (stored.value.clone(), stored.content_type.clone())))
+        Ok(found.map(|(_, stored)| EntryValue {
+            value: stored.value.clone(),
+            content_type: stored.content_type.clone(),
+            expires_at_ms: stored.expires_at_ms,
+        }))
     }
     fn save_entry(
         &self,

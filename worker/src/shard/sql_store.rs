@@ -7,7 +7,9 @@
 
 use std::cell::Cell;
 
-use edgecount_core::shard::cache_table::{entry_charge, EntryMeta, StoredEntry, ENTRY_OVERHEAD_BYTES};
+use edgecount_core::shard::cache_table::{
+    entry_charge, EntryMeta, EntryValue, StoredEntry, ENTRY_OVERHEAD_BYTES,
+};
 use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::Atomic;
@@ -835,15 +837,11 @@ impl CacheStore for SqlShardStore {
         .map_err(|e| describe(&e))
     }
 
-    fn load_entry(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-    ) -> std::result::Result<Option<(Vec<u8>, String)>, String> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<EntryValue>, String> {
         let cursor = self
             .sql
             .exec(
-                "SELECT value, content_type FROM cache_entries WHERE ns = ? AND key = ?",
+                "SELECT value, content_type, expires_at_ms FROM cache_entries WHERE ns = ? AND key = ?",
                 vec![text(ns.as_str()), text(key.as_str())],
             )
             .map_err(|e| describe(&e))?;
@@ -852,14 +850,22 @@ impl CacheStore for SqlShardStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        match row.map_err(|e| describe(&e))?.as_slice() {
-            [SqlStorageValue::Blob(value), SqlStorageValue::String(content_type)] => {
-                Ok(Some((value.clone(), content_type.clone())))
-            }
-            // An empty BLOB may come back as an empty string or null.
-            [_, SqlStorageValue::String(content_type)] => Ok(Some((Vec::new(), content_type.clone()))),
-            other => Err(format!("unexpected cache row shape: {} columns", other.len())),
-        }
+        let row = row.map_err(|e| describe(&e))?;
+        let [value, SqlStorageValue::String(content_type), expires_at_ms] = row.as_slice() else {
+            return Err(format!("unexpected cache row shape: {} columns", row.len()));
+        };
+        let expires_at_ms = match expires_at_ms {
+            SqlStorageValue::Integer(at) => Some(at.cast_unsigned()),
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole ms, far below 2^53
+            SqlStorageValue::Float(at) => Some(*at as u64),
+            _ => None,
+        };
+        // An empty BLOB may come back as an empty string or null.
+        let value = match value {
+            SqlStorageValue::Blob(value) => value.clone(),
+            _ => Vec::new(),
+        };
+        Ok(Some(EntryValue { value, content_type: content_type.clone(), expires_at_ms }))
     }
 
     fn save_entry(
