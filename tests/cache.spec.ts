@@ -273,6 +273,67 @@ describe("stored values as attack surface", () => {
     expectSandboxed(await service.fetch(path, { method: "DELETE" }));
   });
 
+  it("never serves an entry that expired while its shard was stopped, and counts it gone once read", async () => {
+    // A restarted shard answers a read from the entry's own row, expiry included: make the
+    // row expired straight in the stopped shard's SQLite file.
+    const persistDir = mkdtempSync(join(tmpdir(), "edgecount-expired-"));
+    try {
+      const ns = freshNamespace("lapsed");
+      const first = await startService({ persistDir });
+      for (const key of ["gone", "kept"]) {
+        const path = `/v1/cache/${ns}/${key}?ttl=3600`;
+        expect((await put(first, path, key)).status).toBe(204);
+      }
+      await first.stop();
+      const { DatabaseSync } = createRequire(import.meta.url)("node:sqlite");
+      let changed = 0;
+      const files = readdirSync(persistDir, {
+        recursive: true,
+        encoding: "utf8",
+      });
+      for (const file of files.filter((f) => f.endsWith(".sqlite"))) {
+        const db = new DatabaseSync(join(persistDir, file));
+        const tables = db
+          .prepare(
+            "SELECT name FROM sqlite_master WHERE name = 'cache_entries'",
+          )
+          .all();
+        if (tables.length > 0) {
+          changed += Number(
+            db
+              .prepare(
+                "UPDATE cache_entries SET expires_at_ms = 1 WHERE ns = ? AND key = ?",
+              )
+              .run(ns, "gone").changes,
+          );
+        }
+        db.close();
+      }
+      expect(changed).toBe(1);
+
+      const second = await startService({ persistDir });
+      try {
+        const entries = async () =>
+          (await (await second.fetch("/v1/stats")).json()).shards.reduce(
+            (sum: number, shard: { cache_entries: number }) =>
+              sum + shard.cache_entries,
+            0,
+          );
+        expect(await entries()).toBe(2);
+        expect((await second.fetch(`/v1/cache/${ns}/gone`)).status).toBe(404);
+        expect(await (await second.fetch(`/v1/cache/${ns}/kept`)).text()).toBe(
+          "kept",
+        );
+        // The lapsed row went with the read, and the count with it.
+        expect(await entries()).toBe(1);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      rmSync(persistDir, { recursive: true, force: true });
+    }
+  });
+
   it("serves an entry stored with a broken content type as opaque bytes, not a 500", async () => {
     // Such entries could be stored before content types were checked: write one straight
     // into the shard's SQLite file while the runtime is stopped.

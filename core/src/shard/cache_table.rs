@@ -7,8 +7,9 @@
 //! costs as much as it takes; the entry bound caps the index whatever the entries weigh.
 //! Recency is tracked in memory only (a read that wrote storage to record recency would cost a
 //! write per read); after a restart the index is rebuilt from the most recently written
-//! entries, as many as the bounds allow. The rebuild waits for the first cache op (or the
-//! alarm; the stats count storage once instead): a shard that restarts to serve counters
+//! entries, as many as the bounds allow. The rebuild waits for the first cache write or delete
+//! (or the alarm; a read reads its own row, and the stats count storage once instead): a
+//! shard that restarts to serve counters or cache reads
 //! reads none of its up to [`CacheBounds::entries`] entry rows, which the platform bills and
 //! which would delay the counter op that woke it.
 
@@ -138,8 +139,8 @@ pub struct CacheTable {
     /// rebuilds it (see [`CacheTable::load`]).
     loaded: bool,
     /// Storage's count of the entries and their charge, while the index is not loaded: taken
-    /// once for the stats (see [`CacheTable::figures`]), and dropped whenever the index is
-    /// loaded or unloaded, the only times entries change without it.
+    /// once for the stats (see [`CacheTable::figures`]), and dropped whenever entries change
+    /// without the index: when it is loaded or unloaded, or a read removes a lapsed entry.
     counted: Option<(u64, u64)>,
 }
 
@@ -171,7 +172,8 @@ impl CacheTable {
         self.loaded
     }
 
-    /// Rebuilds the index from storage unless it already was: every op calls this first. The
+    /// Rebuilds the index from storage unless it already was: every op but a read calls this
+    /// first (see [`Self::get`]). The
     /// most recently written entries are taken, as many as the bounds hold, and the older ones
     /// deleted from storage: a shard never loads more than its bounds, however many rows an
     /// earlier version or a lowered bound left behind. A failure leaves it to the next op.
@@ -251,8 +253,8 @@ impl CacheTable {
 
     /// The entries and the bytes charged for them: the index's figures when it is loaded, or
     /// storage's count without loading it, counted once while the index stays unloaded
-    /// (entries change only through the index, or when it is unloaded). Storage's count
-    /// includes entries past the bounds, which the first load deletes.
+    /// (see `counted`). Storage's count includes entries past the bounds, which the first load
+    /// deletes.
     ///
     /// # Errors
     /// [`CoreError::StorageUnavailable`] when counting fails.
@@ -293,9 +295,11 @@ impl CacheTable {
             return match store.load_entry(ns, key).map_err(CoreError::storage)? {
                 None => Err(CoreError::NotFound),
                 Some(entry) if entry.expires_at_ms.is_some_and(|at| at <= now_ms) => {
-                    store.remove_entry(ns, key).map_err(CoreError::storage)?;
-                    // Storage changed outside the index: a count taken before no longer holds.
-                    self.counted = None;
+                    // Not found either way; a row that could not be removed is the alarm's.
+                    if store.remove_entry(ns, key).is_ok() {
+                        // Storage changed outside the index: a count taken before is stale.
+                        self.counted = None;
+                    }
                     Err(CoreError::NotFound)
                 }
                 Some(entry) => Ok(OpResult::Entry { value: entry.value, content_type: entry.content_type }),

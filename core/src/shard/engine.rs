@@ -57,8 +57,8 @@ pub struct Ran {
 
 impl ShardEngine {
     /// A shard whose cache holds at most `cache_bounds`, with nothing loaded: counters are read
-    /// from storage when first used, the cache index when a cache op or the alarm first
-    /// needs it (see [`CacheTable::load`]), so a restart reads nothing up front.
+    /// from storage when first used, the cache index when a cache write or delete or the alarm
+    /// first needs it (see [`CacheTable::load`]), so a restart reads nothing up front.
     #[must_use]
     pub fn new(cache_bounds: CacheBounds) -> Self {
         Self {
