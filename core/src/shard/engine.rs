@@ -81,6 +81,7 @@ impl ShardEngine {
             return self.run_receipted(store, receipt, &request.ops, now_ms);
         }
         self.calls += 1;
+        let index_was_loaded = self.cache.is_loaded();
         let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
         let ran = in_transaction(store, &request.ops, || {
             let pending = self.read_ahead(store, &request.ops);
@@ -93,8 +94,18 @@ impl ShardEngine {
             Ok(results)
         });
         let results = ran.unwrap_or_else(|detail| self.undone(&request.ops, &detail, |_| true));
-        let reclaim_by = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
+        let ops_lapse = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
+        let reclaim_by = ops_lapse.into_iter().chain(self.loaded_index_lapse(index_was_loaded)).min();
         Ran { response: ShardResponse { results }, reclaim_by }
+    }
+
+    /// When the cache index's first entry lapses, if this call loaded the index: an alarm that
+    /// found it unloaded left its expired entries for it (see [`Self::reclaim_expired`]).
+    fn loaded_index_lapse(&self, index_was_loaded: bool) -> Option<u64> {
+        if index_was_loaded || !self.cache.is_loaded() {
+            return None;
+        }
+        self.cache.next_expiry()
     }
 
     /// Runs a request under `receipt` (see [`crate::shard::receipt`]): the ops an earlier send
@@ -108,6 +119,7 @@ impl ShardEngine {
         now_ms: u64,
     ) -> Ran {
         self.calls += 1;
+        let index_was_loaded = self.cache.is_loaded();
         let answer_all =
             |results: Vec<OpResult>| Ran { response: ShardResponse { results }, reclaim_by: None };
         let Some(first) = calls.first() else { return answer_all(Vec::new()) };
@@ -162,7 +174,11 @@ impl ShardEngine {
         match ran {
             Ok((results, record_lapses)) => Ran {
                 response: ShardResponse { results },
-                reclaim_by: ops_lapse.into_iter().chain(record_lapses).min(),
+                reclaim_by: ops_lapse
+                    .into_iter()
+                    .chain(record_lapses)
+                    .chain(self.loaded_index_lapse(index_was_loaded))
+                    .min(),
             },
             // An op an earlier send applied stays answered as replayed: it was applied, and its
             // sender must not count it otherwise.
@@ -209,8 +225,13 @@ impl ShardEngine {
         let counters = store.remove_expired_counters(now_ms, RECLAIM_PAGE).map_err(CoreError::storage)?;
         self.counters.forget_expired(now_ms);
         self.reclaimed += counters;
-        let entries = self.cache.reclaim_expired(store, now_ms)?;
-        self.reclaimed += entries;
+        // Expired entries of a loaded index are found in memory. An unloaded one is left so:
+        // loading it reads every entry, which an alarm for a counter or the records must not
+        // cost. No read serves an expired entry, the bounds cap what waits, and the first
+        // write or delete loads the index, whose next alarm reclaims them.
+        if self.cache.is_loaded() {
+            self.reclaimed += self.cache.reclaim_expired(store, now_ms)?;
+        }
         let next_record = self.reclaim_records(store, now_ms)?;
         let next_counter = store.next_counter_expiry().map_err(CoreError::storage)?;
         Ok([next_counter, self.cache.next_expiry(), next_record].into_iter().flatten().min())
@@ -694,18 +715,28 @@ mod tests {
     }
 
     #[test]
-    fn the_alarm_rebuilds_the_cache_index_to_reclaim_expired_entries() {
+    fn the_alarm_leaves_an_unloaded_cache_index_alone_and_reclaims_once_a_write_loads_it() {
         let store = MapStore::default();
         let bounds = CacheBounds { bytes: 10_000, entries: 10 };
         let mut first = ShardEngine::new(bounds);
         let (ns, key) = names("short");
         let content_type = crate::ContentType::new("text/plain").unwrap();
-        let put = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: Some(1) };
-        first.run(&store, &request(vec![put.into()]), 0);
+        let short = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: Some(1) };
+        first.run(&store, &request(vec![short.into()]), 0);
         let mut restarted = ShardEngine::new(bounds);
+        let scans = store.entry_scans.get();
         assert_eq!(restarted.reclaim_expired(&store, 1_000), Ok(None));
-        assert!(store.entry_names().is_empty());
-        assert_eq!(restarted.stats(&store, 1_000).unwrap().reclaimed, 1);
+        assert_eq!(store.entry_scans.get(), scans, "the alarm read no entry");
+        assert_eq!(store.entry_names(), ["n/short"]);
+        // The first write loads the index, asks for an alarm by the entry's expiry, and that
+        // alarm reclaims it.
+        let (ns, key) = names("other");
+        let content_type = crate::ContentType::new("text/plain").unwrap();
+        let other = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: None };
+        assert_eq!(restarted.run(&store, &request(vec![other.into()]), 1_001).reclaim_by, Some(1_000));
+        assert_eq!(restarted.reclaim_expired(&store, 1_002), Ok(None));
+        assert_eq!(store.entry_names(), ["n/other"]);
+        assert_eq!(restarted.stats(&store, 1_002).unwrap().reclaimed, 1);
     }
 }
 
