@@ -7,11 +7,11 @@
 //! costs as much as it takes; the entry bound caps the index whatever the entries weigh.
 //! Recency is tracked in memory only (a read that wrote storage to record recency would cost a
 //! write per read); after a restart the index is rebuilt from the most recently written
-//! entries, as many as the bounds allow. The rebuild waits for the first cache write or delete
-//! (or the alarm; a read reads its own row, and the stats count storage once instead): a
-//! shard that restarts to serve counters or cache reads
-//! reads none of its up to [`CacheBounds::entries`] entry rows, which the platform bills and
-//! which would delay the counter op that woke it.
+//! entries, as many as the bounds allow, less those that expired. The rebuild waits for the
+//! first cache write or delete (a read reads its own row, an alarm leaves an unloaded index
+//! alone, and the stats count storage once instead): a shard that restarts to serve counters
+//! or cache reads reads none of its up to [`CacheBounds::entries`] entry rows, which the
+//! platform bills and which would delay the op that woke it.
 
 use lru::LruCache;
 
@@ -138,6 +138,9 @@ pub struct CacheTable {
     /// Whether the index holds what storage holds: false until the first op that needs it
     /// rebuilds it (see [`CacheTable::load`]).
     loaded: bool,
+    /// Expired entries removed by a read or by loading the index (those the alarm removes
+    /// are counted by the engine).
+    lapsed: u64,
     /// Storage's count of the entries and their charge, while the index is not loaded: taken
     /// once for the stats (see [`CacheTable::figures`]), and dropped whenever entries change
     /// without the index: when it is loaded or unloaded, or a read removes a lapsed entry.
@@ -156,6 +159,7 @@ impl CacheTable {
             bounds,
             evictions: 0,
             loaded: false,
+            lapsed: 0,
             counted: None,
         }
     }
@@ -178,9 +182,13 @@ impl CacheTable {
     /// deleted from storage: a shard never loads more than its bounds, however many rows an
     /// earlier version or a lowered bound left behind. A failure leaves it to the next op.
     ///
+    /// Entries that expired by `now_ms` are removed as the index loads: an alarm that found it
+    /// unloaded left them (see [`crate::shard::engine::ShardEngine::reclaim_expired`]), and a
+    /// write must not evict a live entry while they hold room.
+    ///
     /// # Errors
     /// [`CoreError::StorageUnavailable`] when storage fails.
-    pub fn load(&mut self, store: &impl CacheStore) -> Result<(), CoreError> {
+    pub fn load(&mut self, store: &impl CacheStore, now_ms: u64) -> Result<(), CoreError> {
         if self.loaded {
             return Ok(());
         }
@@ -189,7 +197,25 @@ impl CacheTable {
         self.restore(store)?;
         self.loaded = true;
         self.counted = None;
+        self.lapsed += self.remove_expired(store, now_ms);
         Ok(())
+    }
+
+    /// Removes the index's expired entries from storage and the index; answers how many.
+    fn remove_expired(&mut self, store: &impl CacheStore, now_ms: u64) -> u64 {
+        let expired: Vec<_> = self
+            .index
+            .iter()
+            .filter(|(_, meta)| meta.is_expired(now_ms))
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        expired.iter().filter(|slot| self.remove_slot(store, slot).is_ok()).count() as u64
+    }
+
+    /// Expired entries removed by a read or as the index loaded.
+    #[must_use]
+    pub fn lapsed(&self) -> u64 {
+        self.lapsed
     }
 
     /// Drops the index, so that the next op that needs it rebuilds it from storage: for
@@ -279,7 +305,7 @@ impl CacheTable {
     /// Reads an entry and, once the index is loaded, marks it most recently used. Until then a
     /// read needs only its own row: a shard woken to serve reads does not read every entry
     /// first (the platform bills each row read), and recency, which a restart forgets anyway,
-    /// counts from the index's load, which the first write, delete or expiry alarm makes.
+    /// counts from the index's load, which the first write or delete makes.
     ///
     /// # Errors
     /// [`CoreError::NotFound`] when there is no live entry, [`CoreError::StorageUnavailable`]
@@ -295,10 +321,12 @@ impl CacheTable {
             return match store.load_entry(ns, key).map_err(CoreError::storage)? {
                 None => Err(CoreError::NotFound),
                 Some(entry) if entry.expires_at_ms.is_some_and(|at| at <= now_ms) => {
-                    // Not found either way; a row that could not be removed is the alarm's.
+                    // Not found either way; a row that could not be removed goes when the index
+                    // loads.
                     if store.remove_entry(ns, key).is_ok() {
                         // Storage changed outside the index: a count taken before is stale.
                         self.counted = None;
+                        self.lapsed += 1;
                     }
                     Err(CoreError::NotFound)
                 }
@@ -310,6 +338,7 @@ impl CacheTable {
             None => Err(CoreError::NotFound),
             Some(meta) if meta.is_expired(now_ms) => {
                 self.remove_slot(store, &slot)?;
+                self.lapsed += 1;
                 Err(CoreError::NotFound)
             }
             Some(_) => match store.load_entry(ns, key).map_err(CoreError::storage)? {
@@ -349,7 +378,7 @@ impl CacheTable {
         if value_bytes > limit || charge > self.bounds.bytes {
             return Err(CoreError::EntryTooLarge { limit_bytes: limit });
         }
-        self.load(store)?;
+        self.load(store, now_ms)?;
         let expires_at_ms = ttl_seconds.map(|s| now_ms.saturating_add(u64::from(s) * 1000));
         store.save_entry(ns, key, value, content_type, expires_at_ms, now_ms).map_err(CoreError::storage)?;
         self.insert((ns.clone(), key.clone()), EntryMeta { charge, expires_at_ms });
@@ -368,7 +397,7 @@ impl CacheTable {
         key: &Key,
         now_ms: u64,
     ) -> Result<OpResult, CoreError> {
-        self.load(store)?;
+        self.load(store, now_ms)?;
         let slot = (ns.clone(), key.clone());
         let Some(meta) = self.index.peek(&slot).copied() else {
             return Ok(OpResult::Deleted { deleted: false });
@@ -382,18 +411,12 @@ impl CacheTable {
     /// # Errors
     /// [`CoreError::StorageUnavailable`] when the index cannot be rebuilt.
     pub fn reclaim_expired(&mut self, store: &impl CacheStore, now_ms: u64) -> Result<u64, CoreError> {
-        self.load(store)?;
-        let expired: Vec<_> = self
-            .index
-            .iter()
-            .filter(|(_, meta)| meta.is_expired(now_ms))
-            .map(|(slot, _)| slot.clone())
-            .collect();
-        Ok(expired.iter().filter(|slot| self.remove_slot(store, slot).is_ok()).count() as u64)
+        self.load(store, now_ms)?;
+        Ok(self.remove_expired(store, now_ms))
     }
 
-    /// When the next entry of the index expires, if any has a TTL (none before [`Self::load`]:
-    /// the alarm set when each was written still stands).
+    /// When the next entry of the index expires, if any has a TTL (none before [`Self::load`],
+    /// which removes those already expired).
     #[must_use]
     pub fn next_expiry(&self) -> Option<u64> {
         self.index.iter().filter_map(|(_, meta)| meta.expires_at_ms).min()
@@ -674,7 +697,7 @@ mod tests {
         assert_eq!(restarted.figures(&store), Ok(expected));
         restarted.forget_entry(&ns, &k);
         assert_eq!(restarted.figures(&store), Ok((1, charge("b", 0))));
-        restarted.load(&store).unwrap();
+        restarted.load(&store, 0).unwrap();
         assert_eq!(restarted.figures(&store), Ok((1, charge("b", 0))));
     }
 

@@ -40,8 +40,12 @@ pub struct ShardEngine {
     calls: u64,
     /// Ops executed since the shard started.
     ops: u64,
-    /// Expired counters and cache entries reclaimed since the shard started.
+    /// Expired counters and cache entries reclaimed by the alarm since the shard started.
     reclaimed: u64,
+    /// When the cache index's first entry lapses, from when a call loaded the index until an
+    /// alarm runs with it loaded: every call's `reclaim_by` includes it, so that an alarm
+    /// that could not be set is asked for again (see [`Self::reclaim_expired`]).
+    cache_lapse_owed: Option<u64>,
     /// Of the ops executed, the counter reads, increments and creates: Abacus's command counts.
     commands: Commands,
 }
@@ -57,8 +61,8 @@ pub struct Ran {
 
 impl ShardEngine {
     /// A shard whose cache holds at most `cache_bounds`, with nothing loaded: counters are read
-    /// from storage when first used, the cache index when a cache write or delete or the alarm
-    /// first needs it (see [`CacheTable::load`]), so a restart reads nothing up front.
+    /// from storage when first used, the cache index when a cache write or delete first needs it
+    /// (see [`CacheTable::load`]), so a restart reads nothing up front.
     #[must_use]
     pub fn new(cache_bounds: CacheBounds) -> Self {
         Self {
@@ -67,6 +71,7 @@ impl ShardEngine {
             calls: 0,
             ops: 0,
             reclaimed: 0,
+            cache_lapse_owed: None,
             commands: Commands::default(),
         }
     }
@@ -95,17 +100,18 @@ impl ShardEngine {
         });
         let results = ran.unwrap_or_else(|detail| self.undone(&request.ops, &detail, |_| true));
         let ops_lapse = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
-        let reclaim_by = ops_lapse.into_iter().chain(self.loaded_index_lapse(index_was_loaded)).min();
+        let reclaim_by = ops_lapse.into_iter().chain(self.cache_lapse(index_was_loaded)).min();
         Ran { response: ShardResponse { results }, reclaim_by }
     }
 
-    /// When the cache index's first entry lapses, if this call loaded the index: an alarm that
-    /// found it unloaded left its expired entries for it (see [`Self::reclaim_expired`]).
-    fn loaded_index_lapse(&self, index_was_loaded: bool) -> Option<u64> {
-        if index_was_loaded || !self.cache.is_loaded() {
-            return None;
+    /// When the cache index's first entry lapses, once a call has loaded the index and until
+    /// an alarm runs with it loaded: an alarm that found it unloaded did not look at its
+    /// entries (see [`Self::reclaim_expired`]).
+    fn cache_lapse(&mut self, index_was_loaded: bool) -> Option<u64> {
+        if !index_was_loaded && self.cache.is_loaded() {
+            self.cache_lapse_owed = self.cache.next_expiry();
         }
-        self.cache.next_expiry()
+        self.cache_lapse_owed
     }
 
     /// Runs a request under `receipt` (see [`crate::shard::receipt`]): the ops an earlier send
@@ -177,7 +183,7 @@ impl ShardEngine {
                 reclaim_by: ops_lapse
                     .into_iter()
                     .chain(record_lapses)
-                    .chain(self.loaded_index_lapse(index_was_loaded))
+                    .chain(self.cache_lapse(index_was_loaded))
                     .min(),
             },
             // An op an earlier send applied stays answered as replayed: it was applied, and its
@@ -231,6 +237,8 @@ impl ShardEngine {
         // write or delete loads the index, whose next alarm reclaims them.
         if self.cache.is_loaded() {
             self.reclaimed += self.cache.reclaim_expired(store, now_ms)?;
+            // This alarm's answer includes the index's next expiry.
+            self.cache_lapse_owed = None;
         }
         let next_record = self.reclaim_records(store, now_ms)?;
         let next_counter = store.next_counter_expiry().map_err(CoreError::storage)?;
@@ -280,7 +288,7 @@ impl ShardEngine {
             cache_entries,
             cache_bytes,
             evictions: self.cache.evictions(),
-            reclaimed: self.reclaimed,
+            reclaimed: self.reclaimed + self.cache.lapsed(),
             commands: self.commands,
             counters_in_memory: self.cached_counters() as u64,
             // Counted by the store, which the engine does not see into; the caller fills them.
@@ -719,24 +727,31 @@ mod tests {
         let store = MapStore::default();
         let bounds = CacheBounds { bytes: 10_000, entries: 10 };
         let mut first = ShardEngine::new(bounds);
-        let (ns, key) = names("short");
-        let content_type = crate::ContentType::new("text/plain").unwrap();
-        let short = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: Some(1) };
-        first.run(&store, &request(vec![short.into()]), 0);
+        let cache_put = |name: &str, ttl: Option<u32>| {
+            let (ns, key) = names(name);
+            let content_type = crate::ContentType::new("text/plain").unwrap();
+            ShardCall::from(ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl })
+        };
+        first.run(&store, &request(vec![cache_put("short", Some(1)), cache_put("later", Some(60))]), 0);
         let mut restarted = ShardEngine::new(bounds);
         let scans = store.entry_scans.get();
         assert_eq!(restarted.reclaim_expired(&store, 1_000), Ok(None));
         assert_eq!(store.entry_scans.get(), scans, "the alarm read no entry");
-        assert_eq!(store.entry_names(), ["n/short"]);
-        // The first write loads the index, asks for an alarm by the entry's expiry, and that
-        // alarm reclaims it.
-        let (ns, key) = names("other");
-        let content_type = crate::ContentType::new("text/plain").unwrap();
-        let other = ShardOp::CachePut { ns, key, value: b"v".to_vec(), content_type, ttl: None };
-        assert_eq!(restarted.run(&store, &request(vec![other.into()]), 1_001).reclaim_by, Some(1_000));
-        assert_eq!(restarted.reclaim_expired(&store, 1_002), Ok(None));
+        assert_eq!(store.entry_names().len(), 2);
+        // The first write loads the index, which drops what expired meanwhile, and asks for
+        // the alarm by the next expiry; so does every call until that alarm runs, in case
+        // setting it failed.
+        let ran = restarted.run(&store, &request(vec![cache_put("other", None)]), 1_001);
+        assert_eq!(ran.reclaim_by, Some(60_000));
+        assert_eq!(store.entry_names(), ["n/later", "n/other"]);
+        assert_eq!(restarted.stats(&store, 1_001).unwrap().reclaimed, 1);
+        let (ns, key) = names("later");
+        let read = request(vec![ShardOp::CacheGet { ns, key }.into()]);
+        assert_eq!(restarted.run(&store, &read, 1_002).reclaim_by, Some(60_000));
+        assert_eq!(restarted.reclaim_expired(&store, 60_000), Ok(None));
         assert_eq!(store.entry_names(), ["n/other"]);
-        assert_eq!(restarted.stats(&store, 1_002).unwrap().reclaimed, 1);
+        assert_eq!(restarted.stats(&store, 60_000).unwrap().reclaimed, 2);
+        assert_eq!(restarted.run(&store, &read, 60_001).reclaim_by, None);
     }
 }
 

@@ -105,8 +105,7 @@ impl AlarmKeeper {
 
 impl ShardObject {
     /// The shard's state over `state`'s storage, with nothing read yet but the schema: counters
-    /// load when first used, the cache index when a cache write or delete or the alarm first
-    /// needs it.
+    /// load when first used, the cache index when a cache write or delete first needs it.
     pub fn open(state: State, env: Env) -> Self {
         crate::isolate::hash_seed::seed_once();
         let (cache_bounds, shards, migration, keys_per_alarm) = match Config::from_env(&env) {
