@@ -12,6 +12,7 @@ import {
   startService,
   type Service,
 } from "./service";
+import { shardDatabase } from "./shard-database";
 
 let service: Service;
 beforeAll(async () => {
@@ -279,39 +280,26 @@ describe("stored values as attack surface", () => {
     const persistDir = mkdtempSync(join(tmpdir(), "edgecount-expired-"));
     try {
       const ns = freshNamespace("lapsed");
-      const first = await startService({ persistDir });
+      const vars = { EDGECOUNT_SHARDS: "1" };
+      const first = await startService({ persistDir, vars });
       for (const key of ["gone", "kept"]) {
         const path = `/v1/cache/${ns}/${key}?ttl=3600`;
         expect((await put(first, path, key)).status).toBe(204);
       }
       await first.stop();
       const { DatabaseSync } = createRequire(import.meta.url)("node:sqlite");
-      let changed = 0;
-      const files = readdirSync(persistDir, {
-        recursive: true,
-        encoding: "utf8",
-      });
-      for (const file of files.filter((f) => f.endsWith(".sqlite"))) {
-        const db = new DatabaseSync(join(persistDir, file));
-        const tables = db
+      const db = new DatabaseSync(shardDatabase(persistDir));
+      const changed = Number(
+        db
           .prepare(
-            "SELECT name FROM sqlite_master WHERE name = 'cache_entries'",
+            "UPDATE cache_entries SET expires_at_ms = 1 WHERE ns = ? AND key = ?",
           )
-          .all();
-        if (tables.length > 0) {
-          changed += Number(
-            db
-              .prepare(
-                "UPDATE cache_entries SET expires_at_ms = 1 WHERE ns = ? AND key = ?",
-              )
-              .run(ns, "gone").changes,
-          );
-        }
-        db.close();
-      }
+          .run(ns, "gone").changes,
+      );
+      db.close();
       expect(changed).toBe(1);
 
-      const second = await startService({ persistDir });
+      const second = await startService({ persistDir, vars });
       try {
         const entries = async () =>
           (await (await second.fetch("/v1/stats")).json()).shards.reduce(
