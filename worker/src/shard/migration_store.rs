@@ -13,8 +13,8 @@ use serde::Deserialize;
 use worker::SqlStorageValue;
 
 use crate::shard::sql_store::{
-    describe, integer, json_rows, rows_statement, text, CounterRow, SqlShardStore, EARLIER_RECORDS, RECORDS,
-    RECORD_TABLES, ROWS_PER_STATEMENT,
+    blob, describe, integer, json_rows, number, rows_statement, text, CounterRow, SqlShardStore,
+    EARLIER_RECORDS, RECORDS, RECORD_TABLES, ROWS_PER_STATEMENT,
 };
 
 /// The kinds of idempotency record that belong to one key and travel with it (a receipt's
@@ -438,24 +438,11 @@ fn json_names(keys: &[(Namespace, Key)]) -> Result<SqlStorageValue> {
     json_rows(&names)
 }
 
-/// A number column.
-fn number(value: &SqlStorageValue) -> Option<u64> {
-    match value {
-        SqlStorageValue::Integer(n) => Some(n.cast_unsigned()),
-        SqlStorageValue::Float(n) => Some(*n as u64),
-        _ => None,
-    }
-}
-
 /// A cache row (`value, content_type, expires_at_ms, written_at_ms`) as a parcel's entry.
 fn entry(row: &[SqlStorageValue]) -> Result<ParcelEntry> {
     match row {
         [value, SqlStorageValue::String(content_type), expires, written] => Ok(ParcelEntry {
-            // An empty BLOB may come back as an empty string or null.
-            value: match value {
-                SqlStorageValue::Blob(bytes) => bytes.clone(),
-                _ => Vec::new(),
-            },
+            value: blob(value),
             content_type: content_type.clone(),
             expires_at_ms: number(expires),
             written_at_ms: number(written).unwrap_or(0),

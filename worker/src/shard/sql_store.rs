@@ -239,6 +239,23 @@ pub(super) fn text(value: &str) -> SqlStorageValue {
     value.into()
 }
 
+/// A number column, as SQLite may answer it (an integer, or a float for a computed value).
+pub(super) fn number(value: &SqlStorageValue) -> Option<u64> {
+    match value {
+        SqlStorageValue::Integer(n) => Some(n.cast_unsigned()),
+        SqlStorageValue::Float(n) => Some(*n as u64),
+        _ => None,
+    }
+}
+
+/// A BLOB column's bytes: an empty BLOB may come back as an empty string or null.
+pub(super) fn blob(value: &SqlStorageValue) -> Vec<u8> {
+    match value {
+        SqlStorageValue::Blob(bytes) => bytes.clone(),
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn integer(value: Option<u64>) -> SqlStorageValue {
     value.map_or(SqlStorageValue::Null, |v| SqlStorageValue::Integer(v.cast_signed()))
 }
@@ -854,18 +871,11 @@ impl CacheStore for SqlShardStore {
         let [value, SqlStorageValue::String(content_type), expires_at_ms] = row.as_slice() else {
             return Err(format!("unexpected cache row shape: {} columns", row.len()));
         };
-        let expires_at_ms = match expires_at_ms {
-            SqlStorageValue::Integer(at) => Some(at.cast_unsigned()),
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole ms, far below 2^53
-            SqlStorageValue::Float(at) => Some(*at as u64),
-            _ => None,
-        };
-        // An empty BLOB may come back as an empty string or null.
-        let value = match value {
-            SqlStorageValue::Blob(value) => value.clone(),
-            _ => Vec::new(),
-        };
-        Ok(Some(EntryValue { value, content_type: content_type.clone(), expires_at_ms }))
+        Ok(Some(EntryValue {
+            value: blob(value),
+            content_type: content_type.clone(),
+            expires_at_ms: number(expires_at_ms),
+        }))
     }
 
     fn save_entry(
