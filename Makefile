@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CLOUDFLARE_CF_FETCH_ENABLED := false
 export WRANGLER_SEND_METRICS := false
 
-.PHONY: help tools tools-test tools-rust build dev export import deploy test lint lint-rust lint-js fmt test-native test-worker test-api-spec test-bench-smoke repeat-suite bench bench-core bench-migration fuzz soak clean
+.PHONY: help tools tools-test tools-rust build build-drills dev export import deploy test lint lint-rust lint-js fmt test-native test-worker test-api-spec test-bench-smoke repeat-suite bench bench-core bench-migration fuzz soak clean
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
@@ -46,6 +46,11 @@ tools-rust:
 
 build: $(call needs,tools)
 	@scripts/build-worker.sh
+
+# The build the worker specs run: with the test-only faults they ask for by variable
+# (worker/src/isolate/drills.rs). `make build`, dev, deploy and bench leave them out.
+build-drills: $(call needs,tools)
+	@EDGECOUNT_DRILLS=1 scripts/build-worker.sh
 
 dev: build
 	@scripts/dev.sh
@@ -91,7 +96,7 @@ test-native: $(call needs,tools-rust)
 	@echo "[test] native Rust tests"
 	@cargo test --locked --workspace --quiet
 
-test-worker: $(call needs,build tools-test)
+test-worker: $(call needs,build-drills tools-test)
 	@echo "[test] vitest in workerd"
 	@vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-report.json
 	@node -e 'const r = require("./build/vitest-report.json"); console.log(`vitest: $${r.numPassedTests} passed, $${r.numFailedTests} failed`)'
@@ -99,7 +104,7 @@ test-worker: $(call needs,build tools-test)
 # The worker specs (as test-worker runs them) N times in a row, default 10: a line per round, then
 # every spec that failed in any round with its messages (scripts/repeat-suite.sh). Not part of
 # `make test`.
-repeat-suite: $(call needs,build tools-test)
+repeat-suite: $(call needs,build-drills tools-test)
 	@scripts/repeat-suite.sh $(or $(N),10)
 
 test-bench-smoke: $(call needs,build tools-test)

@@ -15,6 +15,10 @@
 # and their result is shared by the clones on a machine (see below); a clone whose sources
 # are those of a kept result skips step 1 as well.
 #
+# `EDGECOUNT_DRILLS=1` builds with the `drills` cargo feature: the test-only faults the specs ask
+# for by environment variable (worker/src/isolate/drills.rs). `make test` builds so; every other
+# build leaves them out. build/.features says which build build/ holds.
+#
 # `--compile-only` runs step 1 alone, when it would run at all: `make test` starts it beside the
 # installs (which steps 2-4 need), so that a change to the Rust sources compiles meanwhile.
 set -euo pipefail
@@ -41,12 +45,14 @@ if ! $compile_only; then
   node client/build.mjs
 fi
 
-echo "[build] worker -> build/ (release Wasm$($compile_only && echo ", cargo only"))"
+echo "[build] worker -> build/ (release Wasm${EDGECOUNT_DRILLS:+, with the test drills}$($compile_only && echo ", cargo only"))"
 started=$SECONDS
+cargo_features=""
+if [ "${EDGECOUNT_DRILLS:-}" = 1 ]; then cargo_features=drills; fi
 # Step 1. Tells wasm-bindgen's macros to use js_sys' futures, as worker-build does.
 cargo_build() {
   WASM_BINDGEN_USE_JS_SYS=1 cargo build --locked --quiet --release --lib --target wasm32-unknown-unknown \
-    -p edgecount-worker
+    -p edgecount-worker ${cargo_features:+--features "$cargo_features"}
 }
 # Steps 2-4 turn cargo's output into the same files every time, so their result is kept under a
 # key made of everything they read: cargo's output, this script and the three tools' versions.
@@ -101,6 +107,7 @@ remember_sources() {
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(inputs)" ] && [ -f "$OUT/index.js" ] \
   && [ -f "$OUT/index_bg.wasm" ] && [ -f "$OUT/entry.js" ]; then
   remember_sources
+  echo "$cargo_features" > "$OUT/.features"
   echo "[build] up to date ($((SECONDS - started)) s)"
   exit 0
 fi
@@ -142,4 +149,5 @@ cp "$kept/index.js" "$OUT/index.js"
 cp "$kept/index_bg.wasm" "$OUT/index_bg.wasm"
 cp worker/entry.js "$OUT/entry.js"
 inputs > "$STAMP"
+echo "$cargo_features" > "$OUT/.features"
 echo "[build] done in $((SECONDS - started)) s: $(wc -c < "$OUT/index_bg.wasm") bytes of Wasm"

@@ -41,7 +41,7 @@ files="$(git ls-files -z --cached --others --exclude-standard -- \
   sha256sum "${existing[@]}"
   rustc -vV
   cargo -V
-  env | grep -E '^(RUSTFLAGS|RUSTC|CARGO_ENCODED_RUSTFLAGS|CARGO_BUILD_|CARGO_PROFILE_|CARGO_TARGET_|WASM_BINDGEN_)' \
+  env | grep -E '^(EDGECOUNT_DRILLS|RUSTFLAGS|RUSTC|CARGO_ENCODED_RUSTFLAGS|CARGO_BUILD_|CARGO_PROFILE_|CARGO_TARGET_|WASM_BINDGEN_)' \
     | sort || true
   sha256sum scripts/build-worker.sh scripts/worker-source-key.sh
   echo "$tools"

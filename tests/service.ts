@@ -1,5 +1,6 @@
 // Runs the built worker inside workerd with Miniflare, configured from wrangler.toml, and
 // gives specs a small client for it. Every spec shares this one setup.
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
@@ -38,12 +39,29 @@ export const SPEC_VARS: Record<string, string> = {
   EDGECOUNT_OPEN: "1",
 };
 
+/** A spec asking for a drill (EDGECOUNT_DRILL_*) needs the build that has them: without it the
+ * fault would silently not happen, and the spec would test nothing. */
+function checkDrills(main: string, vars: Record<string, string>) {
+  if (!Object.keys(vars).some((name) => name.startsWith("EDGECOUNT_DRILL_")))
+    return;
+  const marker = join(dirname(main), ".features");
+  const features = existsSync(marker) ? readFileSync(marker, "utf8") : "";
+  if (!features.split(/\s+/).includes("drills"))
+    throw new Error(
+      "this spec asks for a drill, but build/ was built without them: run `make build-drills` (make test does)",
+    );
+}
+
 export async function startService(
   options: ServiceOptions = {},
 ): Promise<Service> {
   const { workerOptions, main } =
     unstable_getMiniflareWorkerOptions("wrangler.toml");
   if (!main) throw new Error("wrangler.toml has no `main`");
+  checkDrills(main, {
+    ...options.vars,
+    ...options.previousDeployment,
+  });
   // The entry module, the wasm-bindgen glue it wraps, and the Wasm module.
   const code = {
     modulesRoot: dirname(main),

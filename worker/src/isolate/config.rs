@@ -98,12 +98,6 @@ pub struct Config {
     pub shard_queue_limit: usize,
     /// How one-way writes are buffered and flushed.
     pub one_way: OneWayLimits,
-    /// For tests only: how many of an isolate's first one-way flush answers to discard as if
-    /// lost after the shard applied them (`EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS`, default 0).
-    pub drill_lost_flush_answers: u32,
-    /// For tests only: how many of an isolate's first shard calls to send and then wait on as
-    /// if their shard never answered (`EDGECOUNT_DRILL_STALLED_CALLS`, default 0).
-    pub drill_stalled_calls: u32,
     /// Whose shape the compatible routes answer in where CountAPI and Abacus disagree.
     pub compat_mode: Mode,
     /// How long a counter written through the compatible routes lives after its last write.
@@ -220,10 +214,6 @@ impl Config {
             )
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_BYTES" })?,
         };
-        let drill_lost_flush_answers = parse_number(var("EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS"), 0, 0..=1_000)
-            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS" })?;
-        let drill_stalled_calls = parse_number(var("EDGECOUNT_DRILL_STALLED_CALLS"), 0, 0..=1_000)
-            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_DRILL_STALLED_CALLS" })?;
         let compat_mode = Mode::parse(var("EDGECOUNT_COMPAT").as_deref())
             .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_COMPAT" })?;
         let compat_ttl_seconds =
@@ -239,8 +229,6 @@ impl Config {
             compat_mode,
             compat_ttl_seconds,
             one_way,
-            drill_lost_flush_answers,
-            drill_stalled_calls,
             access,
             rate_limit,
             shard_queue_limit,
@@ -276,16 +264,6 @@ impl Config {
 }
 
 /// `default` when the var is unset, the number when it parses within `range`, else `None`.
-/// Whether a drill (a test-only var that makes the isolate's first N of something fail) fires
-/// this time: `fired` counts its firings so far, `limit` is its N.
-pub fn drill_fires(fired: &std::cell::Cell<u32>, limit: u32) -> bool {
-    let firing = fired.get() < limit;
-    if firing {
-        fired.set(fired.get() + 1);
-    }
-    firing
-}
-
 fn parse_number<T>(raw: Option<String>, default: T, range: std::ops::RangeInclusive<T>) -> Option<T>
 where
     T: std::str::FromStr + PartialOrd,

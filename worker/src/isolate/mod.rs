@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod drills;
 pub mod hash_seed;
 pub mod hot_reads;
 pub mod meter;

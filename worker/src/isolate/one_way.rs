@@ -24,17 +24,8 @@ use crate::http::api_error::ApiError;
 use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
-use crate::isolate::config::{drill_fires, Config};
-use crate::isolate::{request_task, shard_client};
-
-/// A drill for tests (`EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS`): this isolate's first N flush
-/// answers are discarded as if lost on the way back, after the shard applied them.
-fn drill_loses_answer(config: &Config) -> bool {
-    thread_local! {
-        static LOST: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    }
-    LOST.with(|lost| drill_fires(lost, config.drill_lost_flush_answers))
-}
+use crate::isolate::config::Config;
+use crate::isolate::{drills, request_task, shard_client};
 
 /// The wait before the first resend; each later one waits four times as long, up to 64 s.
 const FIRST_RESEND_MS: u64 = 250;
@@ -146,7 +137,7 @@ async fn send(env: &Env, config: &Config, flush: &Flush) {
     let total = flush.total_ops();
     let (applied, dropped) = match flush.request(&sender) {
         Ok(request) => match shard_client::execute_request(env, flush.shard, &request).await {
-            Ok(_) if drill_loses_answer(config) => (0, 0),
+            Ok(_) if drills::loses_flush_answer(env) => (0, 0),
             Ok(results) => flush.settled(results),
             // The outcome is unknown: nothing is settled, and a resend replays what was applied.
             Err(_) => (0, 0),

@@ -23,8 +23,8 @@ use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 use worker::Env;
 
 use crate::http::api_error::ApiError;
-use crate::isolate::config::{drill_fires, Config};
-use crate::isolate::request_task;
+use crate::isolate::config::Config;
+use crate::isolate::{drills, request_task};
 
 /// The Durable Object binding in `wrangler.toml`.
 pub const SHARDS_BINDING: &str = "SHARDS";
@@ -139,22 +139,15 @@ async fn answer_of(answer: impl Future<Output = Result<JsValue, JsValue>>) -> Re
         .unwrap_or_else(|| Err(JsValue::from_str("the shard did not answer in time")))
 }
 
-/// A drill for tests (`EDGECOUNT_DRILL_STALLED_CALLS`): whether this call, sent, is to be
-/// waited on as if its shard never answered (this isolate's first N calls are).
-fn drill_stalls(env: &Env) -> bool {
-    thread_local! {
-        static STALLED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    }
-    let Ok(config) = Config::for_isolate(env) else { return false };
-    STALLED.with(|stalled| drill_fires(stalled, config.drill_stalled_calls))
-}
-
 /// Sends the JSON request `body` of `expected` ops to `shard`.
 async fn run(env: &Env, shard: ShardId, body: &str, expected: usize) -> Result<Vec<OpResult>, ApiError> {
     let rpc = stub(env, shard)?;
     let sent = JsFuture::from(rpc.run_ops(body));
-    let answer =
-        if drill_stalls(env) { answer_of(std::future::pending()).await } else { answer_of(sent).await };
+    let answer = if drills::stalls_call(env) {
+        answer_of(std::future::pending()).await
+    } else {
+        answer_of(sent).await
+    };
     let answer = answer.map_err(|e| unreachable(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;

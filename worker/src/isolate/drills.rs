@@ -1,0 +1,59 @@
+//! Drills: test-only faults the specs ask for by environment variable, compiled in only with
+//! the `drills` cargo feature (the build `make test` runs; `make dev`, `make deploy` and the
+//! bench build without it, where each drill is a constant `false` the compiler removes).
+//!
+//! - `EDGECOUNT_DRILL_STALLED_CALLS=N`: this isolate's first N shard calls are sent and then
+//!   waited on as if their shard never answered (the answer deadline's path).
+//! - `EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS=N`: this isolate's first N one-way flush answers are
+//!   discarded as if lost on the way back, after the shard applied them (the resend's replay).
+
+use worker::Env;
+
+/// Whether this shard call, once sent, is to be waited on as if its shard never answered.
+#[cfg(feature = "drills")]
+pub fn stalls_call(env: &Env) -> bool {
+    thread_local! {
+        static FIRED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    FIRED.with(|fired| fires(fired, limit(env, "EDGECOUNT_DRILL_STALLED_CALLS")))
+}
+
+/// Whether this one-way flush's answer is to be discarded as if lost on the way back.
+#[cfg(feature = "drills")]
+pub fn loses_flush_answer(env: &Env) -> bool {
+    thread_local! {
+        static FIRED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    FIRED.with(|fired| fires(fired, limit(env, "EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS")))
+}
+
+#[cfg(not(feature = "drills"))]
+#[inline(always)]
+pub fn stalls_call(_env: &Env) -> bool {
+    false
+}
+
+#[cfg(not(feature = "drills"))]
+#[inline(always)]
+pub fn loses_flush_answer(_env: &Env) -> bool {
+    false
+}
+
+/// The drill's N: its variable as a number, 0 when unset. A value that is not a number is a
+/// mistake in a spec, so it stops the isolate rather than running the spec without its fault.
+#[cfg(feature = "drills")]
+fn limit(env: &Env, var: &str) -> u32 {
+    env.var(var).map_or(0, |value| {
+        value.to_string().trim().parse().unwrap_or_else(|_| panic!("{var} is not a number: {value}"))
+    })
+}
+
+/// Whether the drill fires this time: `fired` counts its firings so far, `limit` is its N.
+#[cfg(feature = "drills")]
+fn fires(fired: &std::cell::Cell<u32>, limit: u32) -> bool {
+    let firing = fired.get() < limit;
+    if firing {
+        fired.set(fired.get() + 1);
+    }
+    firing
+}
