@@ -39,6 +39,7 @@ pub mod names;
 pub mod number;
 pub mod partition;
 pub mod shard;
+pub mod visits;
 
 pub use edge::access::AccessPolicy;
 pub use edge::coalescer::Coalescer;
