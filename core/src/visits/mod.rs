@@ -1,5 +1,7 @@
 //! Unique visitors and days: what a page-view counter is asked beside its total.
 //!
+//! - [`day`]: which day a count lands in (the namespace's time zone) and which days a read asks.
 //! - [`sketch`]: a day's distinct visitors, exact while few, a HyperLogLog past that.
 
+pub mod day;
 pub mod sketch;
