@@ -162,3 +162,43 @@ it("only shows with data-count=false", async () => {
     await page.close();
   }
 });
+
+it("counts the visitor with data-unique and shows today's views and visitors", async () => {
+  const ns = freshNamespace("visitors");
+  // Another visitor came before: today's views are 2 after this one, its visitors 2.
+  await service.fetch(`/v1/counters/${ns}/home/incr?unique=1`, {
+    method: "POST",
+    headers: { "cf-connecting-ip": "192.0.2.50", "user-agent": "Other" },
+  });
+  const host = await site(
+    `<!doctype html><title>home</title>${tag(`data-ns="${ns}" data-key="home" data-unique="true"`)}
+     <span id="today" data-edgecount data-period="today"></span>
+     <span id="visitors" data-edgecount data-period="7d" data-unique="true"></span>`,
+  );
+  const page = await browser.browser.newPage();
+  const counts: string[] = [];
+  page.on("request", (request) => {
+    if (request.url().includes("/incr")) counts.push(request.url());
+  });
+  try {
+    await page.goto(host.origin);
+    await page.waitForFunction(
+      () =>
+        document.getElementById("today")?.textContent === "2" &&
+        document.getElementById("visitors")?.textContent === "2",
+    );
+    // Shown here, the count was acknowledged before the page read its days.
+    expect(counts).toEqual([
+      `${service.url}/v1/counters/${ns}/home/incr?unique=1`,
+    ]);
+    // The same browser again: a view more, and the same visitor.
+    await page.reload();
+    await page.waitForFunction(
+      () =>
+        document.getElementById("today")?.textContent === "3" &&
+        document.getElementById("visitors")?.textContent === "2",
+    );
+  } finally {
+    await page.close();
+  }
+});

@@ -81,8 +81,13 @@ fn bench_shard(c: &mut Criterion) {
     store.without_rollback.set(true);
     let mut engine = ShardEngine::new(CacheBounds { bytes: 64 * 1024 * 1024, entries: 50_000 });
     let (ns, key) = names("pages", "page/12345");
-    let call =
-        ShardCall { op: ShardOp::Incr { ns, key, by: 1, ttl: None }, idempotency_key: None, operator: false };
+    let call = ShardCall {
+        op: ShardOp::Incr { ns, key, by: 1, ttl: None },
+        idempotency_key: None,
+        operator: false,
+        visit: None,
+        count_visitor: false,
+    };
     let request = ShardRequest { ops: vec![call], answer_budget: None, receipt: None, placed: None };
     // The counter is then in the table, as a counter in use is.
     let first = engine.run(&store, &request, NOW_MS).response.results;

@@ -27,9 +27,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use edgecount_core::names::{MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use edgecount_core::shard::cache_table::{CacheStore, EntryValue, StoredEntry};
+use edgecount_core::shard::counter::DayCount;
 use edgecount_core::shard::counter_table::DEFAULT_CACHED_COUNTERS;
 use edgecount_core::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use edgecount_core::shard::visit_table::VisitStore;
 use edgecount_core::shard::Atomic;
+use edgecount_core::visits::day::Day;
+use edgecount_core::visits::visitor::Salt;
 use edgecount_core::{
     CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp, ShardRequest,
 };
@@ -145,6 +149,24 @@ impl CacheStore for Discard {
     }
     fn stored_entries(&self) -> Result<(u64, u64), String> {
         Ok((0, 0))
+    }
+}
+
+impl VisitStore for Discard {
+    fn day_salt(&self, _: Day) -> Result<Salt, String> {
+        Ok([0; 32])
+    }
+    fn load_sketch(&self, _: &Namespace, _: &Key, _: Day) -> Result<Option<Vec<u8>>, String> {
+        Ok(None)
+    }
+    fn save_sketch(&self, _: &Namespace, _: &Key, _: Day, _: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
+    fn stored_days(&self, _: &Namespace, _: &Key, _: Day, _: Day) -> Result<Vec<DayCount>, String> {
+        Ok(Vec::new())
+    }
+    fn stored_sketches(&self, _: &Namespace, _: &Key, _: Day, _: Day) -> Result<Vec<(Day, Vec<u8>)>, String> {
+        Ok(Vec::new())
     }
 }
 

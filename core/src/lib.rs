@@ -18,12 +18,17 @@
 //!   [`shard::counter_table`] (counters), [`shard::cache_table`] and [`shard::content_type`]
 //!   (cache entries), [`shard::idempotency`] (replaying keyed writes),
 //!   [`shard::answer_budget`] (the bytes one answer may carry), [`shard::alarm_schedule`]
-//!   (the reclaiming alarm), [`shard::memory_store`] (the stores in memory, for tests and
-//!   benchmarks).
+//!   (the reclaiming alarm), [`shard::visit_table`] (a counter's days and visitor sketches),
+//!   [`shard::memory_store`] (the stores in memory, for tests and benchmarks).
 //! - [`edge`], what a worker isolate decides on its own:
 //!   [`edge::hot_keys`] (which keys are hot), [`edge::read_cache`] (kept reads and the max-age
 //!   policy), [`edge::coalescer`] (merging concurrent calls to one shard),
 //!   [`edge::access`] (tokens and rights), [`edge::rate_limit`] (a token bucket per client).
+//!
+//! - [`visits`], what a page view counts beside the total: [`visits::day`] (days in a
+//!   namespace's time zone, the periods a read asks), [`visits::sketch`] (distinct visitors,
+//!   exact while few, a HyperLogLog past that), [`visits::visitor`] (who a visitor is, hashed
+//!   with a salt of the day so that nobody is kept).
 //!
 //! - [`compat`], the CountAPI- and Abacus-compatible routes' names, parameters and answers
 //!   (a counter's own rules for them are [`shard::settings`]).

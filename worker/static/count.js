@@ -7,7 +7,9 @@
 // The view is counted in `data-ns` (default `pages`) under `data-key` (default the page's
 // path), without an idempotency key and with a keepalive request, so it lands even if the page
 // is left at once. It is one-way unless the page shows this counter: then it waits for the
-// value, which includes this view. `data-count="false"` only shows. See docs/browser.md.
+// value, which includes this view. `data-count="false"` only shows. `data-unique="true"` also
+// counts the visitor in the day's unique visitors; an element's `data-period` (`today`, `7d`,
+// `30d`) shows a period's count, and its `data-unique="true"` the visitors. See docs/browser.md.
 (() => {
   const script = document.currentScript;
   // A page that includes the tag twice (a layout and a page, say) counts once.
@@ -26,39 +28,57 @@
     response.ok
       ? response.text().then((text) => /"value":(-?\d+)/.exec(text)?.[1])
       : undefined;
+  // What an element shows: a counter, with `data-period` a period's count (`today`, `7d`,
+  // ...), with `data-unique="true"` its unique visitors.
   const elements = () =>
-    [...document.querySelectorAll("[data-edgecount]")].map((element) => [
+    [...document.querySelectorAll("[data-edgecount]")].map((element) => ({
       element,
-      element.dataset.edgecount || own,
-    ]);
-  const show = (name, shown) => {
+      name: element.dataset.edgecount || own,
+      period: element.dataset.period || "",
+      unique: element.dataset.unique === "true",
+    }));
+  const shows = (e) => `${e.name}|${e.period}|${e.unique}`;
+  const show = (view, shown) => {
     if (shown === undefined) return;
-    for (const [element, of] of elements())
-      if (of === name) element.textContent = BigInt(shown).toLocaleString();
+    for (const e of elements())
+      if (shows(e) === view)
+        e.element.textContent = BigInt(shown).toLocaleString();
   };
+  const read = (e) =>
+    e.period || e.unique
+      ? fetch(
+          `${url(e.name)}/days?period=${encodeURIComponent(e.period || "total")}${e.unique ? "&unique=1" : ""}`,
+          { headers: { accept: "text/plain" } },
+        ).then((response) => (response.ok ? response.text() : undefined))
+      : fetch(url(e.name)).then(value);
   const fill = () => {
-    const names = new Set(elements().map(([, name]) => name));
-    const counted = data.count !== "false";
-    if (counted) {
-      const shownHere = names.delete(own);
-      fetch(`${url(own)}/incr${shownHere ? "" : "?async=1"}`, {
+    const views = new Map(elements().map((e) => [shows(e), e]));
+    let counted = Promise.resolve();
+    if (data.count !== "false") {
+      const plain = `${own}||false`;
+      // Shown here: the count waits for its answer, so what the page shows includes it.
+      const shownHere = [...views.values()].some((e) => e.name === own);
+      const showsPlain = views.delete(plain);
+      const query = [
+        shownHere ? "" : "async=1",
+        data.unique === "true" ? "unique=1" : "",
+      ]
+        .filter(Boolean)
+        .join("&");
+      counted = fetch(`${url(own)}/incr${query ? `?${query}` : ""}`, {
         method: "POST",
         keepalive: true,
       })
-        .then((response) => shownHere && value(response))
-        .then(
-          (shown) => shownHere && show(own, shown),
+        .then((response) => showsPlain && value(response))
+        .then((shown) => show(plain, shown || undefined))
+        .catch(() => {});
+    }
+    for (const [view, e] of views)
+      if (e.name.indexOf("/") > 0)
+        (e.name === own ? counted.then(() => read(e)) : read(e)).then(
+          (shown) => show(view, shown),
           () => {},
         );
-    }
-    for (const name of names)
-      if (name.indexOf("/") > 0)
-        fetch(url(name))
-          .then(value)
-          .then(
-            (shown) => show(name, shown),
-            () => {},
-          );
   };
   if (document.readyState === "loading")
     document.addEventListener("DOMContentLoaded", fill);

@@ -31,7 +31,8 @@
 use crate::edge::access::Right;
 use crate::hashing::{key_map, KeyMap};
 use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
-use crate::shard::protocol::{OpResult, ShardOp, ShardRequest};
+use crate::shard::protocol::{OpResult, ShardCall, ShardOp, ShardRequest, Visit};
+use crate::visits::day::Day;
 use crate::{CoreError, IdempotencyKey, Key, Namespace, ShardId};
 
 /// What a pending key is charged besides its names: the map slot, the sum and the names'
@@ -100,6 +101,27 @@ pub struct OneWayStats {
     pub dropped: u64,
 }
 
+/// One accepted increment or decrement: `delta` with its TTL, the day it counts in, and the
+/// visitor it counts when unique visitors are asked for (see [`crate::visits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    pub ttl: Option<u32>,
+    pub delta: i128,
+    pub day: Option<Day>,
+    pub visitor: Option<u64>,
+}
+
+impl Counted {
+    /// `delta` with `ttl`, counted in no day and for no visitor.
+    #[must_use]
+    pub fn plain(ttl: Option<u32>, delta: i128) -> Self {
+        Self { ttl, delta, day: None, visitor: None }
+    }
+}
+
+/// The bytes a pending visitor is charged against [`OneWayLimits::max_bytes`].
+pub const VISITOR_CHARGE_BYTES: u64 = 8;
+
 /// One op of a flush: `by` added to a key (negative for decrements).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlushOp {
@@ -107,6 +129,8 @@ pub struct FlushOp {
     pub key: Key,
     pub ttl: Option<u32>,
     pub by: i64,
+    /// The latest day of the sum's counts, and the distinct visitors they counted.
+    pub visit: Option<Visit>,
     /// Accepted ops this flush op applies: the first op of a split sum carries them all and the
     /// others none, so a key's ops are the first op's and those after it with none.
     pub ops: u64,
@@ -136,7 +160,10 @@ impl Flush {
         let ops = self
             .ops
             .iter()
-            .map(|op| ShardOp::Incr { ns: op.ns.clone(), key: op.key.clone(), by: op.by, ttl: op.ttl }.into())
+            .map(|op| ShardCall {
+                visit: op.visit.clone(),
+                ..ShardOp::Incr { ns: op.ns.clone(), key: op.key.clone(), by: op.by, ttl: op.ttl }.into()
+            })
             .collect();
         Ok(ShardRequest { ops, answer_budget: None, receipt: Some(receipt), placed: None })
     }
@@ -181,12 +208,22 @@ impl Flush {
     }
 }
 
-/// The sum pending for one key, and the TTL it is applied with.
-#[derive(Debug, Clone, Copy)]
+/// The sum pending for one key, the TTL it is applied with, the latest day of its counts and
+/// their distinct visitors.
+#[derive(Debug, Clone)]
 struct Pending {
     sum: i128,
     ops: u64,
     ttl: Option<u32>,
+    day: Option<Day>,
+    visitors: Vec<u64>,
+}
+
+impl Pending {
+    /// Bytes charged for the key's pending sum and visitors.
+    fn charge(&self, ns: &Namespace, key: &Key) -> u64 {
+        pending_charge(ns, key) + VISITOR_CHARGE_BYTES * self.visitors.len() as u64
+    }
 }
 
 /// A key's pending sum, counts apart: `true` holds only +1s without a TTL, which no counter can
@@ -288,17 +325,18 @@ impl OneWayBuffer {
         (self.keys, self.bytes)
     }
 
-    /// Adds `delta` to the sum pending for `ns`/`key` on `shard` at `now_ms`; `ttl`, if given,
-    /// replaces the TTL the sum is applied with.
+    /// Adds `count`'s delta to the sum pending for `ns`/`key` on `shard` at `now_ms`: its TTL,
+    /// if given, replaces the TTL the sum is applied with, its day (the later) the sum's day,
+    /// and its visitor joins the sum's, once.
     pub fn accept(
         &mut self,
         shard: ShardId,
         ns: &Namespace,
         key: &Key,
-        ttl: Option<u32>,
-        delta: i128,
+        count: Counted,
         now_ms: u64,
     ) -> Accept {
+        let Counted { ttl, delta, day, visitor } = count;
         let counts = i64::try_from(delta).is_ok_and(|by| Right::for_increment(by, ttl) == Right::Count);
         let slot = (ns.clone(), key.clone(), counts);
         let buffer = self.shards.entry(shard).or_default();
@@ -307,11 +345,22 @@ impl OneWayBuffer {
             if sum.unsigned_abs() > MAX_PENDING_SUM {
                 return Accept::Overflow;
             }
+            let new_visitor = visitor.filter(|v| !pending.visitors.contains(v));
+            if new_visitor.is_some() && self.bytes + VISITOR_CHARGE_BYTES > self.limits.max_bytes {
+                self.stats.refused += 1;
+                return Accept::Full;
+            }
             pending.sum = sum;
             pending.ops += 1;
             pending.ttl = ttl.or(pending.ttl);
+            pending.day = pending.day.max(day);
+            if let Some(visitor) = new_visitor {
+                pending.visitors.push(visitor);
+                self.bytes += VISITOR_CHARGE_BYTES;
+            }
         } else {
-            let charge = pending_charge(ns, key);
+            let pending = Pending { sum: delta, ops: 1, ttl, day, visitors: visitor.into_iter().collect() };
+            let charge = pending.charge(ns, key);
             if self.keys >= self.limits.max_keys || self.bytes.saturating_add(charge) > self.limits.max_bytes
             {
                 self.stats.refused += 1;
@@ -320,7 +369,7 @@ impl OneWayBuffer {
                 }
                 return Accept::Full;
             }
-            buffer.pending.insert(slot, Pending { sum: delta, ops: 1, ttl });
+            buffer.pending.insert(slot, pending);
             self.keys += 1;
             self.bytes += charge;
         }
@@ -413,15 +462,19 @@ impl OneWayBuffer {
             if ops.len() >= MAX_FLUSH_KEYS {
                 break;
             }
-            let Some(pending) = buffer.pending.remove(&slot) else { continue };
+            let Some(mut pending) = buffer.pending.remove(&slot) else { continue };
             taken_ops += pending.ops;
-            let ((ns, key, _), ttl) = (slot, pending.ttl);
-            charged += pending_charge(&ns, &key);
+            let (ns, key, _) = slot;
+            charged += pending.charge(&ns, &key);
+            let ttl = pending.ttl;
+            // The visitors ride the sum's first op; each op of a split sum counts in its day.
+            let mut visitors = std::mem::take(&mut pending.visitors);
             ops.extend(split(pending.sum).enumerate().map(|(i, by)| FlushOp {
                 ns: ns.clone(),
                 key: key.clone(),
                 ttl,
                 by,
+                visit: pending.day.map(|day| Visit { day, visitors: std::mem::take(&mut visitors) }),
                 ops: if i == 0 { pending.ops } else { 0 },
             }));
         }
@@ -511,7 +564,7 @@ mod tests {
 
     fn accept(buffer: &mut OneWayBuffer, key: &str, delta: i128, now: u64) -> Accept {
         let (ns, key) = names(key);
-        buffer.accept(ShardId(0), &ns, &key, None, delta, now)
+        buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, delta), now)
     }
 
     impl OneWayBuffer {
@@ -584,6 +637,34 @@ mod tests {
             assert_eq!(accept(&mut buffer, "c", 1, 0), Accept::Full, "one key past it");
         }
         assert_eq!(buffer.held(), (2, 2 * charge), "refusals hold nothing");
+    }
+
+    fn view(buffer: &mut OneWayBuffer, day: i32, visitor: u64) -> Accept {
+        let (ns, key) = names("page");
+        let count = Counted { ttl: None, delta: 1, day: Some(Day(day)), visitor: Some(visitor) };
+        buffer.accept(ShardId(0), &ns, &key, count, 0)
+    }
+
+    #[test]
+    fn a_sum_carries_its_latest_day_and_each_visitor_once_charged_until_it_settles() {
+        let (ns, key) = names("page");
+        let base = pending_charge(&ns, &key);
+        let mut buffer =
+            OneWayBuffer::new(OneWayLimits { max_bytes: base + 2 * VISITOR_CHARGE_BYTES, ..limits() });
+        for visitor in [7, 8, 7, 7] {
+            assert!(matches!(view(&mut buffer, 100, visitor), Accept::Accepted { .. }));
+        }
+        assert_eq!(buffer.held(), (1, base + 2 * VISITOR_CHARGE_BYTES), "two distinct visitors");
+        assert_eq!(view(&mut buffer, 101, 9), Accept::Full, "a third visitor passes the byte bound");
+        assert!(matches!(view(&mut buffer, 101, 8), Accept::Accepted { .. }), "a known one still counts");
+        let flush = take(&mut buffer, 1_000).unwrap();
+        assert_eq!(flush.ops.len(), 1);
+        assert_eq!((flush.ops[0].by, flush.ops[0].ops), (5, 5));
+        assert_eq!(flush.ops[0].visit, Some(Visit { day: Day(101), visitors: vec![7, 8] }));
+        let call = &flush.request("isolate").unwrap().ops[0];
+        assert_eq!(call.visit, flush.ops[0].visit, "the shard gets the day and the visitors");
+        buffer.finish(ShardId(0), flush.number, 5, 0);
+        assert_eq!(buffer.held(), (0, 0));
     }
 
     #[test]
@@ -734,10 +815,10 @@ mod tests {
         let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 100, ..limits() });
         for n in 0..20 {
             let (ns, key) = names(&format!("k{n}"));
-            buffer.accept(ShardId(0), &ns, &key, Some(60), 1, 0);
-            buffer.accept(ShardId(0), &ns, &key, Some(86_400), 1, 1);
+            buffer.accept(ShardId(0), &ns, &key, Counted::plain(Some(60), 1), 0);
+            buffer.accept(ShardId(0), &ns, &key, Counted::plain(Some(86_400), 1), 1);
             // No TTL keeps the one before, as a write without one does.
-            buffer.accept(ShardId(0), &ns, &key, None, 1, 2);
+            buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, 1), 2);
         }
         let flush = take(&mut buffer, 1_000).unwrap();
         // The TTL'd sum and the plain count go apart: two ops a key, in either order the same.
@@ -768,10 +849,10 @@ mod tests {
         shard.run(&store, &ShardRequest { ops: vec![create.into()], ..Default::default() }, 0);
         let mut buffer = OneWayBuffer::new(limits());
         for _ in 0..10 {
-            buffer.accept(ShardId(0), &ns, &key, None, 1, 0);
+            buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, 1), 0);
         }
-        buffer.accept(ShardId(0), &ns, &key, None, -9, 0);
-        buffer.accept(ShardId(0), &ns, &key, Some(1), 1, 0);
+        buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, -9), 0);
+        buffer.accept(ShardId(0), &ns, &key, Counted::plain(Some(1), 1), 0);
         let flush = take(&mut buffer, 1_000).unwrap();
         let results = on_shard(&mut shard, &store, &flush.request("i").unwrap(), 1_000);
         // The ten counts are applied; the decrement and the TTL'd increment are refused.

@@ -33,6 +33,9 @@ const NAMED_COLORS: [(&str, &str); 12] = [
 pub struct BadgeQuery {
     /// Count this view before rendering.
     pub incr: bool,
+    /// Count this view's visitor in the day's unique visitors (with `incr`), and show the
+    /// period's unique visitors instead of its count.
+    pub unique: bool,
     pub label: String,
     /// A CSS hex colour, `#` included.
     pub color: String,
@@ -45,12 +48,17 @@ impl BadgeQuery {
     /// # Errors
     /// [`CoreError::InvalidParameter`] for a bad `incr`, `label` or `color`, or one given twice.
     pub fn parse(query: &str) -> Result<Self, CoreError> {
-        let mut parsed =
-            Self { incr: false, label: DEFAULT_LABEL.to_owned(), color: DEFAULT_COLOR.to_owned() };
-        read_known_parameters(query, &["incr", "label", "color"], |slot, value| {
+        let mut parsed = Self {
+            incr: false,
+            unique: false,
+            label: DEFAULT_LABEL.to_owned(),
+            color: DEFAULT_COLOR.to_owned(),
+        };
+        read_known_parameters(query, &["incr", "label", "color", "unique"], |slot, value| {
             match slot {
-                0 => parsed.incr = parse_switch(value)?,
+                0 => parsed.incr = parse_switch("incr", value)?,
                 1 => parsed.label = parse_label(value)?,
+                3 => parsed.unique = parse_switch("unique", value)?,
                 _ => parsed.color = parse_color(value)?,
             }
             Ok(())
@@ -63,11 +71,11 @@ fn invalid(name: &str, expected: &str) -> CoreError {
     CoreError::InvalidParameter { name: name.to_owned(), expected: expected.to_owned() }
 }
 
-fn parse_switch(value: &str) -> Result<bool, CoreError> {
+fn parse_switch(name: &str, value: &str) -> Result<bool, CoreError> {
     match value {
         "1" | "true" => Ok(true),
         "0" | "false" | "" => Ok(false),
-        _ => Err(invalid("incr", "1 or 0")),
+        _ => Err(invalid(name, "1 or 0")),
     }
 }
 
@@ -173,13 +181,19 @@ mod tests {
     #[test]
     fn defaults_when_nothing_is_asked() {
         let query = BadgeQuery::parse("").unwrap();
-        assert_eq!(query, BadgeQuery { incr: false, label: "views".into(), color: "#4c1".into() });
+        assert_eq!(
+            query,
+            BadgeQuery { incr: false, unique: false, label: "views".into(), color: "#4c1".into() }
+        );
     }
 
     #[test]
     fn reads_incr_label_and_colour() {
         let query = BadgeQuery::parse("incr=1&label=page%20views&color=%23007ec6&_=123").unwrap();
-        assert_eq!(query, BadgeQuery { incr: true, label: "page views".into(), color: "#007ec6".into() });
+        assert_eq!(
+            query,
+            BadgeQuery { incr: true, unique: false, label: "page views".into(), color: "#007ec6".into() }
+        );
         assert_eq!(BadgeQuery::parse("color=blue").unwrap().color, "#007ec6");
         assert_eq!(BadgeQuery::parse("color=ABC").unwrap().color, "#abc");
     }

@@ -46,6 +46,7 @@ struct RawOp {
     ttl: Option<Value>,
     content_type: Option<String>,
     idempotency_key: Option<String>,
+    unique: Option<bool>,
 }
 
 /// Parses a batch body into one call or error per entry, in order.
@@ -67,13 +68,17 @@ fn parse_op(text: &str) -> Result<ShardCall, CoreError> {
     let mut raw: RawOp = from_json_object(text)
         .map_err(|e| CoreError::InvalidOp { reason: format!("is malformed ({})", short(&e)) })?;
     let idempotency_key = raw.idempotency_key.take().map(|k| IdempotencyKey::new(&k)).transpose()?;
+    let count_visitor = raw.unique.take().unwrap_or(false);
+    if count_visitor && raw.op != "incr" {
+        return Err(CoreError::InvalidOp { reason: "takes `unique` on `incr` alone".to_owned() });
+    }
     let op = parse_raw_op(raw)?;
     if idempotency_key.is_some() && !op.is_write() {
         return Err(CoreError::InvalidOp {
             reason: "is a read, which takes no `idempotency_key`".to_owned(),
         });
     }
-    Ok(ShardCall { op, idempotency_key, operator: false })
+    Ok(ShardCall { op, idempotency_key, operator: false, visit: None, count_visitor })
 }
 
 fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {
@@ -123,7 +128,7 @@ fn parse_raw_op(raw: RawOp) -> Result<ShardOp, CoreError> {
             ShardOp::CachePut { ns, key, value: text.into_bytes(), content_type, ttl }
         }
         // Not batchable: `batched_from_name` never names them.
-        OpKind::Create | OpKind::Guarded | OpKind::Info => {
+        OpKind::Create | OpKind::Guarded | OpKind::Info | OpKind::Days => {
             return Err(CoreError::InvalidOp {
                 reason: format!("`{}` is not one of {}", raw.op, OpKind::names()),
             })
@@ -168,6 +173,7 @@ pub fn result_json(result: &OpResult) -> Value {
         }
         OpResult::Created { value, .. } => json!({"value": value, "exists": true}),
         OpResult::Info(info) => json!(info),
+        OpResult::Days(days) => json!(days),
         OpResult::Replayed { first } => {
             let mut answer = result_json(first);
             if let Value::Object(fields) = &mut answer {
@@ -191,6 +197,24 @@ mod tests {
                 Err(e) => Err(e.code()),
             })
             .collect()
+    }
+
+    #[test]
+    fn unique_is_taken_on_incr_alone_and_asks_the_worker_to_count_the_visitor() {
+        let text = r#"{"ops": [
+            {"op": "incr", "ns": "n", "key": "k", "unique": true},
+            {"op": "incr", "ns": "n", "key": "k"},
+            {"op": "decr", "ns": "n", "key": "k", "unique": true},
+            {"op": "incr", "ns": "n", "key": "k", "unique": "yes"}
+        ]}"#;
+        let parsed = parse_batch(text).unwrap();
+        assert!(parsed[0].as_ref().unwrap().count_visitor);
+        assert!(!parsed[1].as_ref().unwrap().count_visitor);
+        assert_eq!(parsed[2].as_ref().unwrap_err().code(), "invalid_op");
+        assert_eq!(parsed[3].as_ref().unwrap_err().code(), "invalid_op");
+        // The flag never travels to a shard: the worker turns it into the visitor's hash.
+        let wire = serde_json::to_value(parsed[0].as_ref().unwrap()).unwrap();
+        assert!(wire.get("count_visitor").is_none());
     }
 
     #[test]

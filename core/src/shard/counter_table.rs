@@ -236,7 +236,7 @@ impl CounterTable {
         let current = self.live(store, ns, key, now_ms)?.ok_or(CoreError::NotFound)?;
         guard.check(&current.rules(), change.amount())?;
         let write = match change {
-            GuardedChange::Add(by) => CounterWrite::Add(by),
+            GuardedChange::Add(by) => CounterWrite::Add(by, None),
             GuardedChange::Set(value) => CounterWrite::Set(value),
             GuardedChange::Delete => return self.delete(store, ns, key, now_ms),
         };
@@ -354,7 +354,7 @@ mod tests {
     fn incr(table: &mut CounterTable, store: &MapStore, by: i64) -> OpResult {
         let (ns, key) = names();
         table
-            .write(store, &ns, &key, CounterWrite::Add(by), None, 0)
+            .write(store, &ns, &key, CounterWrite::Add(by, None), None, 0)
             .unwrap_or_else(|error| OpResult::Failed { error })
     }
 
@@ -380,7 +380,7 @@ mod tests {
         let ns = Namespace::new("pages").unwrap();
         for i in 0..100 {
             let key = Key::new(&format!("k{i}")).unwrap();
-            table.write(&store, &ns, &key, CounterWrite::Add(i), None, 0).unwrap();
+            table.write(&store, &ns, &key, CounterWrite::Add(i, None), None, 0).unwrap();
             assert!(table.cached_len() <= 10);
         }
         // An evicted counter is read back from storage.
@@ -484,7 +484,7 @@ mod tests {
         let store = MapStore::default();
         let mut table = CounterTable::new();
         let (ns, key) = names();
-        table.write(&store, &ns, &key, CounterWrite::Add(1), None, 42).unwrap();
+        table.write(&store, &ns, &key, CounterWrite::Add(1, None), None, 42).unwrap();
         let Ok(OpResult::Info(info)) = table.info(&store, &ns, &key, 43) else { panic!() };
         assert_eq!(
             (

@@ -16,12 +16,13 @@ use crate::shard::protocol::{
     Commands, OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse, ShardStats,
 };
 use crate::shard::receipt;
+use crate::shard::visit_table::{self, VisitStore};
 use crate::shard::Atomic;
 use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace};
 
 /// Everything a shard stores.
-pub trait ShardTables: CounterStore + CacheStore + IdempotencyStore {}
-impl<T: CounterStore + CacheStore + IdempotencyStore> ShardTables for T {}
+pub trait ShardTables: CounterStore + CacheStore + IdempotencyStore + VisitStore {}
+impl<T: CounterStore + CacheStore + IdempotencyStore + VisitStore> ShardTables for T {}
 
 /// A shard's tables, and the transactions its calls run in.
 pub trait ShardStore: ShardTables + Atomic {}
@@ -153,7 +154,7 @@ impl ShardEngine {
                             self.ops += 1;
                             return OpResult::Failed { error };
                         }
-                        return self.execute(&pending, &call.op, now_ms);
+                        return self.execute(&pending, call, now_ms);
                     }
                     self.ops += 1;
                     let (ns, key) = call.op.target();
@@ -336,7 +337,7 @@ impl ShardEngine {
             return OpResult::Failed { error };
         }
         let Some(key) = call.idempotency_key.as_ref().filter(|_| call.op.is_write()) else {
-            return self.execute(store, &call.op, now_ms);
+            return self.execute(store, call, now_ms);
         };
         match idempotency::recall(store, key, &call.op, now_ms) {
             Err(error) => {
@@ -348,7 +349,7 @@ impl ShardEngine {
                 OpResult::Replayed { first: Box::new(first) }
             }
             Ok(Recall::Apply) => {
-                let result = self.execute(store, &call.op, now_ms);
+                let result = self.execute(store, call, now_ms);
                 if matches!(result, OpResult::Failed { .. }) {
                     return result;
                 }
@@ -378,18 +379,22 @@ impl ShardEngine {
     }
 
     /// Runs one op at `now_ms`; a refused op reports its error and changes nothing.
-    fn execute(&mut self, store: &impl ShardTables, op: &ShardOp, now_ms: u64) -> OpResult {
+    fn execute(&mut self, store: &impl ShardTables, call: &ShardCall, now_ms: u64) -> OpResult {
+        let op = &call.op;
         self.ops += 1;
         self.commands.count(op);
         let (ns, key) = op.target();
+        let day = call.visit.as_ref().map(|visit| visit.day);
         let result = match op {
             ShardOp::Get { .. } => self.counters.get(store, ns, key, now_ms),
-            ShardOp::Incr { by, ttl, .. } => {
-                self.counters.write(store, ns, key, CounterWrite::Add(*by), *ttl, now_ms)
-            }
-            ShardOp::Decr { by, ttl, .. } => {
-                self.counters.write(store, ns, key, CounterWrite::Subtract(*by), *ttl, now_ms)
-            }
+            ShardOp::Incr { by, ttl, .. } => self
+                .counters
+                .write(store, ns, key, CounterWrite::Add(*by, day), *ttl, now_ms)
+                .and_then(|result| count_visitors(store, call, result)),
+            ShardOp::Decr { by, ttl, .. } => self
+                .counters
+                .write(store, ns, key, CounterWrite::Subtract(*by, day), *ttl, now_ms)
+                .and_then(|result| count_visitors(store, call, result)),
             ShardOp::Set { value, ttl, .. } => {
                 self.counters.write(store, ns, key, CounterWrite::Set(*value), *ttl, now_ms)
             }
@@ -406,9 +411,29 @@ impl ShardEngine {
                 self.counters.guarded(store, ns, key, *change, guard, *ttl, now_ms)
             }
             ShardOp::Info { .. } => self.counters.info(store, ns, key, now_ms),
+            ShardOp::Days { from, to, unique, .. } => self
+                .counters
+                .current(store, ns, key, now_ms)
+                .and_then(|counter| {
+                    visit_table::tally(store, ns, key, counter.as_ref(), (*from, *to), *unique)
+                })
+                .map(|answer| OpResult::Days(Box::new(answer))),
         };
         result.unwrap_or_else(|error| OpResult::Failed { error })
     }
+}
+
+/// After a counted write that applied (`result`), counts the call's visitors in its day.
+fn count_visitors(
+    store: &impl ShardTables,
+    call: &ShardCall,
+    result: OpResult,
+) -> Result<OpResult, CoreError> {
+    if let (OpResult::Value { .. }, Some(visit)) = (&result, &call.visit) {
+        let (ns, key) = call.op.target();
+        store.add_visitors(ns, key, visit.day, &visit.visitors).map_err(CoreError::storage)?;
+    }
+    Ok(result)
 }
 
 /// Runs `writes` in one transaction of `store` when any of `calls` writes; a call of reads only
@@ -452,14 +477,17 @@ mod tests {
             content_type: crate::ContentType::new("text/plain").unwrap(),
             ttl: None,
         };
-        assert_eq!(engine.execute(&store, &incr, 0), OpResult::Value { value: 3, exists: true, version: 1 });
-        assert_eq!(engine.execute(&store, &put, 0), OpResult::Stored);
         assert_eq!(
-            engine.execute(&store, &ShardOp::Delete { ns: ns.clone(), key: key.clone() }, 0),
+            engine.execute(&store, &ShardCall::from(incr.clone()), 0),
+            OpResult::Value { value: 3, exists: true, version: 1 }
+        );
+        assert_eq!(engine.execute(&store, &ShardCall::from(put.clone()), 0), OpResult::Stored);
+        assert_eq!(
+            engine.execute(&store, &ShardOp::Delete { ns: ns.clone(), key: key.clone() }.into(), 0),
             OpResult::Deleted { deleted: true }
         );
         assert_eq!(
-            engine.execute(&store, &ShardOp::CacheGet { ns, key }, 0),
+            engine.execute(&store, &ShardOp::CacheGet { ns, key }.into(), 0),
             OpResult::Entry { value: b"v".to_vec(), content_type: "text/plain".into() }
         );
         assert_eq!(engine.stats(&store, 0).unwrap().ops, 4);
@@ -470,7 +498,10 @@ mod tests {
         let store = MapStore::default();
         let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
         let op = ShardOp::CacheGet { ns: Namespace::new("n").unwrap(), key: Key::new("k").unwrap() };
-        assert_eq!(engine.execute(&store, &op, 0), OpResult::Failed { error: CoreError::NotFound });
+        assert_eq!(
+            engine.execute(&store, &ShardCall::from(op.clone()), 0),
+            OpResult::Failed { error: CoreError::NotFound }
+        );
     }
 
     fn names(key: &str) -> (Namespace, Key) {
@@ -497,6 +528,8 @@ mod tests {
             },
             idempotency_key: Some(crate::IdempotencyKey::new("create-once-0123456789").unwrap()),
             operator: false,
+            visit: None,
+            count_visitor: false,
         };
         let first = engine.run(&store, &request(vec![create("first-key", 5)]), 0).response.results;
         assert_eq!(first, vec![OpResult::Created { value: 5, version: 1, admin_key: "first-key".into() }]);
@@ -517,6 +550,8 @@ mod tests {
             op: ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: None },
             idempotency_key: Some(crate::IdempotencyKey::new("once").unwrap()),
             operator: false,
+            visit: None,
+            count_visitor: false,
         };
         let read = ShardOp::Get { ns, key };
         let ran = engine.run(&store, &request(vec![read.clone().into()]), 1_000);
@@ -545,6 +580,8 @@ mod tests {
             op: ShardOp::Incr { ns: ns.clone(), key: Key::new("long").unwrap(), by: 1, ttl: Some(120) },
             idempotency_key: Some(crate::IdempotencyKey::new("k1").unwrap()),
             operator: false,
+            visit: None,
+            count_visitor: false,
         };
         let short = ShardOp::Incr { ns, key, by: 1, ttl: Some(5) };
         engine.run(&store, &request(vec![short.into(), put.into(), keyed]), 0);
@@ -572,6 +609,8 @@ mod tests {
             op: ShardOp::Incr { ns: names("n").0, key: Key::new(name).unwrap(), by: 1, ttl: None },
             idempotency_key: Some(crate::IdempotencyKey::new(name).unwrap()),
             operator: false,
+            visit: None,
+            count_visitor: false,
         };
         // A generation that began long ago while nothing was stored: the first record written
         // since is set aside at the next alarm, still replays until its window ends, and is
@@ -715,10 +754,10 @@ mod tests {
         assert_eq!(engine.stats(&store, 6).unwrap().cache_entries, 2, "counted by storage");
         assert_eq!(store.entry_scans.get(), scans);
         let (ns, key) = names("absent");
-        engine.execute(&store, &ShardOp::CacheDelete { ns, key }, 7);
+        engine.execute(&store, &ShardOp::CacheDelete { ns, key }.into(), 7);
         assert_eq!(store.entry_scans.get(), scans + 1);
         let read = ShardOp::CacheGet { ns: kept.0, key: kept.1 };
-        assert!(matches!(engine.execute(&store, &read, 7), OpResult::Entry { .. }));
+        assert!(matches!(engine.execute(&store, &ShardCall::from(read.clone()), 7), OpResult::Entry { .. }));
         assert_eq!(engine.stats(&store, 8).unwrap().cache_entries, 2, "and by the index");
     }
 

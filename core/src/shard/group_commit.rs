@@ -17,7 +17,11 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::shard::cache_table::{CacheStore, EntryValue, StoredEntry};
+use crate::shard::counter::DayCount;
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use crate::shard::visit_table::{count_visitors, VisitStore};
+use crate::visits::day::Day;
+use crate::visits::visitor::Salt;
 use crate::{Counter, CounterStore, Key, Namespace};
 
 /// A store as one call sees it: reads see the call's own writes, writes wait for
@@ -30,9 +34,12 @@ pub struct PendingWrites<'a, S> {
     /// Storage changes only at the commit, so they stay what storage holds until then.
     prefetched: RefCell<BTreeMap<(Namespace, Key), Option<Counter>>>,
     records: RefCell<Vec<(RecordScope, IdempotencyRecord)>>,
+    /// The visitor hashes of this call's counts, by key and day: each sketch is read and
+    /// written once at the commit.
+    visitors: RefCell<BTreeMap<(Namespace, Key, Day), Vec<u64>>>,
 }
 
-impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
+impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
     /// Nothing pending over `store`.
     pub fn over(store: &'a S) -> Self {
         Self {
@@ -40,6 +47,7 @@ impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
             counters: RefCell::default(),
             prefetched: RefCell::default(),
             records: RefCell::default(),
+            visitors: RefCell::default(),
         }
     }
 
@@ -61,7 +69,8 @@ impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
         }
     }
 
-    /// Stores every pending write: each written counter's final state, then the records.
+    /// Stores every pending write: each written counter's final state, the visitors in their
+    /// days' sketches, then the records.
     ///
     /// # Errors
     /// The first storage failure; what was stored before it is undone by the transaction the
@@ -75,6 +84,9 @@ impl<'a, S: CounterStore + IdempotencyStore> PendingWrites<'a, S> {
             }
         }
         self.store.save_all(&saves)?;
+        for ((ns, key, day), hashes) in self.visitors.into_inner() {
+            count_visitors(self.store, &ns, &key, day, &hashes)?;
+        }
         self.store.save_records(&self.records.into_inner())
     }
 }
@@ -177,6 +189,44 @@ impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
     }
 }
 
+/// Reads go to storage (a read of days in the call that writes them sees what was stored
+/// before the call); visitors wait for the commit.
+impl<S: VisitStore> VisitStore for PendingWrites<'_, S> {
+    fn day_salt(&self, day: Day) -> Result<Salt, String> {
+        self.store.day_salt(day)
+    }
+
+    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String> {
+        self.store.load_sketch(ns, key, day)
+    }
+
+    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> Result<(), String> {
+        self.store.save_sketch(ns, key, day, sketch)
+    }
+
+    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> Result<Vec<DayCount>, String> {
+        self.store.stored_days(ns, key, from, to)
+    }
+
+    fn stored_sketches(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        from: Day,
+        to: Day,
+    ) -> Result<Vec<(Day, Vec<u8>)>, String> {
+        self.store.stored_sketches(ns, key, from, to)
+    }
+
+    fn add_visitors(&self, ns: &Namespace, key: &Key, day: Day, hashes: &[u64]) -> Result<(), String> {
+        if !hashes.is_empty() {
+            let slot = (ns.clone(), key.clone(), day);
+            self.visitors.borrow_mut().entry(slot).or_default().extend_from_slice(hashes);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::shard::cache_table::CacheBounds;
@@ -197,6 +247,8 @@ mod tests {
             op,
             idempotency_key: Some(IdempotencyKey::new(idempotency_key).unwrap()),
             operator: false,
+            visit: None,
+            count_visitor: false,
         }
     }
 

@@ -7,12 +7,16 @@
 //! lookup whose names differ from the row's (a hash collision) is a miss.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::partition::key_hash;
 use crate::shard::cache_table::{entry_charge, CacheStore, EntryMeta, EntryValue, StoredEntry};
+use crate::shard::counter::DayCount;
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
+use crate::shard::visit_table::VisitStore;
 use crate::shard::Atomic;
+use crate::visits::day::Day;
+use crate::visits::visitor::Salt;
 use crate::{Counter, CounterStore, Key, Namespace};
 
 /// A stored row's names.
@@ -56,6 +60,12 @@ pub struct MemoryStore {
     /// While set, idempotency records cannot be saved and everything else works (a full disk:
     /// an existing counter row is updated in place, a new record row needs room).
     pub records_fail: Cell<bool>,
+    /// Finished days and visitor sketches by names and day, and the days' salts (see
+    /// [`VisitStore`]); salts are made from a count of salts made, not at random.
+    pub days: RefCell<BTreeMap<(Slot, Day), i64>>,
+    pub sketches: RefCell<BTreeMap<(Slot, Day), Vec<u8>>>,
+    pub salts: RefCell<BTreeMap<Day, Salt>>,
+    pub salts_made: Cell<u64>,
     /// While set, a transaction keeps no copy of the tables and so cannot undo its writes: for
     /// a benchmark of the engine's own work, where no write fails and a transaction is
     /// SQLite's cost, not the engine's.
@@ -98,6 +108,22 @@ impl MemoryStore {
         names
     }
 
+    /// What the SQLite store's trigger does: a counter saved with a later day than its stored
+    /// one moves the stored day's count to its own row.
+    fn archive_day(&self, ns: &Namespace, key: &Key, counter: &Counter) {
+        let Some(stored) = self.stored_counter(ns, key).and_then(|c| c.today) else { return };
+        if counter.today.is_some_and(|today| today.day != stored.day) {
+            let slot = ((ns.clone(), key.clone()), stored.day);
+            *self.days.borrow_mut().entry(slot).or_default() += stored.count;
+        }
+    }
+
+    /// A removed counter's days and sketches go with it.
+    fn forget_days(&self, slot: &Slot) {
+        self.days.borrow_mut().retain(|(named, _), _| named != slot);
+        self.sketches.borrow_mut().retain(|(named, _), _| named != slot);
+    }
+
     /// The stored counter of a key, read without counting a load.
     fn stored_counter(&self, ns: &Namespace, key: &Key) -> Option<Counter> {
         let counters = self.counters.borrow();
@@ -118,9 +144,14 @@ impl Atomic for MemoryStore {
             self.records.borrow().clone(),
             self.earlier_records.borrow().clone(),
             self.records_since_ms.get(),
+            (self.days.borrow().clone(), self.sketches.borrow().clone(), self.salts.borrow().clone()),
         );
         writes().inspect_err(|_| {
-            let (counters, entries, records, earlier_records, records_since_ms) = before;
+            let (counters, entries, records, earlier_records, records_since_ms, (days, sketches, salts)) =
+                before;
+            *self.days.borrow_mut() = days;
+            *self.sketches.borrow_mut() = sketches;
+            *self.salts.borrow_mut() = salts;
             *self.counters.borrow_mut() = counters;
             *self.entries.borrow_mut() = entries;
             *self.records.borrow_mut() = records;
@@ -152,6 +183,7 @@ impl CounterStore for MemoryStore {
             self.counter_saves_left.set(Some(left - 1));
         }
         self.check_write()?;
+        self.archive_day(ns, key, counter);
         self.counters
             .borrow_mut()
             .entry(row(ns, key))
@@ -162,6 +194,7 @@ impl CounterStore for MemoryStore {
     fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
         self.check_write()?;
         self.counters.borrow_mut().remove(&row(ns, key));
+        self.forget_days(&(ns.clone(), key.clone()));
         Ok(())
     }
     fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String> {
@@ -175,7 +208,9 @@ impl CounterStore for MemoryStore {
         expired.sort();
         expired.truncate(usize::try_from(most).unwrap_or(usize::MAX));
         for (_, row) in &expired {
-            counters.remove(row);
+            if let Some((slot, _)) = counters.remove(row) {
+                self.forget_days(&slot);
+            }
         }
         Ok(expired.len() as u64)
     }
@@ -188,6 +223,54 @@ impl CounterStore for MemoryStore {
         let counters = self.counters.borrow();
         let live = counters.values().filter(|(_, c)| !c.is_expired(now_ms)).count();
         Ok((live as u64, counters.len() as u64))
+    }
+}
+
+impl VisitStore for MemoryStore {
+    fn day_salt(&self, day: Day) -> Result<Salt, String> {
+        self.check()?;
+        if let Some(salt) = self.salts.borrow().get(&day) {
+            return Ok(*salt);
+        }
+        self.check_write()?;
+        self.salts_made.set(self.salts_made.get() + 1);
+        let made = xxhash_rust::xxh3::xxh3_128(&self.salts_made.get().to_le_bytes()).to_le_bytes();
+        let salt: Salt = [made, made].concat().try_into().expect("32 bytes");
+        let mut salts = self.salts.borrow_mut();
+        salts.retain(|kept, _| *kept >= day.before(1));
+        salts.insert(day, salt);
+        Ok(salt)
+    }
+    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String> {
+        self.check()?;
+        Ok(self.sketches.borrow().get(&((ns.clone(), key.clone()), day)).cloned())
+    }
+    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> Result<(), String> {
+        self.check_write()?;
+        self.sketches.borrow_mut().insert(((ns.clone(), key.clone()), day), sketch.to_vec());
+        Ok(())
+    }
+    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> Result<Vec<DayCount>, String> {
+        self.check()?;
+        let slot = (ns.clone(), key.clone());
+        let days = self.days.borrow();
+        let range = days.range((slot.clone(), from)..=(slot, to));
+        Ok(range.map(|((_, day), count)| DayCount { day: *day, count: *count }).collect())
+    }
+    fn stored_sketches(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        from: Day,
+        to: Day,
+    ) -> Result<Vec<(Day, Vec<u8>)>, String> {
+        self.check()?;
+        let slot = (ns.clone(), key.clone());
+        let sketches = self.sketches.borrow();
+        Ok(sketches
+            .range((slot.clone(), from)..=(slot, to))
+            .map(|((_, day), bytes)| (*day, bytes.clone()))
+            .collect())
     }
 }
 

@@ -26,8 +26,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::partition::{shard_for, ShardId};
+use crate::shard::counter::DayCount;
 use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
 use crate::shard::protocol::{base64_bytes, ShardCall};
+use crate::visits::day::Day;
 use crate::{Counter, Key, Namespace};
 
 /// A declared change of the shard count, from `from` shards to `to`.
@@ -97,6 +99,20 @@ pub struct Parcel {
     /// request was applied; see [`crate::shard::receipt`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub records: Vec<ParcelRecord>,
+    /// The counter's finished days (its latest is in `counter`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<DayCount>,
+    /// The counter's visitor sketches by day (see [`crate::visits::sketch`]), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sketches: Vec<ParcelSketch>,
+}
+
+/// A day's visitor sketch as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParcelSketch {
+    pub day: Day,
+    #[serde(with = "base64_bytes")]
+    pub sketch: Vec<u8>,
 }
 
 /// A cache entry as stored.
@@ -141,13 +157,25 @@ impl Parcel {
     /// Whether the parcel carries nothing: its old home holds nothing under the name.
     #[must_use]
     pub fn holds_nothing(&self) -> bool {
-        self.counter.is_none() && self.cache.is_none() && self.records.is_empty()
+        self.counter.is_none()
+            && self.cache.is_none()
+            && self.records.is_empty()
+            && self.days.is_empty()
+            && self.sketches.is_empty()
     }
 
     /// A key with nothing stored: what the old home answers for a key it never held.
     #[must_use]
     pub fn empty(ns: Namespace, key: Key) -> Self {
-        Self { ns, key, counter: None, cache: None, records: Vec::new() }
+        Self {
+            ns,
+            key,
+            counter: None,
+            cache: None,
+            records: Vec::new(),
+            days: Vec::new(),
+            sketches: Vec::new(),
+        }
     }
 
     /// About how many bytes the parcel takes as JSON: names, a counter's fields, the cache
@@ -161,7 +189,14 @@ impl Parcel {
             .iter()
             .map(|r| r.kind.len() + r.idempotency_key.len() + r.request_digest.len() + r.result.len() + 96)
             .sum();
-        self.ns.as_str().len() + self.key.as_str().len() + 256 + entry + records
+        let sketches: usize = self.sketches.iter().map(|s| s.sketch.len().div_ceil(3) * 4 + 32).sum();
+        self.ns.as_str().len()
+            + self.key.as_str().len()
+            + 256
+            + entry
+            + records
+            + self.days.len() * 40
+            + sketches
     }
 }
 

@@ -20,6 +20,7 @@ pub mod receipt;
 pub mod refusal;
 pub mod settings;
 pub mod transfer;
+pub mod visit_table;
 pub mod watchers;
 
 /// A store that can run a group of writes as one transaction: a shard call's writes apply

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::IdempotencyKey;
 use crate::shard::settings::{CounterSettings, Guard};
+use crate::visits::day::Day;
 use crate::{ContentType, CoreError, Key, Namespace};
 
 /// One operation on one key.
@@ -88,6 +89,16 @@ pub enum ShardOp {
         ns: Namespace,
         key: Key,
     },
+    /// A counter's counts in the days `from` to `to` (both included), and with `unique` its
+    /// distinct visitors in each and in all of them (see [`crate::shard::visit_table`]).
+    Days {
+        ns: Namespace,
+        key: Key,
+        from: Day,
+        to: Day,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unique: bool,
+    },
 }
 
 /// What a [`ShardOp::Guarded`] does to its counter.
@@ -124,6 +135,7 @@ pub enum OpKind {
     Create,
     Guarded,
     Info,
+    Days,
 }
 
 /// What an op reads or writes: counters and cache entries are separate even under one name.
@@ -160,7 +172,7 @@ impl OpSpec {
 
 /// The op table, in [`OpKind`] order. Adding an op kind is a row here, a variant of [`OpKind`]
 /// and [`ShardOp`], and the match arms the compiler then asks for.
-pub const OP_TABLE: [OpSpec; 11] = [
+pub const OP_TABLE: [OpSpec; 12] = [
     spec(OpKind::Get, "get", &[], false, Subject::Counter),
     spec(OpKind::Incr, "incr", &["by", "ttl"], true, Subject::Counter),
     spec(OpKind::Decr, "decr", &["by", "ttl"], true, Subject::Counter),
@@ -172,6 +184,7 @@ pub const OP_TABLE: [OpSpec; 11] = [
     unbatched(OpKind::Create, "create", &["value", "settings", "admin_key", "ttl"], true),
     unbatched(OpKind::Guarded, "guarded", &["change", "guard", "ttl"], true),
     unbatched(OpKind::Info, "info", &[], false),
+    unbatched(OpKind::Days, "days", &["from", "to", "unique"], false),
 ];
 
 const fn spec(
@@ -236,6 +249,7 @@ impl ShardOp {
             Self::Create { .. } => OpKind::Create,
             Self::Guarded { .. } => OpKind::Guarded,
             Self::Info { .. } => OpKind::Info,
+            Self::Days { .. } => OpKind::Days,
         }
     }
 
@@ -253,7 +267,8 @@ impl ShardOp {
             | Self::CacheDelete { ns, key }
             | Self::Create { ns, key, .. }
             | Self::Guarded { ns, key, .. }
-            | Self::Info { ns, key } => (ns, key),
+            | Self::Info { ns, key }
+            | Self::Days { ns, key, .. } => (ns, key),
         }
     }
 
@@ -271,7 +286,8 @@ impl ShardOp {
             | Self::Delete { .. }
             | Self::CacheGet { .. }
             | Self::CacheDelete { .. }
-            | Self::Info { .. } => None,
+            | Self::Info { .. }
+            | Self::Days { .. } => None,
         }
     }
 
@@ -300,11 +316,31 @@ pub struct ShardCall {
     /// body: the batch parser sets it false, and only the worker's token check sets it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub operator: bool,
+    /// For an increment or decrement: the day it counts in, and the visitors it counts (see
+    /// [`Visit`]). Ignored on every other op.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visit: Option<Visit>,
+    /// A batch's increment asked to count its visitor (`"unique": true`): the worker, which
+    /// knows the request, makes the visitor's hash into `visit`. Never sent to a shard.
+    #[serde(skip)]
+    pub count_visitor: bool,
+}
+
+/// What a count is part of beside the total: the day it lands in (in its namespace's zone, see
+/// [`crate::visits::day`]) and, when unique visitors are counted, each visitor's
+/// [`crate::visits::visitor::visitor_hash`]: a hash of the key, the client's address and user
+/// agent that the shard hashes again with its salt of the day before it counts it (the hash
+/// itself is never stored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Visit {
+    pub day: Day,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub visitors: Vec<u64>,
 }
 
 impl From<ShardOp> for ShardCall {
     fn from(op: ShardOp) -> Self {
-        Self { op, idempotency_key: None, operator: false }
+        Self { op, idempotency_key: None, operator: false, visit: None, count_visitor: false }
     }
 }
 
@@ -335,6 +371,28 @@ pub enum OpResult {
     Created { value: i64, version: u64, admin_key: String },
     /// A live counter as [`ShardOp::Info`] sees it.
     Info(Box<CounterInfo>),
+    /// A counter's days as [`ShardOp::Days`] asked them.
+    Days(Box<DaysAnswer>),
+}
+
+/// A counter's total, and its counts on the days asked for that had any (in order), with the
+/// distinct visitors of each and of all of them together when asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaysAnswer {
+    pub value: i64,
+    pub exists: bool,
+    pub days: Vec<DayTally>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uniques: Option<u64>,
+}
+
+/// One day's count, and its distinct visitors when asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayTally {
+    pub day: Day,
+    pub count: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uniques: Option<u64>,
 }
 
 /// The shard count a caller placed a request's keys under, and the shard it sent it to (which
@@ -554,7 +612,8 @@ mod tests {
                 guard: Guard::Bounds,
                 ttl: Some(5),
             },
-            ShardOp::Info { ns, key },
+            ShardOp::Info { ns: ns.clone(), key: key.clone() },
+            ShardOp::Days { ns, key, from: Day(1), to: Day(2), unique: true },
         ]
     }
 
@@ -583,7 +642,13 @@ mod tests {
             assert_eq!(spec.takes_ttl(), op.ttl().is_some(), "{}", spec.name);
             assert_eq!(
                 spec.writes,
-                !matches!(op, ShardOp::Get { .. } | ShardOp::CacheGet { .. } | ShardOp::Info { .. })
+                !matches!(
+                    op,
+                    ShardOp::Get { .. }
+                        | ShardOp::CacheGet { .. }
+                        | ShardOp::Info { .. }
+                        | ShardOp::Days { .. }
+                )
             );
         }
         assert_eq!(OpKind::from_name("frobnicate"), None);

@@ -19,6 +19,7 @@ use crate::shard::cache_table::MAX_CACHE_VALUE_BYTES;
 use crate::shard::content_type::ContentType;
 use crate::shard::counter::Counter;
 use crate::shard::migration::Parcel;
+use crate::visits::sketch::Sketch;
 use crate::{CoreError, Key, Namespace};
 
 /// Lines one import request may carry.
@@ -58,6 +59,10 @@ struct Listed {
     value: i64,
 }
 
+/// Most days (and day sketches) one imported line may carry: ten years, the most
+/// `EDGECOUNT_DAYS` keeps.
+pub const MAX_IMPORTED_DAYS: usize = 3_660;
+
 /// Reads one import line, written at `now_ms` when it carries no times of its own.
 ///
 /// # Errors
@@ -85,6 +90,7 @@ pub fn parse_import_line(line: &str, now_ms: u64) -> Result<ImportLine, CoreErro
             expires_at_ms: None,
             created_ms: Some(now_ms),
             settings: None,
+            today: None,
         };
         return Ok(ImportLine::Store(Box::new(Parcel { counter: Some(counter), ..Parcel::empty(ns, key) })));
     }
@@ -95,6 +101,15 @@ pub fn parse_import_line(line: &str, now_ms: u64) -> Result<ImportLine, CoreErro
     }
     if parcel.counter.is_none() && parcel.cache.is_none() {
         return Err(bad("the line holds neither a counter nor a cache entry"));
+    }
+    if parcel.counter.is_none() && !(parcel.days.is_empty() && parcel.sketches.is_empty()) {
+        return Err(bad("days and visitors belong to a counter: the line has none"));
+    }
+    if parcel.sketches.iter().any(|s| Sketch::from_bytes(&s.sketch).is_err()) {
+        return Err(bad("a visitor sketch that is not one"));
+    }
+    if parcel.days.len() > MAX_IMPORTED_DAYS || parcel.sketches.len() > MAX_IMPORTED_DAYS {
+        return Err(bad(&format!("more than {MAX_IMPORTED_DAYS} days")));
     }
     if let Some(entry) = &parcel.cache {
         if entry.value.len() > MAX_CACHE_VALUE_BYTES {
@@ -222,6 +237,7 @@ mod tests {
                 expires_at_ms: Some(90_000),
                 created_ms: Some(1_000),
                 settings: None,
+                today: None,
             }),
             cache: Some(ParcelEntry {
                 value: vec![0, 255],

@@ -8,9 +8,13 @@
 use jiff::civil::{date, Date};
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::Namespace;
 
 /// A day: days since 1970-01-01 in some zone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Day(pub i32);
 
 /// The zone a namespace's days are counted in.
@@ -59,6 +63,40 @@ impl Zone {
         let seconds = i64::try_from(at_ms / 1000).unwrap_or(i64::MAX);
         let offset = Timestamp::from_second(seconds).map_or(0, |at| self.zone.to_offset(at).seconds());
         Day(i32::try_from((seconds + i64::from(offset)).div_euclid(86_400)).unwrap_or(i32::MAX))
+    }
+}
+
+/// Every namespace's zone: one for all, and others for namespaces that name their own.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Zones {
+    default: Zone,
+    named: Vec<(Namespace, Zone)>,
+}
+
+impl Zones {
+    /// From `EDGECOUNT_TIME_ZONE` (one IANA zone for every namespace; UTC when unset) and
+    /// `EDGECOUNT_TIME_ZONES` (`ns=Zone` pairs, comma-separated, for namespaces of their own).
+    ///
+    /// # Errors
+    /// [`UnknownZone`] for an unknown zone, a pair without `=` or a namespace that is not one.
+    pub fn parse(default: Option<&str>, named: Option<&str>) -> Result<Self, UnknownZone> {
+        let default = match default.map(str::trim).filter(|d| !d.is_empty()) {
+            Some(name) => Zone::named(name)?,
+            None => Zone::utc(),
+        };
+        let mut zones = Vec::new();
+        for pair in named.unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (ns, zone) = pair.split_once('=').ok_or(UnknownZone)?;
+            let ns = Namespace::new(ns.trim()).map_err(|_| UnknownZone)?;
+            zones.push((ns, Zone::named(zone.trim())?));
+        }
+        Ok(Self { default, named: zones })
+    }
+
+    /// The zone `ns` counts its days in.
+    #[must_use]
+    pub fn of(&self, ns: &Namespace) -> &Zone {
+        self.named.iter().find(|(named, _)| named == ns).map_or(&self.default, |(_, zone)| zone)
     }
 }
 
@@ -206,6 +244,22 @@ mod tests {
         assert_eq!(Zone::named("Mars/Olympus"), Err(UnknownZone));
         assert_eq!(Zone::named(""), Err(UnknownZone));
         assert_eq!(Zone::named("Asia/Tokyo").unwrap().name(), "Asia/Tokyo");
+    }
+
+    #[test]
+    fn namespaces_count_in_their_own_zone_or_the_default() {
+        let zones =
+            Zones::parse(Some("Europe/Paris"), Some("shop=America/New_York, blog = Asia/Tokyo")).unwrap();
+        let name = |ns: &str| zones.of(&Namespace::new(ns).unwrap()).name().to_owned();
+        assert_eq!(
+            (name("shop"), name("blog"), name("other")),
+            ("America/New_York".to_owned(), "Asia/Tokyo".to_owned(), "Europe/Paris".to_owned())
+        );
+        assert_eq!(Zones::parse(None, None).unwrap().of(&Namespace::new("x").unwrap()).name(), "UTC");
+        assert_eq!(Zones::parse(Some("Nowhere/City"), None), Err(UnknownZone));
+        assert_eq!(Zones::parse(None, Some("shop")), Err(UnknownZone));
+        assert_eq!(Zones::parse(None, Some("shop=Nowhere/City")), Err(UnknownZone));
+        assert_eq!(Zones::parse(None, Some("no spaces=UTC")), Err(UnknownZone));
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //!
 //! - [`day`]: which day a count lands in (the namespace's time zone) and which days a read asks.
 //! - [`sketch`]: a day's distinct visitors, exact while few, a HyperLogLog past that.
+//! - [`visitor`]: who a visitor is (an address and user agent on a key and day), hashed so
+//!   that it is not kept.
 
 pub mod day;
 pub mod sketch;
+pub mod visitor;

@@ -1,5 +1,6 @@
 //! `GET /v1/badge/:ns/:key.svg`: a counter as an SVG badge for READMEs and `<img>` tags,
-//! optionally counting the view first (`?incr=1`).
+//! optionally counting the view first (`?incr=1`, with `unique=1` its visitor too), showing the
+//! total or a period's count (`?period=today|7d|30d|total`), or its visitors (`?unique=1`).
 //!
 //! A plain badge is a read: it follows the max-age policy of counter reads (and answers
 //! `If-None-Match` with 304), so a popular badge is served from the edge. A counting badge is a
@@ -7,13 +8,15 @@
 
 use edgecount_core::edge::access::Right;
 use edgecount_core::http::badge::{render, BadgeQuery};
-use edgecount_core::{OpResult, ShardCall, ShardOp};
+use edgecount_core::http::query::parse_period;
+use edgecount_core::visits::day::Period;
+use edgecount_core::{OpKind, OpResult, ShardCall, ShardOp};
 
 use crate::http::api_error::ApiError;
-use crate::http::counters;
 use crate::http::message::{Body, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
+use crate::http::{counters, days};
 use crate::isolate::clock::now_ms;
 use crate::isolate::visitors;
 
@@ -32,6 +35,8 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     let config = cx.config;
     let query = BadgeQuery::parse(req.query())?;
+    let period = parse_period(req.query(), config.days_kept)?;
+    let by_days = period != Period::Total || query.unique;
     // Checked on reads too, where it is unused: a malformed header is refused, never ignored.
     let idempotency_key = counters::idempotency_key(req)?;
     // A counting badge adds 1: a count.
@@ -39,12 +44,23 @@ pub async fn serve(
     config.access.check(token, need, Some(&target.ns))?;
     if query.incr && !visitors::leaves_uncounted(req, config, token, &target.ns) {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
-        let call = ShardCall { op, idempotency_key, operator: false };
-        let value = match counters::apply_write(cx, target, call).await?.0 {
+        let visit = Some(days::visit_of(req, config, target, OpKind::Incr, query.unique));
+        let call = ShardCall { op, idempotency_key, operator: false, visit, count_visitor: false };
+        let mut value = match counters::apply_write(cx, target, call).await?.0 {
             OpResult::Value { value, .. } => value,
             OpResult::Failed { error } => return Err(error.into()),
             _ => return Err(ApiError::ShardUnavailable),
         };
+        if by_days {
+            value = shown(&days::tally(cx, target, period, query.unique).await?, query.unique);
+        }
+        let mut response = svg(&query, value);
+        response.set_header("cache-control", "no-store");
+        return Ok(response);
+    }
+    if by_days {
+        // Days are read from the shard each time, as on the counter route.
+        let value = shown(&days::tally(cx, target, period, query.unique).await?, query.unique);
         let mut response = svg(&query, value);
         response.set_header("cache-control", "no-store");
         return Ok(response);
@@ -55,6 +71,15 @@ pub async fn serve(
         if current.not_modified(req) { Response::empty(304) } else { svg(&query, current.read.value) };
     current.set_cache_headers(&mut response, config, &target.ns);
     Ok(response)
+}
+
+/// What a badge of days shows: the period's count, or its unique visitors.
+fn shown(tally: &days::Tally, unique: bool) -> i64 {
+    if unique {
+        i64::try_from(tally.uniques).unwrap_or(i64::MAX)
+    } else {
+        tally.count
+    }
 }
 
 fn svg(query: &BadgeQuery, value: i64) -> Response {

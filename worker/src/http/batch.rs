@@ -13,15 +13,17 @@
 use std::collections::BTreeMap;
 
 use edgecount_core::edge::access::Right;
+use edgecount_core::edge::one_way::Counted;
 use edgecount_core::http::batch::{error_json, parse_batch, result_json, MAX_BATCH_BODY_BYTES};
 use edgecount_core::http::body::is_json_content_type;
 use edgecount_core::http::negotiate::prefers_respond_async;
 use edgecount_core::http::query::batch_asks_one_way;
 use edgecount_core::shard::answer_budget::{shard_shares, AnswerBudget, MAX_BATCH_ANSWER_BYTES};
-use edgecount_core::{shard_for, CoreError, OpResult, ShardCall, ShardId, ShardOp};
+use edgecount_core::{shard_for, CoreError, OpKind, OpResult, ShardCall, ShardId, ShardOp};
 use serde_json::{json, Value};
 
 use crate::http::api_error::ApiError;
+use crate::http::days;
 use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::respond;
@@ -155,7 +157,11 @@ fn serve_one_way(
                     let (ns, key) = call.op.target();
                     let target =
                         Target { shard: shard_for(ns, key, config.shards), ns: ns.clone(), key: key.clone() };
-                    one_way::accept(cx, &target, ttl, delta)
+                    let visit = call
+                        .visit
+                        .unwrap_or_else(|| days::visit_of(req, config, &target, OpKind::Incr, false));
+                    let visitor = visit.visitors.first().copied();
+                    one_way::accept(cx, &target, Counted { ttl, delta, day: Some(visit.day), visitor })
                 });
             match accepted {
                 Ok(()) => json!({ "accepted": true }),
@@ -191,12 +197,18 @@ fn permitted(
         // A bot's count in a public namespace: answered with the value, not counted. In a
         // one-way batch, where a read is refused, it is accepted and dropped instead.
         let op = ShardOp::Get { ns: ns.clone(), key: key.clone() };
-        return Ok(ShardCall { op, idempotency_key: None, operator: false });
+        return Ok(ShardCall {
+            op,
+            idempotency_key: None,
+            operator: false,
+            visit: None,
+            count_visitor: false,
+        });
     }
     // Only a write beyond counting can meet a counter's owner key (`shard::owner`): the token
     // is looked at again for those alone, not for every count and read of a batch.
     let operator = need == Right::Write && config.access.is_operator(token, ns);
-    Ok(ShardCall { operator, ..call })
+    Ok(days::with_day(ShardCall { operator, ..call }, req, config))
 }
 
 async fn read_body(req: &Request) -> Result<String, ApiError> {

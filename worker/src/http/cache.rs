@@ -44,7 +44,13 @@ pub async fn serve(
         }
         _ => return Err(ApiError::Internal(format!("`{}` on a cache route", kind.spec().name))),
     };
-    let call = ShardCall { op, idempotency_key: idempotency_key(req)?, operator: false };
+    let call = ShardCall {
+        op,
+        idempotency_key: idempotency_key(req)?,
+        operator: false,
+        visit: None,
+        count_visitor: false,
+    };
     let (result, replayed) = shard_client::execute_one(env, shard, call).await?.unwrap_replay();
     let mut response = match result {
         OpResult::Failed { error } => return Err(error.into()),

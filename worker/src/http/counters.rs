@@ -1,4 +1,5 @@
-//! The counter routes: `GET|PUT|DELETE /v1/counters/:ns/:key` and `POST .../incr|decr`.
+//! The counter routes: `GET|PUT|DELETE /v1/counters/:ns/:key`, `POST .../incr|decr` and
+//! `GET .../days` (see [`crate::http::days`]).
 //!
 //! Each handler validates everything it can before calling a shard, so bad input costs no shard
 //! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
@@ -8,17 +9,19 @@
 //! interval (see [`crate::isolate::one_way`]).
 
 use edgecount_core::edge::access::Right;
+use edgecount_core::edge::one_way::Counted;
 use edgecount_core::edge::read_cache::{cache_control, may_serve_kept_read, Audience, CachedRead, Lookup};
 use edgecount_core::http::body::{is_json_content_type, parse_set_body, MAX_COUNTER_BODY_BYTES};
 use edgecount_core::http::etag::{etag, if_none_match};
 use edgecount_core::http::negotiate::{prefers_respond_async, prefers_text_plain};
-use edgecount_core::http::query::CounterQuery;
+use edgecount_core::http::query::{parse_period, CounterQuery};
 use edgecount_core::names::IdempotencyKey;
 use edgecount_core::{CoreError, Namespace, OpKind, OpResult, ShardCall, ShardOp};
 use serde::Serialize;
 use serde_json::json;
 
 use crate::http::api_error::ApiError;
+use crate::http::days;
 use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::respond;
@@ -49,6 +52,11 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     match kind {
         OpKind::Get => read(&req, cx, target).await,
+        OpKind::Days => {
+            let query = CounterQuery::parse(req.query())?;
+            let period = parse_period(req.query(), cx.config.days_kept)?;
+            days::read(&req, cx, target, period, query.unique).await
+        }
         OpKind::Incr
             if counts_once(&req) && visitors::leaves_uncounted(&req, cx.config, token, &target.ns) =>
         {
@@ -181,7 +189,12 @@ fn read_response(
     Ok(response)
 }
 
-fn counter_body(req: &Request, target: &Target, value: i64, exists: bool) -> Result<Response, ApiError> {
+pub(crate) fn counter_body(
+    req: &Request,
+    target: &Target,
+    value: i64,
+    exists: bool,
+) -> Result<Response, ApiError> {
     if prefers_text_plain(req.header(Header::Accept).as_deref()) {
         return Ok(respond::text(200, value.to_string()));
     }
@@ -207,7 +220,9 @@ async fn write(
         && idempotency_key.is_none()
     {
         let delta = if kind == OpKind::Incr { i128::from(by) } else { -i128::from(by) };
-        one_way::accept(cx, target, ttl, delta)?;
+        let visit = days::visit_of(req, cx.config, target, kind, query.unique);
+        let visitor = visit.visitors.first().copied();
+        one_way::accept(cx, target, Counted { ttl, delta, day: Some(visit.day), visitor })?;
         let mut response = respond::json(202, &json!({ "status": "accepted" }))?;
         if asked_by_header {
             response.set_header("preference-applied", "respond-async");
@@ -225,7 +240,9 @@ async fn write(
         }
         _ => return Err(ApiError::Internal(format!("`{}` on a counter route", kind.spec().name))),
     };
-    let call = ShardCall { op, idempotency_key, operator };
+    let visit = matches!(kind, OpKind::Incr | OpKind::Decr)
+        .then(|| days::visit_of(req, cx.config, target, kind, query.unique));
+    let call = ShardCall { op, idempotency_key, operator, visit, count_visitor: false };
     let (result, replayed) = apply_write(cx, target, call).await?;
     let mut response = match result {
         OpResult::Failed { error } => return Err(error.into()),

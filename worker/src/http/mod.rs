@@ -10,6 +10,7 @@ pub mod cache;
 pub mod cancellation;
 pub mod compat;
 pub mod counters;
+pub mod days;
 pub mod documents;
 pub mod message;
 pub mod operations;

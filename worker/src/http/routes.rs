@@ -29,6 +29,7 @@ enum Route {
     Counter,
     CounterIncr,
     CounterDecr,
+    CounterDays,
     Batch,
     Cache,
     Badge,
@@ -41,9 +42,13 @@ impl Route {
     /// The methods the route accepts, as sent in `Allow`.
     fn allow(self) -> &'static str {
         match self {
-            Self::Health | Self::Stats | Self::Metrics | Self::Badge | Self::Export | Self::Document(_) => {
-                "GET, OPTIONS"
-            }
+            Self::Health
+            | Self::Stats
+            | Self::Metrics
+            | Self::Badge
+            | Self::Export
+            | Self::CounterDays
+            | Self::Document(_) => "GET, OPTIONS",
             Self::Import => "POST, OPTIONS",
             Self::Counter => "GET, PUT, DELETE, OPTIONS",
             Self::CounterIncr | Self::CounterDecr | Self::Batch => "POST, OPTIONS",
@@ -65,6 +70,7 @@ fn build_router() -> matchit::Router<Route> {
         ("/v1/counters/:ns/:key", Route::Counter),
         ("/v1/counters/:ns/:key/incr", Route::CounterIncr),
         ("/v1/counters/:ns/:key/decr", Route::CounterDecr),
+        ("/v1/counters/:ns/:key/days", Route::CounterDays),
         ("/v1/batch", Route::Batch),
         ("/v1/cache/:ns/:key", Route::Cache),
         ("/v1/badge/:ns/:key", Route::Badge),
@@ -146,7 +152,9 @@ fn refusal(config: &Config, matched: &Matched, error: &ApiError) -> Response {
 /// are checked. `None` for routes without a key.
 fn resolve_target(config: &Config, matched: &Matched) -> Option<Result<Target, ApiError>> {
     let key = match matched.route {
-        Route::Counter | Route::CounterIncr | Route::CounterDecr | Route::Cache => matched.key.as_str(),
+        Route::Counter | Route::CounterIncr | Route::CounterDecr | Route::CounterDays | Route::Cache => {
+            matched.key.as_str()
+        }
         Route::Badge => match matched.key.strip_suffix(".svg") {
             Some(key) => key,
             None => return Some(Err(ApiError::RouteNotFound)),
@@ -192,6 +200,7 @@ async fn dispatch_matched(
         (Route::Counter, Method::Delete) => Action::Op(OpKind::Delete),
         (Route::CounterIncr, Method::Post) => Action::Op(OpKind::Incr),
         (Route::CounterDecr, Method::Post) => Action::Op(OpKind::Decr),
+        (Route::CounterDays, Method::Get) => Action::Op(OpKind::Days),
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
     let token = req.bearer_token();

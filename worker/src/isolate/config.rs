@@ -11,6 +11,7 @@ use edgecount_core::number::MAX_TTL_SECONDS;
 use edgecount_core::partition::MAX_SHARDS;
 use edgecount_core::shard::migration::Migration;
 use edgecount_core::shard::placement::Kept;
+use edgecount_core::visits::day::Zones;
 use edgecount_core::{AccessPolicy, CacheBounds};
 use worker::Env;
 
@@ -19,6 +20,10 @@ use crate::http::api_error::ApiError;
 /// Seconds a `/stream` stays silent before a keepalive: well under the 100 s after which
 /// Cloudflare closes an idle connection.
 pub const DEFAULT_STREAM_KEEPALIVE_S: u64 = 25;
+/// Days a counter keeps its day counts and visitor sketches, by default: a year and a month.
+pub const DEFAULT_DAYS_KEPT: i32 = 400;
+/// The most days `EDGECOUNT_DAYS` may keep: ten years.
+pub const MAX_DAYS_KEPT: i32 = 3_660;
 
 /// Keys a shard hands over per alarm while the shard count changes, when
 /// `EDGECOUNT_HAND_OVER_KEYS` is not set: one batch of parcels, so that a request waits behind
@@ -104,6 +109,10 @@ pub struct Config {
     pub compat_ttl_seconds: u32,
     /// How long a `/stream` may stay silent before a keepalive comment, in seconds.
     pub stream_keepalive_s: u64,
+    /// The zone each namespace counts its days in (`EDGECOUNT_TIME_ZONE`, `EDGECOUNT_TIME_ZONES`).
+    pub zones: Zones,
+    /// How many days a counter keeps its day counts and visitor sketches (`EDGECOUNT_DAYS`).
+    pub days_kept: i32,
 }
 
 thread_local! {
@@ -214,6 +223,11 @@ impl Config {
             )
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_BYTES" })?,
         };
+        let zones =
+            Zones::parse(var("EDGECOUNT_TIME_ZONE").as_deref(), var("EDGECOUNT_TIME_ZONES").as_deref())
+                .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_TIME_ZONE(S)" })?;
+        let days_kept = parse_number(var("EDGECOUNT_DAYS"), DEFAULT_DAYS_KEPT, 1..=MAX_DAYS_KEPT)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_DAYS" })?;
         let compat_mode = Mode::parse(var("EDGECOUNT_COMPAT").as_deref())
             .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_COMPAT" })?;
         let compat_ttl_seconds =
@@ -226,6 +240,8 @@ impl Config {
             demo: is_set(var("EDGECOUNT_DEMO")),
             stats_max_age_ms,
             stream_keepalive_s,
+            zones,
+            days_kept,
             compat_mode,
             compat_ttl_seconds,
             one_way,

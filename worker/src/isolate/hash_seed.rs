@@ -20,6 +20,12 @@ thread_local! {
     static SEEDED: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Fills `bytes` from the runtime's random source (`crypto.getRandomValues`): a day's visitor
+/// salt, say.
+pub fn fill_random(bytes: &mut [u8]) {
+    get_random_values(bytes);
+}
+
 /// Hands the core 64 random bits for its hash seed, the first time it is called in this Wasm
 /// instance (a trap's restart makes a new instance, which seeds again).
 pub fn seed_once() {

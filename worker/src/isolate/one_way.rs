@@ -15,7 +15,7 @@
 
 use std::cell::RefCell;
 
-use edgecount_core::edge::one_way::{Accept, Flush, FlusherId, OneWayBuffer, OneWayStats};
+use edgecount_core::edge::one_way::{Accept, Counted, Flush, FlusherId, OneWayBuffer, OneWayStats};
 use edgecount_core::{CoreError, ShardId};
 use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env};
@@ -72,14 +72,9 @@ pub fn snapshot(config: &Config) -> (OneWayStats, (usize, u64)) {
 /// # Errors
 /// [`ApiError::OneWayBufferFull`] when the buffer is at its bound, and `overflow` when the
 /// key's pending sum would pass what any counter could absorb: nothing was accepted.
-pub fn accept(
-    cx: &RequestContext<'_>,
-    target: &Target,
-    ttl: Option<u32>,
-    delta: i128,
-) -> Result<(), ApiError> {
+pub fn accept(cx: &RequestContext<'_>, target: &Target, count: Counted) -> Result<(), ApiError> {
     let accepted = with_buffer(cx.config, |buffer| {
-        buffer.accept(target.shard, &target.ns, &target.key, ttl, delta, now_ms())
+        buffer.accept(target.shard, &target.ns, &target.key, count, now_ms())
     });
     match accepted {
         Accept::Full => Err(ApiError::OneWayBufferFull),

@@ -16,6 +16,7 @@ use crate::shard::sql_store::{
     blob, describe, integer, json_rows, number, rows_statement, text, CounterRow, SqlShardStore,
     EARLIER_RECORDS, RECORDS, RECORD_TABLES, ROWS_PER_STATEMENT,
 };
+use crate::shard::visit_store;
 
 /// The kinds of idempotency record that belong to one key and travel with it (a receipt's
 /// `request` record stays where its request was applied).
@@ -181,7 +182,7 @@ impl SqlShardStore {
             .rows(
                 &format!(
                     "SELECT {PLACE}, CAST(t.value AS TEXT) AS value, t.version, t.ttl_seconds, t.expires_at_ms, \
-                     t.created_ms, t.settings FROM {NAMED} JOIN counters AS t {ON_NAME}"
+                     t.created_ms, t.settings, t.day, t.day_count FROM {NAMED} JOIN counters AS t {ON_NAME}"
                 ),
                 vec![names()?],
             )
@@ -189,19 +190,14 @@ impl SqlShardStore {
         for Placed { place, row } in counters {
             parcels.get_mut(place).ok_or("a counter row of no asked key")?.counter = Some(row.counter()?);
         }
-        let cursor = self
-            .sql()
-            .exec(
-                &format!(
-                    "SELECT {PLACE}, t.value, t.content_type, t.expires_at_ms, t.written_at_ms \
-                     FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
-                ),
-                vec![names()?],
-            )
-            .map_err(|e| describe(&e))?;
-        let rows: Vec<Vec<SqlStorageValue>> =
-            cursor.raw().collect::<std::result::Result<_, _>>().map_err(|e| describe(&e))?;
-        self.tally(&cursor);
+        visit_store::fill_parcels(self, keys, &mut parcels)?;
+        let rows = self.raw_rows(
+            &format!(
+                "SELECT {PLACE}, t.value, t.content_type, t.expires_at_ms, t.written_at_ms \
+                 FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
+            ),
+            vec![names()?],
+        )?;
         for row in rows {
             let (Some(place), Some(columns)) = (row.first().and_then(number), row.get(1..)) else {
                 return Err("unexpected cache row shape".into());
@@ -263,9 +259,11 @@ impl SqlShardStore {
                 ))?);
             }
         }
-        for size in entries.into_iter().chain(records) {
-            if let Some(weight) = weights.get_mut(size.place) {
-                *weight += usize::try_from(size.bytes).unwrap_or(usize::MAX);
+        let days = visit_store::parcel_weights(self, keys)?.into_iter();
+        let sizes = entries.into_iter().chain(records).map(|size| (size.place, size.bytes)).chain(days);
+        for (place, bytes) in sizes {
+            if let Some(weight) = weights.get_mut(place) {
+                *weight += usize::try_from(bytes).unwrap_or(usize::MAX);
             }
         }
         let mut total = 0_usize;
@@ -299,6 +297,7 @@ impl SqlShardStore {
         let counters: Vec<(Namespace, Key, Counter)> =
             fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
         self.save_all(&counters)?;
+        visit_store::save_parcel_days(self, &fresh)?;
         for parcel in &fresh {
             if let Some(entry) = &parcel.cache {
                 self.save_parcel_entry(&parcel.ns, &parcel.key, entry)?;

@@ -9,4 +9,5 @@ pub mod object;
 pub mod sql_store;
 pub mod transaction;
 pub mod transfer_store;
+pub mod visit_store;
 pub mod watch_stream;

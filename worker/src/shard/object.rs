@@ -24,7 +24,9 @@ use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env, Result, State, Storage};
 
 use crate::isolate::clock::now_ms;
-use crate::isolate::config::{Config, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS};
+use crate::isolate::config::{
+    Config, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS,
+};
 use crate::isolate::request_task;
 use crate::shard::hand_over_state::HandOverState;
 use crate::shard::sql_store::SqlShardStore;
@@ -108,15 +110,21 @@ impl ShardObject {
     /// load when first used, the cache index when a cache write or delete first needs it.
     pub fn open(state: State, env: Env) -> Self {
         crate::isolate::hash_seed::seed_once();
-        let (cache_bounds, shards, migration, keys_per_alarm) = match Config::from_env(&env) {
-            Ok(config) => (config.shard_cache, config.shards, config.migration(), config.hand_over_keys),
+        let (cache_bounds, shards, migration, keys_per_alarm, days_kept) = match Config::from_env(&env) {
+            Ok(config) => (
+                config.shard_cache,
+                config.shards,
+                config.migration(),
+                config.hand_over_keys,
+                config.days_kept,
+            ),
             Err(error) => {
                 // The worker refuses every request in this case, so this object is not reached.
                 console_error!("{}", error.message());
-                (DEFAULT_SHARD_CACHE_BOUNDS, DEFAULT_SHARDS, None, DEFAULT_HAND_OVER_KEYS)
+                (DEFAULT_SHARD_CACHE_BOUNDS, DEFAULT_SHARDS, None, DEFAULT_HAND_OVER_KEYS, DEFAULT_DAYS_KEPT)
             }
         };
-        let store = SqlShardStore::open(&state, now_ms()).unwrap_or_else(|error| {
+        let store = SqlShardStore::open(&state, now_ms(), days_kept).unwrap_or_else(|error| {
             // Later ops then fail with storage_unavailable (503) instead of the object crashing.
             console_error!("shard storage failed to open: {error}");
             SqlShardStore::unopened(&state)

@@ -10,9 +10,11 @@ use std::cell::Cell;
 use edgecount_core::shard::cache_table::{
     entry_charge, EntryMeta, EntryValue, StoredEntry, ENTRY_OVERHEAD_BYTES,
 };
+use edgecount_core::shard::counter::DayCount;
 use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, IdempotencyStore, RecordScope};
 use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::Atomic;
+use edgecount_core::visits::day::Day;
 use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -168,8 +170,13 @@ const COUNTER_TOTAL_TRIGGERS: [(&str, &str); 2] = [
 /// Columns added to `counters` after its first release, each with its type: a shard stored
 /// before them gains them at start-up, and its rows read them as `NULL` (no creation time kept,
 /// the default rules).
-const ADDED_COUNTER_COLUMNS: [(&str, &str); 3] =
-    [("created_ms", "INTEGER"), ("settings", "TEXT"), ("reclaim_after_ms", "INTEGER")];
+const ADDED_COUNTER_COLUMNS: [(&str, &str); 5] = [
+    ("created_ms", "INTEGER"),
+    ("settings", "TEXT"),
+    ("reclaim_after_ms", "INTEGER"),
+    ("day", "INTEGER"),
+    ("day_count", "INTEGER"),
+];
 
 /// The records table of shards written before records were scoped and digested.
 const LEGACY_RECORDS: &str = "idempotency";
@@ -195,11 +202,16 @@ pub(super) struct CounterRow {
     pub(super) expires_at_ms: Option<u64>,
     pub(super) created_ms: Option<u64>,
     pub(super) settings: Option<String>,
+    /// The counter's latest day and its count (see `edgecount_core::shard::counter`).
+    #[serde(default)]
+    pub(super) day: Option<i32>,
+    #[serde(default)]
+    pub(super) day_count: Option<i64>,
 }
 
 /// The columns of `counters` that make a [`CounterRow`], as a `SELECT` lists them.
 const COUNTER_COLUMNS: &str =
-    "CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms, created_ms, settings";
+    "CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count";
 
 impl CounterRow {
     /// The counter the row stores.
@@ -209,6 +221,7 @@ impl CounterRow {
             .settings
             .map(|text| serde_json::from_str(&text).map_err(|e| format!("stored settings {text:?}: {e}")))
             .transpose()?;
+        let today = self.day.map(|day| DayCount { day: Day(day), count: self.day_count.unwrap_or(0) });
         Ok(Counter {
             value,
             version: self.version,
@@ -216,6 +229,7 @@ impl CounterRow {
             expires_at_ms: self.expires_at_ms,
             created_ms: self.created_ms,
             settings,
+            today,
         })
     }
 }
@@ -299,11 +313,11 @@ pub(super) fn describe(error: &worker::Error) -> String {
 
 impl SqlShardStore {
     /// Opens the tables of `state`'s storage, creating them on first use (a first generation of
-    /// records beginning at `now_ms`).
+    /// records beginning at `now_ms`; counters' finished days kept `days_kept` days).
     ///
     /// # Errors
     /// When SQLite refuses the schema.
-    pub fn open(state: &State, now_ms: u64) -> Result<Self> {
+    pub fn open(state: &State, now_ms: u64, days_kept: i32) -> Result<Self> {
         let store = Self::unopened(state);
         for statement in SCHEMA {
             store.sql.exec(statement, None)?;
@@ -357,6 +371,8 @@ impl SqlShardStore {
         if !statement("placement").is_some_and(|sql| sql.contains("from_shards")) {
             store.change("ALTER TABLE placement ADD COLUMN from_shards INTEGER", vec![])?;
         }
+        let created_names: Vec<String> = created.iter().map(|c| c.name.clone()).collect();
+        crate::shard::visit_store::open(&store, &created_names, days_kept)?;
         store.legacy_records.set(statement(LEGACY_RECORDS).is_some());
         if COUNTER_TOTAL_TRIGGERS.iter().any(|(name, _)| statement(name).is_none()) {
             store.keep_counter_total()?;
@@ -445,7 +461,7 @@ impl SqlShardStore {
     }
 
     /// Adds a consumed cursor's rows to the counts.
-    pub(super) fn tally(&self, cursor: &SqlCursor) {
+    pub(crate) fn tally(&self, cursor: &SqlCursor) {
         self.rows_read.set(self.rows_read.get() + cursor.rows_read() as u64);
         self.rows_written.set(self.rows_written.get() + cursor.rows_written() as u64);
     }
@@ -458,6 +474,22 @@ impl SqlShardStore {
     ) -> Result<Vec<T>> {
         let cursor = self.sql.exec(query, bindings)?;
         let rows = cursor.to_array()?;
+        self.tally(&cursor);
+        Ok(rows)
+    }
+
+    /// Runs a query and answers its rows as column values (BLOBs included, which JSON rows
+    /// cannot carry), counted.
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub(crate) fn raw_rows(
+        &self,
+        query: &str,
+        bindings: Vec<SqlStorageValue>,
+    ) -> std::result::Result<Vec<Vec<SqlStorageValue>>, String> {
+        let cursor = self.sql.exec(query, bindings).map_err(|e| describe(&e))?;
+        let rows = cursor.raw().collect::<std::result::Result<_, _>>().map_err(|e| describe(&e))?;
         self.tally(&cursor);
         Ok(rows)
     }
@@ -586,7 +618,17 @@ impl CounterStore for SqlShardStore {
         struct Found {
             rows: String,
         }
-        type FoundRow = (usize, String, u64, Option<u32>, Option<u64>, Option<u64>, Option<String>);
+        type FoundRow = (
+            usize,
+            String,
+            u64,
+            Option<u32>,
+            Option<u64>,
+            Option<u64>,
+            Option<String>,
+            Option<i32>,
+            Option<i64>,
+        );
         let mut counters = vec![None; keys.len()];
         for (chunk, slots) in keys.chunks(ROWS_PER_STATEMENT).zip(counters.chunks_mut(ROWS_PER_STATEMENT)) {
             let names: Vec<(&str, &str)> =
@@ -596,7 +638,7 @@ impl CounterStore for SqlShardStore {
             let found: Vec<Found> = self
                 .rows(
                     "SELECT json_group_array(json_array(r.key, CAST(c.value AS TEXT), c.version, \
-                     c.ttl_seconds, c.expires_at_ms, c.created_ms, c.settings)) AS rows \
+                     c.ttl_seconds, c.expires_at_ms, c.created_ms, c.settings, c.day, c.day_count)) AS rows \
                      FROM json_each(?1) AS r CROSS JOIN counters AS c \
                      ON c.ns = r.value ->> 0 AND c.key = r.value ->> 1",
                     vec![json_rows(&names)?],
@@ -604,8 +646,19 @@ impl CounterStore for SqlShardStore {
                 .map_err(|e| describe(&e))?;
             let rows = found.into_iter().next().map_or_else(|| "[]".to_owned(), |found| found.rows);
             let rows: Vec<FoundRow> = serde_json::from_str(&rows).map_err(|e| e.to_string())?;
-            for (place, value, version, ttl_seconds, expires_at_ms, created_ms, settings) in rows {
-                let row = CounterRow { value, version, ttl_seconds, expires_at_ms, created_ms, settings };
+            for (place, value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count) in
+                rows
+            {
+                let row = CounterRow {
+                    value,
+                    version,
+                    ttl_seconds,
+                    expires_at_ms,
+                    created_ms,
+                    settings,
+                    day,
+                    day_count,
+                };
                 let slot = slots.get_mut(place).ok_or_else(|| {
                     format!("a found row names key {place}, beyond the {} asked", chunk.len())
                 })?;
@@ -639,19 +692,23 @@ impl CounterStore for SqlShardStore {
                         c.created_ms,
                         settings,
                         c.expires_at_ms,
+                        c.today.map(|t| t.day.0),
+                        c.today.map(|t| t.count),
                     ))
                 })
                 .collect::<std::result::Result<Vec<_>, String>>()?;
             self.write(
                 &rows_statement(
                     "INSERT INTO counters \
-                     (ns, key, value, version, ttl_seconds, expires_at_ms, created_ms, settings, reclaim_after_ms)",
-                    9,
+                     (ns, key, value, version, ttl_seconds, expires_at_ms, created_ms, settings, reclaim_after_ms, \
+                     day, day_count)",
+                    11,
                     rows.len(),
                     "ON CONFLICT (ns, key) DO UPDATE SET \
                      value = excluded.value, version = excluded.version, \
                      ttl_seconds = excluded.ttl_seconds, expires_at_ms = excluded.expires_at_ms, \
-                     created_ms = excluded.created_ms, settings = excluded.settings",
+                     created_ms = excluded.created_ms, settings = excluded.settings, \
+                     day = excluded.day, day_count = excluded.day_count",
                 ),
                 vec![json_rows(&rows)?],
             )

@@ -8,6 +8,7 @@ use edgecount_core::shard::transfer::{ExportPage, MAX_EXPORT_LINES, MAX_EXPORT_V
 use edgecount_core::{CoreError, Counter, CounterStore, Key, Namespace};
 
 use crate::shard::sql_store::SqlShardStore;
+use crate::shard::visit_store;
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -66,6 +67,7 @@ impl SqlShardStore {
         let mut refused = Vec::new();
         let mut counters: Vec<(Namespace, Key, Counter)> = Vec::new();
         let mut entries: Vec<(&Parcel, ParcelEntry)> = Vec::new();
+        let mut with_days: Vec<&Parcel> = Vec::new();
         for (place, (parcel, stored)) in parcels.iter().zip(stored).enumerate() {
             let owner = stored.and_then(|c| c.settings).and_then(|s| s.admin_key_hash);
             let keeps_owner = |c: &Counter| c.settings.and_then(|s| s.admin_key_hash) == owner;
@@ -89,9 +91,12 @@ impl SqlShardStore {
                     counter.version = counter.version.max(stored.version + 1);
                 }
                 counters.push((parcel.ns.clone(), parcel.key.clone(), counter));
+                with_days.push(parcel);
             }
         }
         self.save_all(&counters)?;
+        // Days belong to a counter: a line without one brings none.
+        visit_store::save_parcel_days(self, &with_days)?;
         for (parcel, entry) in &entries {
             self.save_parcel_entry(&parcel.ns, &parcel.key, entry)
                 .map_err(|detail| format!("storing a cache entry failed: {detail}"))?;

@@ -64,7 +64,7 @@ fn authorize(call: &Call<'_>, need: Right, ns: Option<&Namespace>) -> Result<(),
 async fn write(call: &Call<'_>, target: &Target, op: ShardOp) -> Result<OpResult, CompatError> {
     let idempotency_key = counters::idempotency_key(call.req).map_err(|e| from_api(&e))?;
     // Guarded changes carry their own proof (the key, or Guard::Operator); a hit only adds.
-    let shard_call = ShardCall { op, idempotency_key, operator: false };
+    let shard_call = ShardCall { op, idempotency_key, operator: false, visit: None, count_visitor: false };
     let (result, _replayed) =
         counters::apply_write(call.cx, target, shard_call).await.map_err(|e| from_api(&e))?;
     match result {

@@ -152,7 +152,8 @@ fn request(shards: &Rc<Shards>, op: ShardOp, queue_limit: usize) -> Rc<Request> 
     });
     let serving = Rc::clone(&request);
     let task = fake::spawn(async move {
-        let call = ShardCall { op, idempotency_key: None, operator: false };
+        let call =
+            ShardCall { op, idempotency_key: None, operator: false, visit: None, count_visitor: false };
         let outcome = submit(&*serving, SHARD, call).await;
         *serving.outcome.borrow_mut() = Some(outcome);
         0

@@ -1,0 +1,172 @@
+//! Days and unique visitors on the counter routes (see `edgecount_core::visits`).
+//!
+//! Every increment and decrement carries the day it lands in, in its namespace's zone, and with
+//! `?unique=1` an increment carries its visitor's hash ([`visit_of`]).
+//! `GET /v1/counters/:ns/:key/days?period=` (or `?from=&to=`, and `&unique=1`) asks the key's
+//! shard for its days ([`read`]).
+
+use edgecount_core::http::negotiate::prefers_text_plain;
+use edgecount_core::shard::protocol::{DaysAnswer, Visit};
+use edgecount_core::visits::day::{Day, Period};
+use edgecount_core::visits::visitor::visitor_hash;
+use edgecount_core::{Key, Namespace, OpKind, OpResult, ShardCall, ShardOp};
+use serde::Serialize;
+
+use crate::http::api_error::ApiError;
+use crate::http::message::{Header, Request, Response};
+use crate::http::request_context::RequestContext;
+use crate::http::respond;
+use crate::http::target::Target;
+use crate::isolate::clock::now_ms;
+use crate::isolate::config::Config;
+use crate::isolate::shard_calls;
+
+/// The day a count of `kind` on `target` lands in now, and with `unique` (increments only) the
+/// hash of its visitor: the client's address and user agent, never sent on or kept as they are.
+pub fn visit_of(req: &Request, config: &Config, target: &Target, kind: OpKind, unique: bool) -> Visit {
+    visit_on(req, config, (&target.ns, &target.key), unique && kind == OpKind::Incr)
+}
+
+fn visit_on(req: &Request, config: &Config, (ns, key): (&Namespace, &Key), with_visitor: bool) -> Visit {
+    let day = config.zones.of(ns).day_at(now_ms());
+    let visitors = if with_visitor {
+        let address = req.header(Header::ClientAddress).unwrap_or_default();
+        let agent = req.header(Header::UserAgent).unwrap_or_default();
+        vec![visitor_hash(ns, key, &address, &agent)]
+    } else {
+        Vec::new()
+    };
+    Visit { day, visitors }
+}
+
+/// A batch's `call` with its day, when it is an increment or decrement, and its visitor when
+/// it asked for `unique`.
+pub fn with_day(call: ShardCall, req: &Request, config: &Config) -> ShardCall {
+    let counts = matches!(call.op, ShardOp::Incr { .. } | ShardOp::Decr { .. });
+    let visit = counts.then(|| visit_on(req, config, call.op.target(), call.count_visitor));
+    ShardCall { visit: visit.or(call.visit.clone()), ..call }
+}
+
+/// One day of a read's series.
+#[derive(Serialize)]
+struct DayBody {
+    date: String,
+    count: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uniques: Option<u64>,
+}
+
+/// A read of days: the total, the period's count and unique visitors, and each of its days.
+#[derive(Serialize)]
+struct DaysBody<'a> {
+    ns: &'a str,
+    key: &'a str,
+    value: i64,
+    exists: bool,
+    period: String,
+    from: String,
+    to: String,
+    time_zone: &'a str,
+    count: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uniques: Option<u64>,
+    days: Vec<DayBody>,
+}
+
+/// A counter's days as a read asked them.
+pub struct Tally {
+    pub answer: DaysAnswer,
+    pub from: Day,
+    pub to: Day,
+    /// The period's count: the total for [`Period::Total`].
+    pub count: i64,
+    /// The period's unique visitors, 0 when not asked.
+    pub uniques: u64,
+}
+
+/// Asks `target`'s shard for its counts in `period` (the days kept, for the total with
+/// `unique`), and with `unique` its visitors.
+///
+/// # Errors
+/// A refused op or an unavailable shard.
+pub async fn tally(
+    cx: &RequestContext<'_>,
+    target: &Target,
+    period: Period,
+    unique: bool,
+) -> Result<Tally, ApiError> {
+    let today = cx.config.zones.of(&target.ns).day_at(now_ms());
+    let (from, to) = period.days(today).unwrap_or((today.before(cx.config.days_kept - 1), today));
+    let op = ShardOp::Days { ns: target.ns.clone(), key: target.key.clone(), from, to, unique };
+    let answer = match shard_calls::submit(cx, target.shard, op.into()).await? {
+        OpResult::Days(answer) => *answer,
+        OpResult::Failed { error } => return Err(error.into()),
+        _ => return Err(ApiError::ShardUnavailable),
+    };
+    let count =
+        if period == Period::Total { answer.value } else { answer.days.iter().map(|d| d.count).sum() };
+    let uniques = answer.uniques.unwrap_or(0);
+    Ok(Tally { answer, from, to, count, uniques })
+}
+
+/// Answers `target`'s counts in `period`, each day of it listed, zeros included (none for the
+/// total); `text/plain` asks for the period's count alone, or its visitors with `unique`.
+///
+/// # Errors
+/// A refused op or an unavailable shard.
+pub async fn read(
+    req: &Request,
+    cx: &RequestContext<'_>,
+    target: &Target,
+    period: Period,
+    unique: bool,
+) -> Result<Response, ApiError> {
+    let Tally { answer, from, to, count, uniques } = tally(cx, target, period, unique).await?;
+    let mut response = if prefers_text_plain(req.header(Header::Accept).as_deref()) {
+        respond::text(200, if unique { uniques.to_string() } else { count.to_string() })
+    } else {
+        respond::json(
+            200,
+            &DaysBody {
+                ns: target.ns.as_str(),
+                key: target.key.as_str(),
+                value: answer.value,
+                exists: answer.exists,
+                period: period_name(period),
+                from: from.date(),
+                to: to.date(),
+                time_zone: cx.config.zones.of(&target.ns).name(),
+                count,
+                uniques: answer.uniques,
+                days: if period == Period::Total { Vec::new() } else { series(&answer, from, to, unique) },
+            },
+        )?
+    };
+    response.set_header("cache-control", "no-store");
+    response.set_header("vary", "Accept");
+    Ok(response)
+}
+
+/// Every day from `from` to `to`, with the answer's counts where it had any.
+fn series(answer: &DaysAnswer, from: Day, to: Day, unique: bool) -> Vec<DayBody> {
+    (from.0..=to.0)
+        .map(|day| {
+            let found = answer.days.iter().find(|d| d.day.0 == day);
+            DayBody {
+                date: Day(day).date(),
+                count: found.map_or(0, |d| d.count),
+                uniques: unique.then(|| found.and_then(|d| d.uniques).unwrap_or(0)),
+            }
+        })
+        .collect()
+}
+
+fn period_name(period: Period) -> String {
+    match period {
+        Period::Total => "total".to_owned(),
+        Period::Today => "today".to_owned(),
+        Period::Yesterday => "yesterday".to_owned(),
+        Period::Last(n) => format!("{n}d"),
+        Period::Series { .. } => "series".to_owned(),
+    }
+}

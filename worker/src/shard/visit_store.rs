@@ -1,0 +1,303 @@
+//! A shard's finished days, visitor sketches and day salts in SQLite (see
+//! `edgecount_core::shard::visit_table` for what they are).
+//!
+//! A counter's latest day lives in its own row (`counters.day`, `day_count`). The trigger
+//! [`day_moved`] moves the finished day to `counter_days` when a write brings a later day,
+//! and drops the key's days past the days kept: the work is once per key and day, inside the
+//! write's own statement. [`DAYS_REMOVED`] deletes a counter's days and sketches with it (a
+//! delete, an expiry, a hand-over's release), so nothing outlives its counter.
+
+use edgecount_core::shard::counter::DayCount;
+use edgecount_core::shard::migration::{Parcel, ParcelSketch};
+use edgecount_core::shard::visit_table::VisitStore;
+use edgecount_core::visits::day::Day;
+use edgecount_core::visits::visitor::Salt;
+use edgecount_core::{Key, Namespace};
+use serde::Deserialize;
+use worker::{Result, SqlStorageValue};
+
+use crate::isolate::hash_seed::fill_random;
+use crate::shard::sql_store::{
+    blob, describe, json_rows, rows_statement, text, SqlShardStore, ROWS_PER_STATEMENT,
+};
+
+const TABLES: [&str; 3] = [
+    "CREATE TABLE IF NOT EXISTS counter_days (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        day INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (ns, key, day)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS visitor_sketches (
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        day INTEGER NOT NULL,
+        sketch BLOB NOT NULL,
+        PRIMARY KEY (ns, key, day)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS visitor_salts (
+        day INTEGER PRIMARY KEY,
+        salt BLOB NOT NULL
+    )",
+];
+
+/// Deletes a counter's days and sketches with its row.
+const DAYS_REMOVED: &str = "CREATE TRIGGER IF NOT EXISTS counter_days_removed AFTER DELETE ON counters \
+     BEGIN DELETE FROM counter_days WHERE ns = old.ns AND key = old.key; \
+     DELETE FROM visitor_sketches WHERE ns = old.ns AND key = old.key; END";
+
+/// The name of the trigger that keeps `kept` days: named by the number, so that a change of
+/// `EDGECOUNT_DAYS` replaces it at the next start.
+fn day_moved_name(kept: i32) -> String {
+    format!("counter_day_moved_{kept}")
+}
+
+/// Moves a counter's finished day to `counter_days` when a write brings another day, and drops
+/// the key's days and sketches older than the `kept` latest.
+fn day_moved(kept: i32) -> String {
+    format!(
+        "CREATE TRIGGER IF NOT EXISTS {name} AFTER UPDATE OF day ON counters \
+         WHEN old.day IS NOT NULL AND new.day IS NOT old.day \
+         BEGIN \
+         INSERT INTO counter_days (ns, key, day, count) VALUES (old.ns, old.key, old.day, old.day_count) \
+         ON CONFLICT (ns, key, day) DO UPDATE SET count = count + excluded.count; \
+         DELETE FROM counter_days WHERE ns = old.ns AND key = old.key AND day <= new.day - {kept}; \
+         DELETE FROM visitor_sketches WHERE ns = old.ns AND key = old.key AND day <= new.day - {kept}; \
+         END",
+        name = day_moved_name(kept)
+    )
+}
+
+/// Creates what is missing of the tables and triggers; `created` names what `sqlite_master`
+/// holds. A trigger for another number of days kept is replaced.
+///
+/// # Errors
+/// When SQLite refuses the schema.
+pub(super) fn open(store: &SqlShardStore, created: &[String], kept: i32) -> Result<()> {
+    let has = |name: &str| created.iter().any(|c| c == name);
+    if !has("counter_days") || !has("visitor_sketches") || !has("visitor_salts") {
+        for table in TABLES {
+            store.sql().exec(table, None)?;
+        }
+    }
+    if !has("counter_days_removed") {
+        store.sql().exec(DAYS_REMOVED, None)?;
+    }
+    let wanted = day_moved_name(kept);
+    if !has(&wanted) {
+        for other in created.iter().filter(|name| name.starts_with("counter_day_moved_")) {
+            store.sql().exec(&format!("DROP TRIGGER IF EXISTS {other}"), None)?;
+        }
+        store.sql().exec(&day_moved(kept), None)?;
+    }
+    Ok(())
+}
+
+/// Keys' names as one JSON array of `[ns, key]`, each row of a statement over them led by its
+/// key's place in it.
+fn named(keys: &[(Namespace, Key)]) -> std::result::Result<Vec<SqlStorageValue>, String> {
+    let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
+    Ok(vec![json_rows(&names)?])
+}
+
+/// Adds to `parcels` (one per key of `keys`, in order) the keys' finished days and sketches:
+/// two statements for all of them.
+///
+/// # Errors
+/// A description of the storage failure.
+pub(super) fn fill_parcels(
+    store: &SqlShardStore,
+    keys: &[(Namespace, Key)],
+    parcels: &mut [Parcel],
+) -> std::result::Result<(), String> {
+    #[derive(Deserialize)]
+    struct Row {
+        place: usize,
+        day: i32,
+        count: i64,
+    }
+    let days: Vec<Row> = store
+        .rows(
+            "SELECT CAST(r.key AS INTEGER) AS place, t.day, t.count FROM json_each(?1) AS r \
+             JOIN counter_days AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 ORDER BY place, t.day",
+            named(keys)?,
+        )
+        .map_err(|e| describe(&e))?;
+    for row in days {
+        let parcel = parcels.get_mut(row.place).ok_or("a day of no asked key")?;
+        parcel.days.push(DayCount { day: Day(row.day), count: row.count });
+    }
+    let rows = store.raw_rows("SELECT CAST(r.key AS INTEGER) AS place, t.day, t.sketch FROM json_each(?1) AS r \
+             JOIN visitor_sketches AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 ORDER BY place, t.day", named(keys)?)?;
+    for row in rows {
+        let [SqlStorageValue::Integer(place), SqlStorageValue::Integer(day), sketch] = row.as_slice() else {
+            return Err("unexpected sketch row shape".to_owned());
+        };
+        let parcel = usize::try_from(*place).ok().and_then(|place| parcels.get_mut(place));
+        let day = Day(i32::try_from(*day).map_err(|_| "a stored day out of range")?);
+        parcel.ok_or("a sketch of no asked key")?.sketches.push(ParcelSketch { day, sketch: blob(sketch) });
+    }
+    Ok(())
+}
+
+/// The bytes each of `keys`' days and sketches add to its parcel, as [`Parcel::weight`] counts
+/// them: `(place, bytes)`.
+///
+/// # Errors
+/// A description of the storage failure.
+pub(super) fn parcel_weights(
+    store: &SqlShardStore,
+    keys: &[(Namespace, Key)],
+) -> std::result::Result<Vec<(usize, u64)>, String> {
+    #[derive(Deserialize)]
+    struct Size {
+        place: usize,
+        bytes: u64,
+    }
+    let mut sizes = Vec::new();
+    for query in [
+        "SELECT CAST(r.key AS INTEGER) AS place, COUNT(*) * 40 AS bytes FROM json_each(?1) AS r \
+         JOIN counter_days AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 GROUP BY r.key",
+        "SELECT CAST(r.key AS INTEGER) AS place, SUM((length(t.sketch) + 2) / 3 * 4 + 32) AS bytes \
+         FROM json_each(?1) AS r JOIN visitor_sketches AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 \
+         GROUP BY r.key",
+    ] {
+        let rows: Vec<Size> = store.rows(query, named(keys)?).map_err(|e| describe(&e))?;
+        sizes.extend(rows.into_iter().map(|size| (size.place, size.bytes)));
+    }
+    Ok(sizes)
+}
+
+/// Stores `parcels`' days and sketches over what their keys hold of those days.
+///
+/// # Errors
+/// A description of the storage failure.
+pub(super) fn save_parcel_days(
+    store: &SqlShardStore,
+    parcels: &[&Parcel],
+) -> std::result::Result<(), String> {
+    let days: Vec<(&str, &str, i32, i64)> = parcels
+        .iter()
+        .flat_map(|p| p.days.iter().map(|d| (p.ns.as_str(), p.key.as_str(), d.day.0, d.count)))
+        .collect();
+    for chunk in days.chunks(ROWS_PER_STATEMENT) {
+        store.write(
+            &rows_statement(
+                "INSERT INTO counter_days (ns, key, day, count)",
+                4,
+                chunk.len(),
+                "ON CONFLICT (ns, key, day) DO UPDATE SET count = excluded.count",
+            ),
+            vec![json_rows(&chunk)?],
+        )?;
+    }
+    for parcel in parcels {
+        for sketch in &parcel.sketches {
+            store.save_sketch(&parcel.ns, &parcel.key, sketch.day, &sketch.sketch)?;
+        }
+    }
+    Ok(())
+}
+
+fn names(ns: &Namespace, key: &Key) -> Vec<SqlStorageValue> {
+    vec![text(ns.as_str()), text(key.as_str())]
+}
+
+fn day_value(day: Day) -> SqlStorageValue {
+    SqlStorageValue::Integer(i64::from(day.0))
+}
+
+impl VisitStore for SqlShardStore {
+    fn day_salt(&self, day: Day) -> std::result::Result<Salt, String> {
+        let rows = self.raw_rows("SELECT salt FROM visitor_salts WHERE day = ?", vec![day_value(day)])?;
+        if let Some(salt) = rows.first().and_then(|row| row.first()).map(blob) {
+            return salt.try_into().map_err(|_| "a stored salt is not 32 bytes".to_owned());
+        }
+        let mut salt: Salt = [0; 32];
+        fill_random(&mut salt);
+        self.write(
+            "INSERT INTO visitor_salts (day, salt) VALUES (?, ?)",
+            vec![day_value(day), SqlStorageValue::Blob(salt.to_vec())],
+        )?;
+        // The day before stays for the counts that cross midnight; older ones go.
+        self.write("DELETE FROM visitor_salts WHERE day < ?", vec![day_value(day.before(1))])?;
+        Ok(salt)
+    }
+
+    fn load_sketch(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        day: Day,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
+        let mut bindings = names(ns, key);
+        bindings.push(day_value(day));
+        let rows = self
+            .raw_rows("SELECT sketch FROM visitor_sketches WHERE ns = ? AND key = ? AND day = ?", bindings)?;
+        Ok(rows.first().and_then(|row| row.first()).map(blob))
+    }
+
+    fn save_sketch(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        day: Day,
+        sketch: &[u8],
+    ) -> std::result::Result<(), String> {
+        let mut bindings = names(ns, key);
+        bindings.extend([day_value(day), SqlStorageValue::Blob(sketch.to_vec())]);
+        self.write(
+            "INSERT INTO visitor_sketches (ns, key, day, sketch) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (ns, key, day) DO UPDATE SET sketch = excluded.sketch",
+            bindings,
+        )
+    }
+
+    fn stored_days(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        from: Day,
+        to: Day,
+    ) -> std::result::Result<Vec<DayCount>, String> {
+        #[derive(Deserialize)]
+        struct Row {
+            day: i32,
+            count: i64,
+        }
+        let mut bindings = names(ns, key);
+        bindings.extend([day_value(from), day_value(to)]);
+        let rows: Vec<Row> = self
+            .rows(
+                "SELECT day, count FROM counter_days WHERE ns = ? AND key = ? AND day BETWEEN ? AND ? ORDER BY day",
+                bindings,
+            )
+            .map_err(|e| describe(&e))?;
+        Ok(rows.into_iter().map(|row| DayCount { day: Day(row.day), count: row.count }).collect())
+    }
+
+    fn stored_sketches(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        from: Day,
+        to: Day,
+    ) -> std::result::Result<Vec<(Day, Vec<u8>)>, String> {
+        let mut bindings = names(ns, key);
+        bindings.extend([day_value(from), day_value(to)]);
+        let rows = self.raw_rows(
+            "SELECT day, sketch FROM visitor_sketches WHERE ns = ? AND key = ? AND day BETWEEN ? AND ? \
+                 ORDER BY day",
+            bindings,
+        )?;
+        rows.iter()
+            .map(|row| match row.as_slice() {
+                [SqlStorageValue::Integer(day), sketch] => {
+                    Ok((Day(i32::try_from(*day).map_err(|_| "a stored day out of range")?), blob(sketch)))
+                }
+                _ => Err("unexpected sketch row shape".to_owned()),
+            })
+            .collect()
+    }
+}
