@@ -2,6 +2,7 @@
 // calls of one tick batched into one request, retries that never apply a write twice, and
 // counter values exact over the whole signed 64-bit range.
 import { createQueue, runBatches, type Call } from "./batcher";
+import { readDays } from "./days";
 import { sendOneWay } from "./one-way";
 import { checkOp, type OpInput } from "./ops";
 import type { Transport } from "./transport";
@@ -26,6 +27,8 @@ export type {
   Client,
   ClientOptions,
   CountOptions,
+  Days,
+  DaysOptions,
   DeleteOptions,
   FetchLike,
   Int,
@@ -113,7 +116,7 @@ export function createClient(options: ClientOptions): Client {
     by: Int | undefined,
     opts: CountOptions = {},
   ): Promise<Int | undefined> => {
-    const { async: oneWay, exactlyOnce, ...write } = opts;
+    const { async: oneWay, exactlyOnce, unique, ...write } = opts;
     // A write with an idempotency key wants its own answer, as the service treats it too; so
     // does one asked to apply exactly once, which a one-way write without a key cannot.
     if (!oneWay || exactlyOnce || write.idempotencyKey !== undefined)
@@ -123,15 +126,17 @@ export function createClient(options: ClientOptions): Client {
         ns,
         key,
         by,
+        unique,
         keyless: !exactlyOnce && write.idempotencyKey === undefined,
       });
     return new Promise<undefined>((resolve, reject) => {
-      const checked = checkOp({ op, ns, key, by, ttl: write.ttl });
+      const checked = checkOp({ op, ns, key, by, ttl: write.ttl, unique });
       sendOneWay(t, checked).then(() => resolve(undefined), reject);
     });
   };
   return {
     get: (ns, key) => call({ op: "get", ns, key }),
+    days: (ns, key, options) => readDays(t, ns, key, options),
     incr: ((ns: string, key: string, by?: Int, opts?: CountOptions) =>
       count("incr", ns, key, by, opts)) as Client["incr"],
     decr: ((ns: string, key: string, by?: Int, opts?: CountOptions) =>

@@ -63,11 +63,11 @@ export function toBigInt(value: Int): bigint | undefined {
 }
 
 /**
- * A flat JSON object: strings are quoted, `bigint`s written with every digit, `undefined`
- * fields left out.
+ * A flat JSON object: strings are quoted, `bigint`s written with every digit, booleans as
+ * themselves, `undefined` fields left out.
  */
 export function jsonObject(
-  fields: Record<string, string | bigint | undefined>,
+  fields: Record<string, string | bigint | boolean | undefined>,
 ): string {
   const parts: string[] = [];
   for (const [name, value] of Object.entries(fields)) {

@@ -21,6 +21,8 @@ export interface Op {
   ttl?: bigint;
   contentType?: string;
   idempotencyKey?: string;
+  /** `incr`: count the visitor in the day's unique visitors too. */
+  unique?: boolean;
 }
 
 /** A single-key request: method, path and query, body and its content type. */
@@ -65,6 +67,8 @@ export interface OpInput {
   idempotencyKey?: string;
   /** A count sent without an idempotency key (see `CountOptions.exactlyOnce`). */
   keyless?: boolean;
+  /** `incr` only: count the visitor too (see `CountOptions.unique`). */
+  unique?: boolean;
 }
 
 /**
@@ -77,6 +81,14 @@ export function checkOp(input: OpInput): Op {
   const op: Op = { op: name, ns, key };
   if (by !== undefined) op.by = integer("invalid_number", "by", by);
   if (ttl !== undefined) op.ttl = integer("invalid_ttl", "ttl", ttl);
+  if (input.unique) {
+    if (name !== "incr")
+      throw clientError(
+        "invalid_op",
+        "`unique` counts a visitor on `incr` alone.",
+      );
+    op.unique = true;
+  }
   if (name === "set")
     op.value = integer("invalid_number", "value", value as Int);
   if (name === "cache_put") {
@@ -134,6 +146,7 @@ export function batchEntry(op: Op): string {
     ttl: op.ttl,
     content_type: op.contentType,
     idempotency_key: op.idempotencyKey,
+    unique: op.unique,
   });
 }
 
@@ -144,6 +157,7 @@ export function route(op: Op): Route {
   const query: string[] = [];
   if (op.by !== undefined) query.push(`by=${op.by}`);
   if (op.ttl !== undefined) query.push(`ttl=${op.ttl}`);
+  if (op.unique) query.push("unique=1");
   const result: Route = { method: "GET", path };
   switch (op.op) {
     case "incr":

@@ -84,6 +84,42 @@ export interface CountOptions extends WriteOptions {
    * after a network failure, which it reports instead.
    */
   async?: boolean;
+  /**
+   * `incr` only: count the visitor (the client's address and user agent, which the service
+   * hashes with a salt of the day and never stores) in the day's unique visitors too; read
+   * them with {@link Client.days}.
+   */
+  unique?: boolean;
+}
+
+/** What {@link Client.days} asks for: a `period`, or the dates `from` to `to`. */
+export interface DaysOptions {
+  /** `today`, `yesterday`, `7d`, `30d`, any `Nd`, or `total` (the default). */
+  period?: string;
+  /** The first date of a series, `yyyy-mm-dd`, with `to`. */
+  from?: string;
+  /** The last date of a series, `yyyy-mm-dd`, with `from`. */
+  to?: string;
+  /** Also the unique visitors, of the period and of each day. */
+  unique?: boolean;
+}
+
+/** A counter's days, as {@link Client.days} answers them. */
+export interface Days {
+  /** The counter's total. */
+  readonly value: Int;
+  readonly exists: boolean;
+  /** The period's first and last dates, `yyyy-mm-dd`, in {@link Days.timeZone}. */
+  readonly from: string;
+  readonly to: string;
+  /** The IANA zone the namespace counts its days in. */
+  readonly timeZone: string;
+  /** The period's count (the total for `total`). */
+  readonly count: Int;
+  /** With `unique`: the period's visitors, each counted once a day they came. */
+  readonly uniques?: number;
+  /** Each day of the period, oldest first, zeros included (none for `total`). */
+  readonly days: readonly { date: string; count: Int; uniques?: number }[];
 }
 
 /** Options of `del` and `cacheDelete`. */
@@ -169,6 +205,8 @@ export type BatchResults<T extends readonly BatchOp[]> = {
 export interface Client {
   /** A counter's value (0 if it was never written or has expired). */
   get(ns: string, key: string): Promise<Int>;
+  /** A counter's counts by day, and its unique visitors with `unique` (see docs/days.md). */
+  days(ns: string, key: string, options?: DaysOptions): Promise<Days>;
   /** Adds `by` (default 1, may be negative) and answers the new value. */
   incr(ns: string, key: string, by?: Int, options?: CountOptions): Promise<Int>;
   /** Adds `by` one-way: resolves once the service accepted it (see {@link CountOptions.async}). */

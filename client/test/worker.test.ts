@@ -169,4 +169,57 @@ describe("client against the worker", () => {
     expect(await service.value(ns, "likes")).toBe(1n);
     expect(await service.value(ns, "other")).toBe(5n);
   });
+
+  it("counts unique visitors, batched or one-way, and reads a counter's days", async () => {
+    const ns = freshNamespace("days");
+    // Every request of these clients comes from one address and user agent: one visitor.
+    const visitor = (address: string) =>
+      client({
+        fetch: (url, init) => {
+          const { pathname, search } = new URL(url);
+          paths.push(pathname + search);
+          const headers = new Headers(init?.headers);
+          headers.set("cf-connecting-ip", address);
+          headers.set("user-agent", "ClientSpec/1.0");
+          return service.fetch(pathname + search, { ...init, headers });
+        },
+      });
+    paths = [];
+    const first = visitor("192.0.2.10");
+    await Promise.all([
+      first.incr(ns, "home", 1, { unique: true }),
+      first.incr(ns, "home", 1, { unique: true }),
+    ]);
+    expect(paths).toEqual(["/v1/batch"]);
+    await visitor("192.0.2.11").incr(ns, "home", 1, {
+      unique: true,
+      async: true,
+    });
+    expect(paths[1]).toBe(`/v1/counters/${ns}/home/incr?by=1&unique=1&async=1`);
+    await expect
+      .poll(
+        async () =>
+          (await first.days(ns, "home", { period: "today", unique: true }))
+            .uniques,
+        {
+          timeout: 10_000,
+        },
+      )
+      .toBe(2);
+    const today = await first.days(ns, "home", { period: "7d", unique: true });
+    expect([today.count, today.value, today.days.length]).toEqual([3, 3, 7]);
+    expect(today.timeZone).toBe("UTC");
+    expect(today.days[6]).toMatchObject({ count: 3, uniques: 2 });
+    await expect(
+      first.days(ns, "home", { period: "week" }),
+    ).rejects.toMatchObject({
+      status: 400,
+      code: "invalid_parameter",
+    });
+    await expect(
+      first.decr(ns, "home", 1, { unique: true } as never),
+    ).rejects.toMatchObject({
+      code: "invalid_op",
+    });
+  });
 });
