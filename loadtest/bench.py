@@ -78,15 +78,16 @@ PROFILES = {
     # per batch; its items are the cache entries preloaded (cache_keys).
     "full": Profile(3, 10, 1_000_000, 1_000_000, 400_000, ALL_SYSTEMS,
                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "cache-100b",
-                     "cache-1k", "ncache"),
+                     "cache-1k", "ncache", "page-view"),
                     (50, 100, 150, 200, 250, 300), True, pair_rounds=3),
     "quick": Profile(3, 6, 100_000, 0, 200_000, QUICK_SYSTEMS,
-                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async"), (), True,
+                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "page-view"), (),
+                     True,
                      pair_rounds=2),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement, so no
     # warm-up holds (a probe of 0 s is none).
     "smoke": Profile(0, 1, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
-                     ("read", "write-async", "mixed", "batch"), (), False, pair_rounds=1, pair_paths=1),
+                     ("read", "write-async", "mixed", "batch", "page-view"), (), False, pair_rounds=1, pair_paths=1),
 }
 
 
@@ -526,6 +527,10 @@ def main() -> int:
 
     paired = run_pairs(profile, systems, scenarios, run_dir, keys_dir, args.cpu_quota)
     write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota, paired, profile.pair_rounds)
+    if "page-view" in scenarios and profile.ceilings:
+        # Not timed: the unique-visitor sketch beside Redis's on one visitor stream.
+        say("the visitor sketch beside Redis PFADD/PFCOUNT (sketch.json)")
+        subprocess.run([sys.executable, str(LOADTEST / "sketch_vs_redis.py"), str(run_dir)], check=False)
     say(f"wrote {run_dir / 'summary.json'} ({len(rows)} rows, {len(paired)} paired)")
     report = subprocess.run([sys.executable, str(LOADTEST / "report.py"), str(run_dir)])
     return report.returncode

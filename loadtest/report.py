@@ -182,6 +182,21 @@ def prices_note() -> list[str]:
             f"${upstash['commands_per_million']} per million commands ({upstash['sources'][0]}).", ""]
 
 
+def sketch_lines(run_dir: Path) -> list[str]:
+    """The unique-visitor sketch beside Redis's HyperLogLog (sketch.json, by sketch_vs_redis.py)."""
+    path = run_dir / "sketch.json"
+    if not path.exists():
+        return []
+    rows = sorted(json.loads(path.read_text()), key=lambda r: (r["visitors"], r["system"]))
+    lines = ["### unique visitors: the sketch beside Redis PFADD/PFCOUNT", "",
+             "The same stream of distinct visitors into one key of each: the estimate, its error and the "
+             "bytes stored (Redis: `STRLEN` of the key).", "",
+             "| visitors | system | estimate | error | bytes |", "|---:|---|---:|---:|---:|"]
+    lines += [f"| {r['visitors']:,} | {r['system']} | {r['estimate']:,} | {r['error']:+.3%} | {r['bytes']:,} |"
+              for r in rows]
+    return lines + [""]
+
+
 def write_report(run_dir: Path, summary: dict) -> None:
     rows, machine = summary["rows"], summary["machine"]
     # A system's scenarios may promise different things (edgecount's one-way writes): its most
@@ -220,6 +235,7 @@ def write_report(run_dir: Path, summary: dict) -> None:
     lines += where_time_goes(rows)
     lines += pairs.report_lines(summary.get("pairs", []))
     lines += tables(rows)
+    lines += sketch_lines(run_dir)
     if rows:  # a run of the paired holds only has no rows to chart
         lines += ["![ops/s and p99 per system and scenario](chart.png)", ""]
     (run_dir / "report.md").write_text("\n".join(lines))

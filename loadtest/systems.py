@@ -204,11 +204,11 @@ class EdgecountWorkerd(V1System):
     def __init__(self) -> None:
         System.__init__(self, "edgecount-workerd", "http://127.0.0.1:8790",
                          {"health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "cache",
-                          "ncache", "clients"},
+                          "ncache", "clients", "page-view"},
                          "durable (SQLite, written before each answer)")
 
     def persistence_of(self, scenario: str) -> str:
-        if scenario.endswith("-async"):
+        if scenario.endswith("-async") or scenario == "page-view":
             return "one-way (answered 202, applied to SQLite within 1 s)"
         return self.persistence
 

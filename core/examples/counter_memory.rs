@@ -30,7 +30,7 @@ use edgecount_core::shard::cache_table::{CacheStore, EntryValue, StoredEntry};
 use edgecount_core::shard::counter::DayCount;
 use edgecount_core::shard::counter_table::DEFAULT_CACHED_COUNTERS;
 use edgecount_core::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
-use edgecount_core::shard::visit_table::VisitStore;
+use edgecount_core::shard::visit_table::{EachSketch, VisitStore};
 use edgecount_core::shard::Atomic;
 use edgecount_core::visits::day::Day;
 use edgecount_core::visits::visitor::Salt;
@@ -109,6 +109,9 @@ impl CounterStore for Discard {
     fn save(&self, _: &Namespace, _: &Key, _: &Counter) -> Result<(), String> {
         Ok(())
     }
+    fn finish_day(&self, _: &Namespace, _: &Key, _: DayCount) -> Result<(), String> {
+        Ok(())
+    }
     fn remove(&self, _: &Namespace, _: &Key) -> Result<(), String> {
         Ok(())
     }
@@ -156,6 +159,9 @@ impl VisitStore for Discard {
     fn day_salt(&self, _: Day) -> Result<Salt, String> {
         Ok([0; 32])
     }
+    fn forget_salts_before(&self, _: Day) -> Result<Option<Day>, String> {
+        Ok(None)
+    }
     fn load_sketch(&self, _: &Namespace, _: &Key, _: Day) -> Result<Option<Vec<u8>>, String> {
         Ok(None)
     }
@@ -165,8 +171,14 @@ impl VisitStore for Discard {
     fn stored_days(&self, _: &Namespace, _: &Key, _: Day, _: Day) -> Result<Vec<DayCount>, String> {
         Ok(Vec::new())
     }
-    fn stored_sketches(&self, _: &Namespace, _: &Key, _: Day, _: Day) -> Result<Vec<(Day, Vec<u8>)>, String> {
-        Ok(Vec::new())
+    fn each_sketch(
+        &self,
+        _: &Namespace,
+        _: &Key,
+        _: (Day, Day),
+        _: &mut EachSketch<'_>,
+    ) -> Result<(), String> {
+        Ok(())
     }
 }
 

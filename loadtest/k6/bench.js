@@ -5,7 +5,7 @@
 //
 //   BASE_URL, SYSTEM         the target and how it spells operations (lib/targets.js)
 //   SCENARIO                 health | read | write | write-async | mixed | hot | batch |
-//                            batch-async | cache | ncache | clients
+//                            batch-async | cache | ncache | clients | page-view
 //   MODE                     open (RATE iterations/s) | closed (VUS virtual users)
 //   DURATION                 e.g. 10s
 //   KEYS_DIR                 precomputed uniform.json / zipf.json (keys.py)
@@ -24,15 +24,14 @@ const HOT_KEYS = 10;
 
 const api = target(__ENV.SYSTEM, __ENV.BASE_URL);
 const sequence = new SharedArray("keys", () => {
-  const file = [
-    "mixed",
-    "batch",
-    "clients",
-    "write-async",
-    "batch-async",
-  ].includes(SCENARIO)
-    ? "zipf.json"
-    : "uniform.json";
+  const file =
+    SCENARIO === "page-view"
+      ? "pages.json"
+      : ["mixed", "batch", "clients", "write-async", "batch-async"].includes(
+            SCENARIO,
+          )
+        ? "zipf.json"
+        : "uniform.json";
   return JSON.parse(open(`${__ENV.KEYS_DIR}/${file}`));
 });
 const value = "v".repeat(Number(__ENV.VALUE_BYTES || 100));
@@ -90,6 +89,8 @@ const iterations = {
   health: () => api.health(),
   read: () => api.get(nextKey()),
   write: () => api.incr(nextKey()),
+  // A page view: one-way, counting its visitor (keys.py draws the page and the visitor).
+  "page-view": () => api.pageView(...nextKey()),
   // One-way where the system has it (202 at once, applied within a second), else its incr.
   "write-async": () => (api.incrOneWay || api.incr)(nextKey()),
   mixed: () =>

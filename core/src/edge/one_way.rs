@@ -28,6 +28,8 @@
 //!   (`Accept::Accepted::start_flusher`) and the old one stops when it next looks. A flush left
 //!   in flight by a flusher that died is sent again, under its number, by the next.
 
+use std::collections::BTreeSet;
+
 use crate::edge::access::Right;
 use crate::hashing::{key_map, KeyMap};
 use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
@@ -216,7 +218,7 @@ struct Pending {
     ops: u64,
     ttl: Option<u32>,
     day: Option<Day>,
-    visitors: Vec<u64>,
+    visitors: BTreeSet<u64>,
 }
 
 impl Pending {
@@ -346,6 +348,7 @@ impl OneWayBuffer {
                 return Accept::Overflow;
             }
             let new_visitor = visitor.filter(|v| !pending.visitors.contains(v));
+            // A set: a key's visitors are looked up once an accept, however many are pending.
             if new_visitor.is_some() && self.bytes + VISITOR_CHARGE_BYTES > self.limits.max_bytes {
                 self.stats.refused += 1;
                 return Accept::Full;
@@ -355,7 +358,7 @@ impl OneWayBuffer {
             pending.ttl = ttl.or(pending.ttl);
             pending.day = pending.day.max(day);
             if let Some(visitor) = new_visitor {
-                pending.visitors.push(visitor);
+                pending.visitors.insert(visitor);
                 self.bytes += VISITOR_CHARGE_BYTES;
             }
         } else {
@@ -468,7 +471,7 @@ impl OneWayBuffer {
             charged += pending.charge(&ns, &key);
             let ttl = pending.ttl;
             // The visitors ride the sum's first op; each op of a split sum counts in its day.
-            let mut visitors = std::mem::take(&mut pending.visitors);
+            let mut visitors: Vec<u64> = std::mem::take(&mut pending.visitors).into_iter().collect();
             ops.extend(split(pending.sum).enumerate().map(|(i, by)| FlushOp {
                 ns: ns.clone(),
                 key: key.clone(),

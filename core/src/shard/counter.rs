@@ -81,9 +81,9 @@ impl Counter {
         .ok_or(CoreError::Overflow)?;
         let kept_today = live.and_then(|c| c.today);
         let today = match write {
-            CounterWrite::Add(by, Some(day)) => Some(counted_in(kept_today, day, |n| n.checked_add(by))?),
+            CounterWrite::Add(by, Some(day)) => Some(counted_in(kept_today, day, |n| n.saturating_add(by))),
             CounterWrite::Subtract(by, Some(day)) => {
-                Some(counted_in(kept_today, day, |n| n.checked_sub(by))?)
+                Some(counted_in(kept_today, day, |n| n.saturating_sub(by)))
             }
             _ => kept_today,
         };
@@ -122,17 +122,14 @@ impl Counter {
 }
 
 /// The latest day's count after a write sent for `day`: the same day's count changed, or a new
-/// day's (a later one starts from 0; an earlier one counts in the kept, later day).
-fn counted_in(
-    kept: Option<DayCount>,
-    day: Day,
-    change: impl Fn(i64) -> Option<i64>,
-) -> Result<DayCount, CoreError> {
+/// day's (a later one starts from 0; an earlier one counts in the kept, later day). A day's
+/// count saturates rather than refuse a write its counter takes (one after a `set`, say).
+fn counted_in(kept: Option<DayCount>, day: Day, change: impl Fn(i64) -> i64) -> DayCount {
     let (day, before) = match kept {
         Some(kept) if kept.day >= day => (kept.day, kept.count),
         _ => (day, 0),
     };
-    Ok(DayCount { day, count: change(before).ok_or(CoreError::Overflow)? })
+    DayCount { day, count: change(before) }
 }
 
 fn expiry(ttl_seconds: Option<u32>, now_ms: u64) -> Option<u64> {
@@ -248,12 +245,10 @@ mod tests {
     }
 
     #[test]
-    fn a_day_s_count_that_would_overflow_changes_nothing() {
+    fn a_day_s_count_saturates_rather_than_refuse_a_write_the_total_takes() {
         let c = Counter::apply(None, CounterWrite::Add(i64::MAX, Some(Day(9))), None, NOW).unwrap();
-        let c = Counter::apply(Some(&c), CounterWrite::Subtract(i64::MAX, None), None, NOW).unwrap();
-        assert_eq!(
-            Counter::apply(Some(&c), CounterWrite::Add(1, Some(Day(9))), None, NOW),
-            Err(CoreError::Overflow)
-        );
+        let c = Counter::apply(Some(&c), CounterWrite::Set(0), None, NOW).unwrap();
+        let c = Counter::apply(Some(&c), CounterWrite::Add(1, Some(Day(9))), None, NOW).unwrap();
+        assert_eq!((c.value, c.today), (1, Some(DayCount { day: Day(9), count: i64::MAX })));
     }
 }

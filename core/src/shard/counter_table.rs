@@ -9,6 +9,7 @@ use std::num::NonZeroUsize;
 use lru::LruCache;
 
 use crate::hashing::KeyHashing;
+use crate::shard::counter::DayCount;
 use crate::shard::protocol::{CounterInfo, GuardedChange, OpResult};
 use crate::shard::settings::{AdminKeyHash, CounterSettings, Guard};
 use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
@@ -47,6 +48,12 @@ pub trait CounterStore {
     /// # Errors
     /// A description of the storage failure.
     fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String>;
+    /// Adds `day`'s count to the finished days of `ns`/`key`: a write moved the counter on to
+    /// a later day (see [`crate::shard::counter`]).
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> Result<(), String>;
     /// Removes counters expired by `now_ms`, looking at most at `most` of them (the first
     /// due); answers how many it removed. A store may look only at what is due, and keep when a
     /// counter is due earlier than its expiry (so that sliding an expiry writes nothing more).
@@ -157,6 +164,11 @@ impl CounterTable {
     ) -> Result<OpResult, CoreError> {
         let current = self.live(store, ns, key, now_ms)?;
         let next = Counter::apply(current.as_ref(), write, ttl_seconds, now_ms)?;
+        if let Some(finished) =
+            current.and_then(|c| c.today).filter(|t| next.today.is_some_and(|n| n.day != t.day))
+        {
+            store.finish_day(ns, key, finished).map_err(CoreError::storage)?;
+        }
         self.keep(store, ns, key, next)?;
         Ok(OpResult::Value { value: next.value, exists: true, version: next.version })
     }

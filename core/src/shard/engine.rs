@@ -243,7 +243,10 @@ impl ShardEngine {
         }
         let next_record = self.reclaim_records(store, now_ms)?;
         let next_counter = store.next_counter_expiry().map_err(CoreError::storage)?;
-        Ok([next_counter, self.cache.next_expiry(), next_record].into_iter().flatten().min())
+        let oldest_salt =
+            store.forget_salts_before(visit_table::oldest_salt_day(now_ms)).map_err(CoreError::storage)?;
+        let next_salt = oldest_salt.map(visit_table::salt_lapses_at);
+        Ok([next_counter, self.cache.next_expiry(), next_record, next_salt].into_iter().flatten().min())
     }
 
     /// Reclaims lapsed idempotency records (not keys: not counted) a generation at a time: once
@@ -450,12 +453,15 @@ fn in_transaction<S: ShardStore>(
     }
 }
 
-/// When what `call` writes lapses: its TTL, or its idempotency record's window.
+/// When what `call` writes lapses: its TTL, its idempotency record's window, or the salt of
+/// the day its visitors were counted in.
 fn lapses_at(call: &ShardCall, now_ms: u64) -> Option<u64> {
     let ttl = call.op.ttl().map(|seconds| now_ms + u64::from(seconds) * 1000);
     let record =
         call.idempotency_key.as_ref().filter(|_| call.op.is_write()).map(|_| now_ms + IDEMPOTENCY_WINDOW_MS);
-    [ttl, record].into_iter().flatten().min()
+    let salt =
+        call.visit.as_ref().filter(|v| !v.visitors.is_empty()).map(|v| visit_table::salt_lapses_at(v.day));
+    [ttl, record, salt].into_iter().flatten().min()
 }
 
 #[cfg(test)]

@@ -14,12 +14,12 @@
 //! a plain retry is safe.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::shard::cache_table::{CacheStore, EntryValue, StoredEntry};
 use crate::shard::counter::DayCount;
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
-use crate::shard::visit_table::{count_visitors, VisitStore};
+use crate::shard::visit_table::{count_visitors, EachSketch, VisitStore};
 use crate::visits::day::Day;
 use crate::visits::visitor::Salt;
 use crate::{Counter, CounterStore, Key, Namespace};
@@ -37,6 +37,12 @@ pub struct PendingWrites<'a, S> {
     /// The visitor hashes of this call's counts, by key and day: each sketch is read and
     /// written once at the commit.
     visitors: RefCell<BTreeMap<(Namespace, Key, Day), Vec<u64>>>,
+    /// Days this call's writes finished (a write moved its counter on to a later day), with
+    /// their counts: stored at the commit, added to what storage holds of them.
+    finished: RefCell<BTreeMap<(Namespace, Key, Day), i64>>,
+    /// Keys removed in this call (a delete, an expired counter found), whatever was written
+    /// after: the commit removes their stored rows, and so their days and sketches, first.
+    removed: RefCell<BTreeSet<(Namespace, Key)>>,
 }
 
 impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
@@ -48,6 +54,8 @@ impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
             prefetched: RefCell::default(),
             records: RefCell::default(),
             visitors: RefCell::default(),
+            finished: RefCell::default(),
+            removed: RefCell::default(),
         }
     }
 
@@ -76,14 +84,25 @@ impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
     /// The first storage failure; what was stored before it is undone by the transaction the
     /// caller runs this in.
     pub fn commit(self) -> Result<(), String> {
+        let removed = self.removed.into_inner();
         let mut saves = Vec::new();
         for ((ns, key), counter) in self.counters.into_inner() {
             match counter {
-                Some(counter) => saves.push((ns, key, counter)),
+                Some(counter) => {
+                    // A counter that ended in this call and began again: the old one's row
+                    // goes first, its days and sketches with it.
+                    if removed.contains(&(ns.clone(), key.clone())) {
+                        self.store.remove(&ns, &key)?;
+                    }
+                    saves.push((ns, key, counter));
+                }
                 None => self.store.remove(&ns, &key)?,
             }
         }
         self.store.save_all(&saves)?;
+        for ((ns, key, day), count) in self.finished.into_inner() {
+            self.store.finish_day(&ns, &key, DayCount { day, count })?;
+        }
         for ((ns, key, day), hashes) in self.visitors.into_inner() {
             count_visitors(self.store, &ns, &key, day, &hashes)?;
         }
@@ -109,7 +128,20 @@ impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
     }
 
     fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
-        self.counters.borrow_mut().insert((ns.clone(), key.clone()), None);
+        let slot = (ns.clone(), key.clone());
+        // What this call counted of the counter before goes with it.
+        self.finished.borrow_mut().retain(|(n, k, _), _| (n, k) != (ns, key));
+        self.visitors.borrow_mut().retain(|(n, k, _), _| (n, k) != (ns, key));
+        self.removed.borrow_mut().insert(slot.clone());
+        self.counters.borrow_mut().insert(slot, None);
+        Ok(())
+    }
+
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> Result<(), String> {
+        let slot = (ns.clone(), key.clone(), day.day);
+        let mut finished = self.finished.borrow_mut();
+        let count = finished.entry(slot).or_default();
+        *count = count.saturating_add(day.count);
         Ok(())
     }
 
@@ -189,11 +221,16 @@ impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
     }
 }
 
-/// Reads go to storage (a read of days in the call that writes them sees what was stored
-/// before the call); visitors wait for the commit.
+/// Reads of days see the days this call finished; reads of sketches go to storage (a read of
+/// visitors in the call that counts them sees those counted before it); visitors wait for the
+/// commit.
 impl<S: VisitStore> VisitStore for PendingWrites<'_, S> {
     fn day_salt(&self, day: Day) -> Result<Salt, String> {
         self.store.day_salt(day)
+    }
+
+    fn forget_salts_before(&self, day: Day) -> Result<Option<Day>, String> {
+        self.store.forget_salts_before(day)
     }
 
     fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String> {
@@ -204,18 +241,37 @@ impl<S: VisitStore> VisitStore for PendingWrites<'_, S> {
         self.store.save_sketch(ns, key, day, sketch)
     }
 
+    /// What storage holds of the days, and the days this call finished.
     fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> Result<Vec<DayCount>, String> {
-        self.store.stored_days(ns, key, from, to)
+        let mut days = if self.removed.borrow().contains(&(ns.clone(), key.clone())) {
+            Vec::new()
+        } else {
+            self.store.stored_days(ns, key, from, to)?
+        };
+        let finished = self.finished.borrow();
+        for ((_, _, day), count) in
+            finished.range((ns.clone(), key.clone(), from)..=(ns.clone(), key.clone(), to))
+        {
+            match days.iter_mut().find(|d| d.day == *day) {
+                Some(stored) => stored.count = stored.count.saturating_add(*count),
+                None => days.push(DayCount { day: *day, count: *count }),
+            }
+        }
+        days.sort_by_key(|d| d.day);
+        Ok(days)
     }
 
-    fn stored_sketches(
+    fn each_sketch(
         &self,
         ns: &Namespace,
         key: &Key,
-        from: Day,
-        to: Day,
-    ) -> Result<Vec<(Day, Vec<u8>)>, String> {
-        self.store.stored_sketches(ns, key, from, to)
+        days: (Day, Day),
+        each: &mut EachSketch<'_>,
+    ) -> Result<(), String> {
+        if self.removed.borrow().contains(&(ns.clone(), key.clone())) {
+            return Ok(());
+        }
+        self.store.each_sketch(ns, key, days, each)
     }
 
     fn add_visitors(&self, ns: &Namespace, key: &Key, day: Day, hashes: &[u64]) -> Result<(), String> {

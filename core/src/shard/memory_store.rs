@@ -13,7 +13,7 @@ use crate::partition::key_hash;
 use crate::shard::cache_table::{entry_charge, CacheStore, EntryMeta, EntryValue, StoredEntry};
 use crate::shard::counter::DayCount;
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
-use crate::shard::visit_table::VisitStore;
+use crate::shard::visit_table::{EachSketch, VisitStore, SALT_DAYS};
 use crate::shard::Atomic;
 use crate::visits::day::Day;
 use crate::visits::visitor::Salt;
@@ -108,16 +108,6 @@ impl MemoryStore {
         names
     }
 
-    /// What the SQLite store's trigger does: a counter saved with a later day than its stored
-    /// one moves the stored day's count to its own row.
-    fn archive_day(&self, ns: &Namespace, key: &Key, counter: &Counter) {
-        let Some(stored) = self.stored_counter(ns, key).and_then(|c| c.today) else { return };
-        if counter.today.is_some_and(|today| today.day != stored.day) {
-            let slot = ((ns.clone(), key.clone()), stored.day);
-            *self.days.borrow_mut().entry(slot).or_default() += stored.count;
-        }
-    }
-
     /// A removed counter's days and sketches go with it.
     fn forget_days(&self, slot: &Slot) {
         self.days.borrow_mut().retain(|(named, _), _| named != slot);
@@ -183,7 +173,6 @@ impl CounterStore for MemoryStore {
             self.counter_saves_left.set(Some(left - 1));
         }
         self.check_write()?;
-        self.archive_day(ns, key, counter);
         self.counters
             .borrow_mut()
             .entry(row(ns, key))
@@ -195,6 +184,13 @@ impl CounterStore for MemoryStore {
         self.check_write()?;
         self.counters.borrow_mut().remove(&row(ns, key));
         self.forget_days(&(ns.clone(), key.clone()));
+        Ok(())
+    }
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> Result<(), String> {
+        self.check_write()?;
+        let mut days = self.days.borrow_mut();
+        let count = days.entry(((ns.clone(), key.clone()), day.day)).or_default();
+        *count = count.saturating_add(day.count);
         Ok(())
     }
     fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String> {
@@ -237,9 +233,15 @@ impl VisitStore for MemoryStore {
         let made = xxhash_rust::xxh3::xxh3_128(&self.salts_made.get().to_le_bytes()).to_le_bytes();
         let salt: Salt = [made, made].concat().try_into().expect("32 bytes");
         let mut salts = self.salts.borrow_mut();
-        salts.retain(|kept, _| *kept >= day.before(1));
+        salts.retain(|kept, _| *kept > day.before(SALT_DAYS));
         salts.insert(day, salt);
         Ok(salt)
+    }
+    fn forget_salts_before(&self, day: Day) -> Result<Option<Day>, String> {
+        self.check()?;
+        let mut salts = self.salts.borrow_mut();
+        salts.retain(|kept, _| *kept >= day);
+        Ok(salts.keys().next().copied())
     }
     fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String> {
         self.check()?;
@@ -257,20 +259,17 @@ impl VisitStore for MemoryStore {
         let range = days.range((slot.clone(), from)..=(slot, to));
         Ok(range.map(|((_, day), count)| DayCount { day: *day, count: *count }).collect())
     }
-    fn stored_sketches(
+    fn each_sketch(
         &self,
         ns: &Namespace,
         key: &Key,
-        from: Day,
-        to: Day,
-    ) -> Result<Vec<(Day, Vec<u8>)>, String> {
+        (from, to): (Day, Day),
+        each: &mut EachSketch<'_>,
+    ) -> Result<(), String> {
         self.check()?;
         let slot = (ns.clone(), key.clone());
         let sketches = self.sketches.borrow();
-        Ok(sketches
-            .range((slot.clone(), from)..=(slot, to))
-            .map(|((_, day), bytes)| (*day, bytes.clone()))
-            .collect())
+        sketches.range((slot.clone(), from)..=(slot, to)).try_for_each(|((_, day), bytes)| each(*day, bytes))
     }
 }
 

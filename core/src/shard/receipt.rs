@@ -19,7 +19,7 @@
 //! The record then holds at most [`MAX_RECEIPT_RECORD_BYTES`] of places.
 
 use crate::shard::idempotency::{self, IdempotencyRecord, IdempotencyStore, RecordScope};
-use crate::shard::protocol::{ShardCall, ShardOp};
+use crate::shard::protocol::{ShardCall, ShardOp, Visit};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::partition::ShardId;
@@ -56,9 +56,22 @@ pub fn refusal(calls: &[ShardCall]) -> Option<CoreError> {
 }
 
 /// The digest a resend is compared by: xxh3-128 of the ops' canonical encodings, in order.
+/// The visitors' hashes are left out: the record is kept a day, and nothing that could be
+/// tested against a guessed address and user agent may be kept (see [`crate::visits::visitor`]);
+/// a resend carries the same ones.
 #[must_use]
 pub fn digest(calls: &[ShardCall]) -> u128 {
-    idempotency::json_digest(&calls)
+    if calls.iter().all(|call| call.visit.as_ref().is_none_or(|visit| visit.visitors.is_empty())) {
+        return idempotency::json_digest(&calls);
+    }
+    let without_visitors: Vec<ShardCall> = calls
+        .iter()
+        .map(|call| ShardCall {
+            visit: call.visit.as_ref().map(|visit| Visit { day: visit.day, visitors: Vec::new() }),
+            ..call.clone()
+        })
+        .collect();
+    idempotency::json_digest(&without_visitors)
 }
 
 /// What an earlier send of a request under its receipt left.

@@ -21,11 +21,16 @@ use crate::visits::sketch::Sketch;
 use crate::visits::visitor::{visitor_id, Salt};
 use crate::{CoreError, Counter, Key, Namespace};
 
+/// What [`VisitStore::each_sketch`] hands each stored sketch to: its day and bytes.
+pub type EachSketch<'a> = dyn FnMut(Day, &[u8]) -> Result<(), String> + 'a;
+
 /// Where a shard keeps its finished days, visitor sketches and salts.
 pub trait VisitStore {
     /// The salt of `day`, made from the platform's random source the first time it is asked
-    /// for; the salts of days before the day before `day` are deleted then.
+    /// for; the salts of days [`SALT_DAYS`] or more before `day` are deleted then.
     fn day_salt(&self, day: Day) -> Result<Salt, String>;
+    /// Deletes the salts of the days before `day`; answers the oldest day whose salt is left.
+    fn forget_salts_before(&self, day: Day) -> Result<Option<Day>, String>;
     /// The stored sketch of `ns`/`key` on `day`.
     fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String>;
     /// Stores the sketch of `ns`/`key` on `day`.
@@ -33,14 +38,15 @@ pub trait VisitStore {
     /// The finished days of `ns`/`key` from `from` to `to`, in order (its latest day is in its
     /// counter's row).
     fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> Result<Vec<DayCount>, String>;
-    /// The sketches of `ns`/`key` from `from` to `to`, in order.
-    fn stored_sketches(
+    /// Hands `each` the sketches of `ns`/`key` from `from` to `to`, in order, one at a time
+    /// (a period's sketches are never all held at once).
+    fn each_sketch(
         &self,
         ns: &Namespace,
         key: &Key,
-        from: Day,
-        to: Day,
-    ) -> Result<Vec<(Day, Vec<u8>)>, String>;
+        days: (Day, Day),
+        each: &mut EachSketch<'_>,
+    ) -> Result<(), String>;
     /// Counts the visitors of `hashes` on `ns`/`key` and `day`: at once here, at the commit in
     /// a call's [`crate::shard::group_commit::PendingWrites`] (each key and day's sketch then
     /// written once a call).
@@ -50,6 +56,26 @@ pub trait VisitStore {
     {
         count_visitors(self, ns, key, day, hashes)
     }
+}
+
+/// Days a salt is kept: its own, and the two after it by the UTC clock. A day ends up to 12
+/// hours after it ends in UTC (and begins up to 14 hours before), and a one-way count may be
+/// sent again for up to 12 hours: a salt outlives every count of its day, and then goes, so
+/// that nobody can tell a visitor of one day from the same person on another.
+pub const SALT_DAYS: i32 = 3;
+
+const DAY_MS: u64 = 86_400_000;
+
+/// When the salt of `day` is to be deleted: once [`SALT_DAYS`] UTC days have begun since.
+#[must_use]
+pub fn salt_lapses_at(day: Day) -> u64 {
+    u64::try_from(day.0.saturating_add(SALT_DAYS)).unwrap_or(0) * DAY_MS
+}
+
+/// The oldest day whose salt is kept at `now_ms`.
+#[must_use]
+pub fn oldest_salt_day(now_ms: u64) -> Day {
+    Day(i32::try_from(now_ms / DAY_MS).unwrap_or(i32::MAX).saturating_sub(SALT_DAYS - 1))
 }
 
 /// Counts the visitors whose worker hashes are `hashes` in the sketch of `ns`/`key` on `day`:
@@ -107,15 +133,17 @@ pub fn tally(
     let mut uniques = None;
     if unique {
         let mut all = Sketch::new();
-        for (day, bytes) in store.stored_sketches(ns, key, from, to).map_err(CoreError::storage)? {
-            let sketch =
-                Sketch::from_bytes(&bytes).map_err(|_| CoreError::storage("a damaged sketch".to_owned()))?;
-            match days.iter_mut().find(|d| d.day == day) {
-                Some(tally) => tally.uniques = Some(sketch.estimate()),
-                None => days.push(DayTally { day, count: 0, uniques: Some(sketch.estimate()) }),
-            }
-            all.merge(&sketch);
-        }
+        store
+            .each_sketch(ns, key, (from, to), &mut |day, bytes| {
+                let sketch = Sketch::from_bytes(bytes).map_err(|_| "a damaged sketch".to_owned())?;
+                match days.iter_mut().find(|d| d.day == day) {
+                    Some(tally) => tally.uniques = Some(sketch.estimate()),
+                    None => days.push(DayTally { day, count: 0, uniques: Some(sketch.estimate()) }),
+                }
+                all.merge(&sketch);
+                Ok(())
+            })
+            .map_err(CoreError::storage)?;
         days.iter_mut().for_each(|d| d.uniques = d.uniques.or(Some(0)));
         uniques = Some(all.estimate());
     }
@@ -219,15 +247,66 @@ mod tests {
     }
 
     #[test]
-    fn a_day_s_salt_is_made_once_and_dropped_after_the_next_day() {
+    fn a_day_s_salt_is_made_once_and_goes_with_the_alarm_two_utc_days_after() {
         let (mut engine, store) =
             (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
+        let salts = |store: &MemoryStore| store.salts.borrow().keys().map(|d| d.0).collect::<Vec<_>>();
         run(&mut engine, &store, vec![view(30, &["a"])]);
         run(&mut engine, &store, vec![view(30, &["b"])]);
-        run(&mut engine, &store, vec![view(31, &["a"])]);
-        assert_eq!(store.salts.borrow().keys().copied().collect::<Vec<_>>(), vec![Day(30), Day(31)]);
+        assert_eq!(store.salts_made.get(), 1);
+        let call = view(31, &["a"]);
+        let request = ShardRequest { ops: vec![call], ..ShardRequest::default() };
+        let ran = engine.run(&store, &request, 31 * 86_400_000);
+        assert_eq!(
+            ran.reclaim_by,
+            Some(34 * 86_400_000),
+            "the alarm is asked for by when day 31's salt goes"
+        );
         run(&mut engine, &store, vec![view(32, &["a"])]);
-        assert_eq!(store.salts.borrow().keys().copied().collect::<Vec<_>>(), vec![Day(31), Day(32)]);
+        assert_eq!(salts(&store), vec![30, 31, 32]);
+        run(&mut engine, &store, vec![view(33, &["a"])]);
+        assert_eq!(salts(&store), vec![31, 32, 33], "a new day drops the salt three days before");
+        // An idle shard's alarm drops them by the clock: on UTC day 35, the salts of 33 and on
+        // stay (33 goes once day 36 begins).
+        let next = engine.reclaim_expired(&store, 35 * 86_400_000 + 1).unwrap();
+        assert_eq!(salts(&store), vec![33]);
+        assert_eq!(next, Some(36 * 86_400_000));
+        engine.reclaim_expired(&store, 36 * 86_400_000).unwrap();
+        assert!(salts(&store).is_empty());
+    }
+
+    #[test]
+    fn a_day_that_ends_inside_a_call_keeps_its_counts_and_a_read_in_that_call_sees_them() {
+        let (mut engine, store) =
+            (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
+        run(&mut engine, &store, vec![view(39, &[])]);
+        let (ns, key) = names();
+        let read = ShardOp::Days { ns, key, from: Day(39), to: Day(41), unique: false }.into();
+        let results = run(&mut engine, &store, vec![view(39, &[]), view(40, &["a"]), view(41, &[]), read]);
+        let OpResult::Days(answer) = &results[3] else { panic!("{:?}", results[3]) };
+        let expected = vec![tally(39, 2, None), tally(40, 1, None), tally(41, 1, None)];
+        assert_eq!(answer.days, expected, "read in the call");
+        assert_eq!(days(&mut engine, &store, 39, 41, false).days, expected, "read after it");
+    }
+
+    #[test]
+    fn an_expired_counter_takes_its_days_and_visitors_with_it_when_written_again() {
+        let (mut engine, store) =
+            (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
+        let (ns, key) = names();
+        let short = ShardCall {
+            visit: Some(Visit { day: Day(50), visitors: vec![visitor_hash(&ns, &key, "a", "x")] }),
+            ..ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 1, ttl: Some(1) }.into()
+        };
+        let request = ShardRequest { ops: vec![short, view(51, &[])], ..ShardRequest::default() };
+        engine.run(&store, &request, 1_000);
+        assert_eq!(store.days.borrow().len(), 1, "day 50 finished");
+        // Two seconds later the counter has expired; a write starts a new one, without them.
+        let request = ShardRequest { ops: vec![view(52, &["b"])], ..ShardRequest::default() };
+        engine.run(&store, &request, 3_000);
+        let answer = days(&mut engine, &store, 40, 60, true);
+        assert_eq!((answer.value, answer.uniques), (1, Some(1)));
+        assert_eq!(answer.days, vec![tally(52, 1, Some(1))]);
     }
 
     #[test]

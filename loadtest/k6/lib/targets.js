@@ -11,6 +11,18 @@ const v1 = (base) => ({
   incr: (key) => http.post(`${base}/v1/counters/${NS}/k${key}/incr`, null),
   incrOneWay: (key) =>
     http.post(`${base}/v1/counters/${NS}/k${key}/incr?async=1`, null),
+  // Visitor n of the site: its address and user agent, as a browser's request carries them.
+  pageView: (page, visitor) =>
+    http.post(
+      `${base}/v1/counters/pages/p${page}/incr?async=1&unique=1`,
+      null,
+      {
+        headers: {
+          "cf-connecting-ip": `10.${visitor >> 16}.${(visitor >> 8) & 255}.${visitor & 255}`,
+          "user-agent": `Mozilla/5.0 (bench visitor ${visitor % 7})`,
+        },
+      },
+    ),
   cacheGet: (key) => http.get(`${base}/v1/cache/${NS}/v${key}`),
   cachePut: (key, value) =>
     http.put(`${base}/v1/cache/${NS}/v${key}`, value, {

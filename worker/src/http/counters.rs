@@ -209,6 +209,13 @@ async fn write(
     operator: bool,
 ) -> Result<Response, ApiError> {
     let query = CounterQuery::parse(req.query())?;
+    if query.unique && kind != OpKind::Incr {
+        return Err(CoreError::InvalidParameter {
+            name: "unique".to_owned(),
+            expected: "given on `incr` alone: a visitor is counted by a count".to_owned(),
+        }
+        .into());
+    }
     let (ns, key) = (target.ns.clone(), target.key.clone());
     let (ttl, by) = (query.ttl, query.by.unwrap_or(1));
     let idempotency_key = idempotency_key(req)?;

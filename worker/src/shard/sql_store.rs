@@ -721,6 +721,10 @@ impl CounterStore for SqlShardStore {
             vec![text(ns.as_str()), text(key.as_str())],
         )
     }
+
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> std::result::Result<(), String> {
+        self.add_finished_day(ns, key, day)
+    }
 }
 
 impl Atomic for SqlShardStore {

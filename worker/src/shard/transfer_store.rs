@@ -40,6 +40,11 @@ impl SqlShardStore {
         };
         for parcel in &mut parcels {
             parcel.counter = parcel.counter.filter(|c| !c.is_expired(now_ms));
+            if parcel.counter.is_none() {
+                // Days and visitors belong to a live counter: a lapsed one's go unexported.
+                parcel.days.clear();
+                parcel.sketches.clear();
+            }
             parcel.cache = parcel.cache.take().filter(|e| e.expires_at_ms.is_none_or(|at| at > now_ms));
         }
         parcels.retain(|p| !p.holds_nothing());

@@ -1,15 +1,15 @@
 //! A shard's finished days, visitor sketches and day salts in SQLite (see
 //! `edgecount_core::shard::visit_table` for what they are).
 //!
-//! A counter's latest day lives in its own row (`counters.day`, `day_count`). The trigger
-//! [`day_moved`] moves the finished day to `counter_days` when a write brings a later day,
-//! and drops the key's days past the days kept: the work is once per key and day, inside the
-//! write's own statement. [`DAYS_REMOVED`] deletes a counter's days and sketches with it (a
-//! delete, an expiry, a hand-over's release), so nothing outlives its counter.
+//! A counter's latest day lives in its own row (`counters.day`, `day_count`). When a write
+//! brings a later day, the engine stores the finished day in `counter_days`
+//! ([`SqlShardStore::finish_day`]), and the trigger [`pruning`] drops the key's days past the
+//! days kept: once per key and day. [`DAYS_REMOVED`] deletes a counter's days and sketches with
+//! it (a delete, an expiry, a hand-over's release), so nothing outlives its counter.
 
 use edgecount_core::shard::counter::DayCount;
 use edgecount_core::shard::migration::{Parcel, ParcelSketch};
-use edgecount_core::shard::visit_table::VisitStore;
+use edgecount_core::shard::visit_table::{EachSketch, VisitStore, SALT_DAYS};
 use edgecount_core::visits::day::Day;
 use edgecount_core::visits::visitor::Salt;
 use edgecount_core::{Key, Namespace};
@@ -49,25 +49,30 @@ const DAYS_REMOVED: &str = "CREATE TRIGGER IF NOT EXISTS counter_days_removed AF
 
 /// The name of the trigger that keeps `kept` days: named by the number, so that a change of
 /// `EDGECOUNT_DAYS` replaces it at the next start.
-fn day_moved_name(kept: i32) -> String {
-    format!("counter_day_moved_{kept}")
+fn pruning_name(kept: i32) -> String {
+    format!("counter_days_pruned_{kept}")
 }
 
-/// Moves a counter's finished day to `counter_days` when a write brings another day, and drops
-/// the key's days and sketches older than the `kept` latest.
-fn day_moved(kept: i32) -> String {
+/// When a write moves a counter on to another day, drops the key's days and sketches older
+/// than the `kept` latest: once per key and day, inside the write's own statement. (The
+/// finished day itself is stored by the engine, [`SqlShardStore::finish_day`].)
+fn pruning(kept: i32) -> String {
     format!(
         "CREATE TRIGGER IF NOT EXISTS {name} AFTER UPDATE OF day ON counters \
-         WHEN old.day IS NOT NULL AND new.day IS NOT old.day \
+         WHEN new.day IS NOT NULL AND new.day IS NOT old.day \
          BEGIN \
-         INSERT INTO counter_days (ns, key, day, count) VALUES (old.ns, old.key, old.day, old.day_count) \
-         ON CONFLICT (ns, key, day) DO UPDATE SET count = count + excluded.count; \
          DELETE FROM counter_days WHERE ns = old.ns AND key = old.key AND day <= new.day - {kept}; \
-         DELETE FROM visitor_sketches WHERE ns = old.ns AND key = old.key AND day <= new.day - {kept}; \
+         DELETE FROM visitor_sketches WHERE ns = old.ns AND key = old.key AND day <= new.day - {sketched}; \
          END",
-        name = day_moved_name(kept)
+        name = pruning_name(kept),
+        sketched = kept.min(MAX_SKETCH_DAYS),
     )
 }
+
+/// Days a counter keeps its visitor sketches at most, whatever `EDGECOUNT_DAYS` says: a
+/// sketch is up to 12 KB, so this bounds what a key holds and carries in a hand-over to about
+/// 5 MB.
+pub const MAX_SKETCH_DAYS: i32 = 400;
 
 /// Creates what is missing of the tables and triggers; `created` names what `sqlite_master`
 /// holds. A trigger for another number of days kept is replaced.
@@ -84,12 +89,12 @@ pub(super) fn open(store: &SqlShardStore, created: &[String], kept: i32) -> Resu
     if !has("counter_days_removed") {
         store.sql().exec(DAYS_REMOVED, None)?;
     }
-    let wanted = day_moved_name(kept);
+    let wanted = pruning_name(kept);
     if !has(&wanted) {
-        for other in created.iter().filter(|name| name.starts_with("counter_day_moved_")) {
+        for other in created.iter().filter(|name| name.starts_with("counter_days_pruned_")) {
             store.sql().exec(&format!("DROP TRIGGER IF EXISTS {other}"), None)?;
         }
-        store.sql().exec(&day_moved(kept), None)?;
+        store.sql().exec(&pruning(kept), None)?;
     }
     Ok(())
 }
@@ -208,6 +213,27 @@ fn day_value(day: Day) -> SqlStorageValue {
     SqlStorageValue::Integer(i64::from(day.0))
 }
 
+impl SqlShardStore {
+    /// Adds `day`'s count to `ns`/`key`'s finished days (see `CounterStore::finish_day`).
+    ///
+    /// # Errors
+    /// A description of the storage failure.
+    pub(super) fn add_finished_day(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        day: DayCount,
+    ) -> std::result::Result<(), String> {
+        let mut bindings = names(ns, key);
+        bindings.extend([day_value(day.day), SqlStorageValue::Integer(day.count)]);
+        self.write(
+            "INSERT INTO counter_days (ns, key, day, count) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (ns, key, day) DO UPDATE SET count = count + excluded.count",
+            bindings,
+        )
+    }
+}
+
 impl VisitStore for SqlShardStore {
     fn day_salt(&self, day: Day) -> std::result::Result<Salt, String> {
         let rows = self.raw_rows("SELECT salt FROM visitor_salts WHERE day = ?", vec![day_value(day)])?;
@@ -220,9 +246,20 @@ impl VisitStore for SqlShardStore {
             "INSERT INTO visitor_salts (day, salt) VALUES (?, ?)",
             vec![day_value(day), SqlStorageValue::Blob(salt.to_vec())],
         )?;
-        // The day before stays for the counts that cross midnight; older ones go.
-        self.write("DELETE FROM visitor_salts WHERE day < ?", vec![day_value(day.before(1))])?;
+        // The days before it within SALT_DAYS stay, for the counts that cross midnight.
+        self.write("DELETE FROM visitor_salts WHERE day <= ?", vec![day_value(day.before(SALT_DAYS))])?;
         Ok(salt)
+    }
+
+    fn forget_salts_before(&self, day: Day) -> std::result::Result<Option<Day>, String> {
+        #[derive(Deserialize)]
+        struct Oldest {
+            day: Option<i32>,
+        }
+        self.write("DELETE FROM visitor_salts WHERE day < ?", vec![day_value(day)])?;
+        let oldest: Vec<Oldest> =
+            self.rows("SELECT MIN(day) AS day FROM visitor_salts", vec![]).map_err(|e| describe(&e))?;
+        Ok(oldest.first().and_then(|o| o.day).map(Day))
     }
 
     fn load_sketch(
@@ -277,27 +314,32 @@ impl VisitStore for SqlShardStore {
         Ok(rows.into_iter().map(|row| DayCount { day: Day(row.day), count: row.count }).collect())
     }
 
-    fn stored_sketches(
+    fn each_sketch(
         &self,
         ns: &Namespace,
         key: &Key,
-        from: Day,
-        to: Day,
-    ) -> std::result::Result<Vec<(Day, Vec<u8>)>, String> {
+        (from, to): (Day, Day),
+        each: &mut EachSketch<'_>,
+    ) -> std::result::Result<(), String> {
         let mut bindings = names(ns, key);
         bindings.extend([day_value(from), day_value(to)]);
-        let rows = self.raw_rows(
-            "SELECT day, sketch FROM visitor_sketches WHERE ns = ? AND key = ? AND day BETWEEN ? AND ? \
+        let cursor = self
+            .sql()
+            .exec(
+                "SELECT day, sketch FROM visitor_sketches WHERE ns = ? AND key = ? AND day BETWEEN ? AND ? \
                  ORDER BY day",
-            bindings,
-        )?;
-        rows.iter()
-            .map(|row| match row.as_slice() {
-                [SqlStorageValue::Integer(day), sketch] => {
-                    Ok((Day(i32::try_from(*day).map_err(|_| "a stored day out of range")?), blob(sketch)))
-                }
-                _ => Err("unexpected sketch row shape".to_owned()),
-            })
-            .collect()
+                bindings,
+            )
+            .map_err(|e| describe(&e))?;
+        // Row by row: a period's sketches are never all in memory at once.
+        for row in cursor.raw() {
+            let row = row.map_err(|e| describe(&e))?;
+            let [SqlStorageValue::Integer(day), sketch] = row.as_slice() else {
+                return Err("unexpected sketch row shape".to_owned());
+            };
+            each(Day(i32::try_from(*day).map_err(|_| "a stored day out of range")?), &blob(sketch))?;
+        }
+        self.tally(&cursor);
+        Ok(())
     }
 }
