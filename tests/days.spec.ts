@@ -491,6 +491,38 @@ describe("what a shard stores of days and visitors", () => {
     }
   });
 
+  it("imports a line's days over a counter's, keeping the days the line does not carry", async () => {
+    const ns = freshNamespace("imported");
+    await visit(service, `/v1/counters/${ns}/k/incr?unique=1`, "192.0.2.1");
+    const before = await (
+      await service.fetch(`/v1/counters/${ns}/k/days?period=today`)
+    ).json();
+    const today = before.to;
+    const day = Math.round(Date.parse(`${today}T00:00:00Z`) / 86_400_000);
+    const line = JSON.stringify({
+      ns,
+      key: "k",
+      counter: { value: 100, version: 1, today: { day, count: 7 } },
+      days: [{ day: day - 1, count: 3 }],
+    });
+    const imported = await service.fetch("/v1/import", {
+      method: "POST",
+      body: `${line}\n`,
+    });
+    expect(imported.status).toBe(200);
+    expect(await imported.text()).toContain('"ok":true');
+    const after = await (
+      await service.fetch(`/v1/counters/${ns}/k/days?period=2d&unique=1`)
+    ).json();
+    expect([after.value, after.count]).toEqual([100, 10]);
+    expect(after.days.map((d: { count: number }) => d.count)).toEqual([3, 7]);
+    // The visitor's sketch of today was not in the line: it stays.
+    expect(after.uniques).toBe(1);
+    const exported = await (await service.fetch(`/v1/export?ns=${ns}`)).text();
+    expect(exported).toContain(`"days":[{"day":${day - 1},"count":3}]`);
+    expect(exported).toContain('"sketches":[');
+  });
+
   it("takes a counter's days and visitors away with it when it is deleted", async () => {
     const ns = freshNamespace("deleted");
     await visit(service, `/v1/counters/${ns}/gone/incr?unique=1`, "192.0.2.9");

@@ -121,8 +121,9 @@ impl Counted {
     }
 }
 
-/// The bytes a pending visitor is charged against [`OneWayLimits::max_bytes`].
-pub const VISITOR_CHARGE_BYTES: u64 = 8;
+/// The bytes a pending visitor is charged against [`OneWayLimits::max_bytes`]: its 8 and what
+/// the set holding it spends on it.
+pub const VISITOR_CHARGE_BYTES: u64 = 16;
 
 /// One op of a flush: `by` added to a key (negative for decrements).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -393,11 +393,11 @@ impl ShardEngine {
             ShardOp::Incr { by, ttl, .. } => self
                 .counters
                 .write(store, ns, key, CounterWrite::Add(*by, day), *ttl, now_ms)
-                .and_then(|result| count_visitors(store, call, result)),
+                .and_then(|result| count_visitors(store, call, result, now_ms)),
             ShardOp::Decr { by, ttl, .. } => self
                 .counters
                 .write(store, ns, key, CounterWrite::Subtract(*by, day), *ttl, now_ms)
-                .and_then(|result| count_visitors(store, call, result)),
+                .and_then(|result| count_visitors(store, call, result, now_ms)),
             ShardOp::Set { value, ttl, .. } => {
                 self.counters.write(store, ns, key, CounterWrite::Set(*value), *ttl, now_ms)
             }
@@ -426,13 +426,17 @@ impl ShardEngine {
     }
 }
 
-/// After a counted write that applied (`result`), counts the call's visitors in its day.
+/// After a counted write that applied (`result`), counts the call's visitors in its day; not
+/// when that day's salt is already gone (a count sent days late): a new salt would count them
+/// again.
 fn count_visitors(
     store: &impl ShardTables,
     call: &ShardCall,
     result: OpResult,
+    now_ms: u64,
 ) -> Result<OpResult, CoreError> {
-    if let (OpResult::Value { .. }, Some(visit)) = (&result, &call.visit) {
+    let visit = call.visit.as_ref().filter(|visit| visit.day >= visit_table::oldest_salt_day(now_ms));
+    if let (OpResult::Value { .. }, Some(visit)) = (&result, visit) {
         let (ns, key) = call.op.target();
         store.add_visitors(ns, key, visit.day, &visit.visitors).map_err(CoreError::storage)?;
     }

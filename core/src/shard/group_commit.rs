@@ -87,22 +87,21 @@ impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
         let removed = self.removed.into_inner();
         let mut saves = Vec::new();
         for ((ns, key), counter) in self.counters.into_inner() {
-            match counter {
-                Some(counter) => {
-                    // A counter that ended in this call and began again: the old one's row
-                    // goes first, its days and sketches with it.
-                    if removed.contains(&(ns.clone(), key.clone())) {
-                        self.store.remove(&ns, &key)?;
-                    }
-                    saves.push((ns, key, counter));
-                }
-                None => self.store.remove(&ns, &key)?,
+            // A counter that ended in this call (and perhaps began again): the old one's row
+            // goes first, its days and sketches with it.
+            if counter.is_none() || removed.contains(&(ns.clone(), key.clone())) {
+                self.store.remove(&ns, &key)?;
+            }
+            if let Some(counter) = counter {
+                saves.push((ns, key, counter));
             }
         }
-        self.store.save_all(&saves)?;
+        // Finished days before the counters that moved on from them, whose save prunes the
+        // days past those kept.
         for ((ns, key, day), count) in self.finished.into_inner() {
             self.store.finish_day(&ns, &key, DayCount { day, count })?;
         }
+        self.store.save_all(&saves)?;
         for ((ns, key, day), hashes) in self.visitors.into_inner() {
             count_visitors(self.store, &ns, &key, day, &hashes)?;
         }

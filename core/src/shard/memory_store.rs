@@ -233,7 +233,7 @@ impl VisitStore for MemoryStore {
         let made = xxhash_rust::xxh3::xxh3_128(&self.salts_made.get().to_le_bytes()).to_le_bytes();
         let salt: Salt = [made, made].concat().try_into().expect("32 bytes");
         let mut salts = self.salts.borrow_mut();
-        salts.retain(|kept, _| *kept > day.before(SALT_DAYS));
+        salts.retain(|kept, _| *kept >= day.before(SALT_DAYS));
         salts.insert(day, salt);
         Ok(salt)
     }

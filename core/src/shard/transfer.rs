@@ -19,6 +19,7 @@ use crate::shard::cache_table::MAX_CACHE_VALUE_BYTES;
 use crate::shard::content_type::ContentType;
 use crate::shard::counter::Counter;
 use crate::shard::migration::Parcel;
+use crate::shard::visit_table::MAX_SKETCH_DAYS;
 use crate::visits::sketch::Sketch;
 use crate::{CoreError, Key, Namespace};
 
@@ -108,8 +109,11 @@ pub fn parse_import_line(line: &str, now_ms: u64) -> Result<ImportLine, CoreErro
     if parcel.sketches.iter().any(|s| Sketch::from_bytes(&s.sketch).is_err()) {
         return Err(bad("a visitor sketch that is not one"));
     }
-    if parcel.days.len() > MAX_IMPORTED_DAYS || parcel.sketches.len() > MAX_IMPORTED_DAYS {
+    if parcel.days.len() > MAX_IMPORTED_DAYS {
         return Err(bad(&format!("more than {MAX_IMPORTED_DAYS} days")));
+    }
+    if parcel.sketches.len() > MAX_SKETCH_DAYS as usize {
+        return Err(bad(&format!("visitors of more than {MAX_SKETCH_DAYS} days")));
     }
     if let Some(entry) = &parcel.cache {
         if entry.value.len() > MAX_CACHE_VALUE_BYTES {

@@ -7,7 +7,8 @@
 //! - **Visitors.** One sketch per counter and day ([`crate::visits::sketch`]), of the ids the
 //!   shard makes from the worker's visitor hashes with the day's salt
 //!   ([`crate::visits::visitor`]). The salt is made the first time a day needs it and deleted
-//!   once the day after it is over.
+//!   by the alarm once [`SALT_DAYS`] UTC days have begun since; kept at most
+//!   [`MAX_SKETCH_DAYS`] days.
 //!
 //! A read of days ([`tally`]) adds the counter's latest day to the stored ones, and merges
 //! the days' sketches for the visitors of the whole range. Since each day has its own salt,
@@ -64,6 +65,11 @@ pub trait VisitStore {
 /// that nobody can tell a visitor of one day from the same person on another.
 pub const SALT_DAYS: i32 = 3;
 
+/// Days a counter keeps its visitor sketches at most, whatever `EDGECOUNT_DAYS` says: a
+/// sketch is up to 12 KB, so this bounds what a key holds and carries in a hand-over to about
+/// 5 MB.
+pub const MAX_SKETCH_DAYS: i32 = 400;
+
 const DAY_MS: u64 = 86_400_000;
 
 /// When the salt of `day` is to be deleted: once [`SALT_DAYS`] UTC days have begun since.
@@ -79,7 +85,8 @@ pub fn oldest_salt_day(now_ms: u64) -> Day {
 }
 
 /// Counts the visitors whose worker hashes are `hashes` in the sketch of `ns`/`key` on `day`:
-/// one row read and one written, however many they are.
+/// one row read and at most one written, however many they are (none when the sketch is
+/// unchanged).
 ///
 /// # Errors
 /// A storage failure, or a stored sketch that does not read back.
@@ -100,7 +107,13 @@ pub fn count_visitors(
         }
         None => Sketch::new(),
     };
+    let before = sketch.clone();
     hashes.iter().for_each(|&hash| sketch.insert(visitor_id(&salt, hash)));
+    // Visitors already counted change nothing, and past a few thousand a day most leave every
+    // register as it was: no row is written then.
+    if sketch == before {
+        return Ok(());
+    }
     store.save_sketch(ns, key, day, &sketch.to_bytes())
 }
 
@@ -265,14 +278,20 @@ mod tests {
         run(&mut engine, &store, vec![view(32, &["a"])]);
         assert_eq!(salts(&store), vec![30, 31, 32]);
         run(&mut engine, &store, vec![view(33, &["a"])]);
-        assert_eq!(salts(&store), vec![31, 32, 33], "a new day drops the salt three days before");
-        // An idle shard's alarm drops them by the clock: on UTC day 35, the salts of 33 and on
-        // stay (33 goes once day 36 begins).
+        assert_eq!(salts(&store), vec![30, 31, 32, 33]);
+        run(&mut engine, &store, vec![view(34, &["a"])]);
+        assert_eq!(salts(&store), vec![31, 32, 33, 34], "a new day drops salts four days before");
+        // An idle shard's alarm drops them by the UTC clock: on UTC day 35, the salts of 33 and
+        // on stay (33 goes once day 36 begins).
         let next = engine.reclaim_expired(&store, 35 * 86_400_000 + 1).unwrap();
-        assert_eq!(salts(&store), vec![33]);
+        assert_eq!(salts(&store), vec![33, 34]);
         assert_eq!(next, Some(36 * 86_400_000));
-        engine.reclaim_expired(&store, 36 * 86_400_000).unwrap();
+        engine.reclaim_expired(&store, 37 * 86_400_000).unwrap();
         assert!(salts(&store).is_empty());
+        // A count days late is counted, and its visitor not: that day's salt is gone.
+        let late = ShardRequest { ops: vec![view(33, &["z"])], ..ShardRequest::default() };
+        engine.run(&store, &late, 37 * 86_400_000);
+        assert!(salts(&store).is_empty(), "no salt made again for day 33");
     }
 
     #[test]
@@ -307,6 +326,18 @@ mod tests {
         let answer = days(&mut engine, &store, 40, 60, true);
         assert_eq!((answer.value, answer.uniques), (1, Some(1)));
         assert_eq!(answer.days, vec![tally(52, 1, Some(1))]);
+    }
+
+    #[test]
+    fn visitors_counted_before_write_no_sketch_again() {
+        let (mut engine, store) =
+            (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
+        run(&mut engine, &store, vec![view(70, &["a", "b"])]);
+        let written = store.rows_written.get();
+        run(&mut engine, &store, vec![view(70, &["b", "a"])]);
+        assert_eq!(store.rows_written.get() - written, 1, "the counter's row alone");
+        run(&mut engine, &store, vec![view(70, &["c"])]);
+        assert_eq!(store.rows_written.get() - written, 3, "a new visitor: the counter and the sketch");
     }
 
     #[test]

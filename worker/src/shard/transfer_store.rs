@@ -92,8 +92,23 @@ impl SqlShardStore {
                 ));
             }
             if let Some(mut counter) = parcel.counter {
-                if let Some(stored) = stored {
-                    counter.version = counter.version.max(stored.version + 1);
+                match stored {
+                    // A lapsed counter goes first, with its days and visitors (see
+                    // `visit_store`), as a write would have it go.
+                    Some(stored) if stored.is_expired(now_ms) => self.remove(&parcel.ns, &parcel.key)?,
+                    Some(stored) => {
+                        counter.version = counter.version.max(stored.version + 1);
+                        // The stored latest day stays, as a finished day, unless the line
+                        // carries that day: an import replaces the days it carries.
+                        let kept = stored.today.filter(|t| {
+                            counter.today.is_none_or(|n| n.day != t.day)
+                                && parcel.days.iter().all(|d| d.day != t.day)
+                        });
+                        if let Some(kept) = kept {
+                            self.finish_day(&parcel.ns, &parcel.key, kept)?;
+                        }
+                    }
+                    None => {}
                 }
                 counters.push((parcel.ns.clone(), parcel.key.clone(), counter));
                 with_days.push(parcel);

@@ -9,7 +9,7 @@
 
 use edgecount_core::shard::counter::DayCount;
 use edgecount_core::shard::migration::{Parcel, ParcelSketch};
-use edgecount_core::shard::visit_table::{EachSketch, VisitStore, SALT_DAYS};
+use edgecount_core::shard::visit_table::{EachSketch, VisitStore, MAX_SKETCH_DAYS, SALT_DAYS};
 use edgecount_core::visits::day::Day;
 use edgecount_core::visits::visitor::Salt;
 use edgecount_core::{Key, Namespace};
@@ -69,11 +69,6 @@ fn pruning(kept: i32) -> String {
     )
 }
 
-/// Days a counter keeps its visitor sketches at most, whatever `EDGECOUNT_DAYS` says: a
-/// sketch is up to 12 KB, so this bounds what a key holds and carries in a hand-over to about
-/// 5 MB.
-pub const MAX_SKETCH_DAYS: i32 = 400;
-
 /// Creates what is missing of the tables and triggers; `created` names what `sqlite_master`
 /// holds. A trigger for another number of days kept is replaced.
 ///
@@ -91,7 +86,12 @@ pub(super) fn open(store: &SqlShardStore, created: &[String], kept: i32) -> Resu
     }
     let wanted = pruning_name(kept);
     if !has(&wanted) {
-        for other in created.iter().filter(|name| name.starts_with("counter_days_pruned_")) {
+        // A trigger of an earlier build that stored the finished day itself goes too: the
+        // engine stores it now, and both would count it twice.
+        let ours = |name: &&String| {
+            name.starts_with("counter_days_pruned_") || name.starts_with("counter_day_moved_")
+        };
+        for other in created.iter().filter(ours) {
             store.sql().exec(&format!("DROP TRIGGER IF EXISTS {other}"), None)?;
         }
         store.sql().exec(&pruning(kept), None)?;
@@ -227,8 +227,12 @@ impl SqlShardStore {
         let mut bindings = names(ns, key);
         bindings.extend([day_value(day.day), SqlStorageValue::Integer(day.count)]);
         self.write(
+            // Saturating at the 64-bit bounds, as counts of a day do: SQLite would make a REAL.
             "INSERT INTO counter_days (ns, key, day, count) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (ns, key, day) DO UPDATE SET count = count + excluded.count",
+             ON CONFLICT (ns, key, day) DO UPDATE SET count = CASE \
+             WHEN excluded.count > 0 AND count > 9223372036854775807 - excluded.count THEN 9223372036854775807 \
+             WHEN excluded.count < 0 AND count < (-9223372036854775807 - 1) - excluded.count THEN (-9223372036854775807 - 1) \
+             ELSE count + excluded.count END",
             bindings,
         )
     }
@@ -247,7 +251,7 @@ impl VisitStore for SqlShardStore {
             vec![day_value(day), SqlStorageValue::Blob(salt.to_vec())],
         )?;
         // The days before it within SALT_DAYS stay, for the counts that cross midnight.
-        self.write("DELETE FROM visitor_salts WHERE day <= ?", vec![day_value(day.before(SALT_DAYS))])?;
+        self.write("DELETE FROM visitor_salts WHERE day < ?", vec![day_value(day.before(SALT_DAYS))])?;
         Ok(salt)
     }
 
