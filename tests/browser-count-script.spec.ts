@@ -10,6 +10,7 @@ import {
   type HeadlessBrowser,
   type PageHost,
 } from "./browser";
+import { clearOfMidnight } from "./days";
 import { freshNamespace, startService, type Service } from "./service";
 
 let service: Service;
@@ -164,6 +165,7 @@ it("only shows with data-count=false", async () => {
 });
 
 it("counts the visitor with data-unique and shows today's views and visitors", async () => {
+  await clearOfMidnight(["UTC"], 30_000);
   const ns = freshNamespace("visitors");
   // Another visitor came before: today's views are 2 after this one, its visitors 2.
   await service.fetch(`/v1/counters/${ns}/home/incr?unique=1`, {

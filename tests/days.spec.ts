@@ -6,14 +6,10 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { freshNamespace, startService, type Service } from "./service";
+import { clearOfMidnight, dateIn } from "./days";
 import { shardDatabase } from "./shard-database";
-
-/** Today's date, yyyy-mm-dd, in `zone`, as the browser's own Intl computes it. */
-function dateIn(zone: string, at = new Date()): string {
-  return new Intl.DateTimeFormat("en-CA", { timeZone: zone }).format(at);
-}
 
 /** `date` moved by `days`. */
 function shifted(date: string, days: number): string {
@@ -46,6 +42,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await service.stop();
 });
+// Each spec counts and then reads its days within seconds: none runs across a midnight.
+beforeEach(() =>
+  clearOfMidnight(["UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"]),
+);
 
 describe("days", () => {
   it("counts every increment and decrement in today, and lists each day of a period", async () => {
