@@ -187,6 +187,9 @@ pub struct SqlShardStore {
     transactions: Transactions,
     /// Whether the legacy records table is still there (see [`LEGACY_RECORDS`]).
     legacy_records: Cell<bool>,
+    /// Whether any finished day or visitor sketch may be stored (see
+    /// `crate::shard::visit_store`): until one is, a hand-over page skips looking for them.
+    pub(super) holds_days: Cell<bool>,
     /// Rows read and written by this object's statements since it started, from the SQL
     /// cursors' own counts: what the platform bills.
     rows_read: Cell<u64>,
@@ -403,6 +406,7 @@ impl SqlShardStore {
             sql: state.storage().sql(),
             transactions: Transactions::of(state),
             legacy_records: Cell::new(false),
+            holds_days: Cell::new(true),
             rows_read: Cell::new(0),
             rows_written: Cell::new(0),
         }

@@ -84,6 +84,17 @@ pub(super) fn open(store: &SqlShardStore, created: &[String], kept: i32) -> Resu
     if !has("counter_days_removed") {
         store.sql().exec(DAYS_REMOVED, None)?;
     }
+    #[derive(Deserialize)]
+    struct Held {
+        n: Option<u64>,
+    }
+    // Two rows read at most, once a start: a shard that never counted by day or visitor (or
+    // holds no such row now) hands keys over without looking for them.
+    let held: Vec<Held> = store.rows(
+        "SELECT EXISTS (SELECT 1 FROM counter_days) + EXISTS (SELECT 1 FROM visitor_sketches) AS n",
+        vec![],
+    )?;
+    store.holds_days.set(held.first().and_then(|h| h.n).unwrap_or(1) > 0);
     let wanted = pruning_name(kept);
     if !has(&wanted) {
         // A trigger of an earlier build that stored the finished day itself goes too: the
@@ -116,6 +127,9 @@ pub(super) fn fill_parcels(
     keys: &[(Namespace, Key)],
     parcels: &mut [Parcel],
 ) -> std::result::Result<(), String> {
+    if !store.holds_days.get() {
+        return Ok(());
+    }
     #[derive(Deserialize)]
     struct Row {
         place: usize,
@@ -155,6 +169,9 @@ pub(super) fn parcel_weights(
     store: &SqlShardStore,
     keys: &[(Namespace, Key)],
 ) -> std::result::Result<Vec<(usize, u64)>, String> {
+    if !store.holds_days.get() {
+        return Ok(Vec::new());
+    }
     #[derive(Deserialize)]
     struct Size {
         place: usize,
@@ -182,6 +199,9 @@ pub(super) fn save_parcel_days(
     store: &SqlShardStore,
     parcels: &[&Parcel],
 ) -> std::result::Result<(), String> {
+    if parcels.iter().any(|p| !p.days.is_empty() || !p.sketches.is_empty()) {
+        store.holds_days.set(true);
+    }
     let days: Vec<(&str, &str, i32, i64)> = parcels
         .iter()
         .flat_map(|p| p.days.iter().map(|d| (p.ns.as_str(), p.key.as_str(), d.day.0, d.count)))
@@ -224,6 +244,7 @@ impl SqlShardStore {
         key: &Key,
         day: DayCount,
     ) -> std::result::Result<(), String> {
+        self.holds_days.set(true);
         let mut bindings = names(ns, key);
         bindings.extend([day_value(day.day), SqlStorageValue::Integer(day.count)]);
         self.write(
@@ -286,6 +307,7 @@ impl VisitStore for SqlShardStore {
         day: Day,
         sketch: &[u8],
     ) -> std::result::Result<(), String> {
+        self.holds_days.set(true);
         let mut bindings = names(ns, key);
         bindings.extend([day_value(day), SqlStorageValue::Blob(sketch.to_vec())]);
         self.write(
