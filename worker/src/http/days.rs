@@ -103,8 +103,12 @@ pub async fn tally(
         OpResult::Failed { error } => return Err(error.into()),
         _ => return Err(ApiError::ShardUnavailable),
     };
-    let count =
-        if period == Period::Total { answer.value } else { answer.days.iter().map(|d| d.count).sum() };
+    // Days saturate at the 64-bit bounds (see `edgecount_core::shard::counter`): so does their sum.
+    let count = if period == Period::Total {
+        answer.value
+    } else {
+        answer.days.iter().fold(0_i64, |sum, d| sum.saturating_add(d.count))
+    };
     let uniques = answer.uniques.unwrap_or(0);
     Ok(Tally { answer, from, to, count, uniques })
 }
