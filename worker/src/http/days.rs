@@ -44,7 +44,7 @@ fn visit_on(req: &Request, config: &Config, (ns, key): (&Namespace, &Key), with_
 pub fn with_day(call: ShardCall, req: &Request, config: &Config) -> ShardCall {
     let counts = matches!(call.op, ShardOp::Incr { .. } | ShardOp::Decr { .. });
     let visit = counts.then(|| visit_on(req, config, call.op.target(), call.count_visitor));
-    ShardCall { visit: visit.or(call.visit.clone()), ..call }
+    ShardCall { visit: visit.or(call.visit), ..call }
 }
 
 /// One day of a read's series.

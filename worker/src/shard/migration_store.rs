@@ -13,7 +13,7 @@ use serde::Deserialize;
 use worker::SqlStorageValue;
 
 use crate::shard::sql_store::{
-    blob, describe, integer, json_rows, number, rows_statement, text, CounterRow, SqlShardStore,
+    blob, describe, integer, json_names, json_rows, number, rows_statement, text, CounterRow, SqlShardStore,
     EARLIER_RECORDS, RECORDS, RECORD_TABLES, ROWS_PER_STATEMENT,
 };
 use crate::shard::visit_store;
@@ -429,12 +429,6 @@ struct Placed<T> {
 /// The counts of `migration`, bound as two integers: the count left, then the one reached.
 fn counts_of(migration: Migration) -> Vec<SqlStorageValue> {
     vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))]
-}
-
-/// `keys` as one JSON array of `[ns, key]`, for `json_each`.
-fn json_names(keys: &[(Namespace, Key)]) -> Result<SqlStorageValue> {
-    let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
-    json_rows(&names)
 }
 
 /// A cache row (`value, content_type, expires_at_ms, written_at_ms`) as a parcel's entry.

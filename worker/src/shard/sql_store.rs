@@ -287,6 +287,13 @@ pub(super) fn json_rows(rows: &impl serde::Serialize) -> std::result::Result<Sql
     serde_json::to_string(rows).map(SqlStorageValue::String).map_err(|e| e.to_string())
 }
 
+/// `keys` as one JSON array of `[ns, key]`, for `json_each`: a row of a statement over them is
+/// led by its key's place in it (`CAST(r.key AS INTEGER)`).
+pub(super) fn json_names(keys: &[(Namespace, Key)]) -> std::result::Result<SqlStorageValue, String> {
+    let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
+    json_rows(&names)
+}
+
 /// An upsert of `rows` rows of `columns` columns, all bound as one JSON array of arrays
 /// ([`json_rows`]). One row is read straight from the binding; several through `json_each`,
 /// whose virtual rows SQLite counts as rows read (cheap, but not nothing).

@@ -18,7 +18,7 @@ use worker::{Result, SqlStorageValue};
 
 use crate::isolate::hash_seed::fill_random;
 use crate::shard::sql_store::{
-    blob, describe, json_rows, rows_statement, text, SqlShardStore, ROWS_PER_STATEMENT,
+    blob, describe, json_names, json_rows, rows_statement, text, SqlShardStore, ROWS_PER_STATEMENT,
 };
 
 const TABLES: [&str; 3] = [
@@ -110,13 +110,6 @@ pub(super) fn open(store: &SqlShardStore, created: &[String], kept: i32) -> Resu
     Ok(())
 }
 
-/// Keys' names as one JSON array of `[ns, key]`, each row of a statement over them led by its
-/// key's place in it.
-fn named(keys: &[(Namespace, Key)]) -> std::result::Result<Vec<SqlStorageValue>, String> {
-    let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
-    Ok(vec![json_rows(&names)?])
-}
-
 /// Adds to `parcels` (one per key of `keys`, in order) the keys' finished days and sketches:
 /// two statements for all of them.
 ///
@@ -140,15 +133,18 @@ pub(super) fn fill_parcels(
         .rows(
             "SELECT CAST(r.key AS INTEGER) AS place, t.day, t.count FROM json_each(?1) AS r \
              JOIN counter_days AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 ORDER BY place, t.day",
-            named(keys)?,
+            vec![json_names(keys)?],
         )
         .map_err(|e| describe(&e))?;
     for row in days {
         let parcel = parcels.get_mut(row.place).ok_or("a day of no asked key")?;
         parcel.days.push(DayCount { day: Day(row.day), count: row.count });
     }
-    let rows = store.raw_rows("SELECT CAST(r.key AS INTEGER) AS place, t.day, t.sketch FROM json_each(?1) AS r \
-             JOIN visitor_sketches AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 ORDER BY place, t.day", named(keys)?)?;
+    let rows = store.raw_rows(
+        "SELECT CAST(r.key AS INTEGER) AS place, t.day, t.sketch FROM json_each(?1) AS r \
+         JOIN visitor_sketches AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 ORDER BY place, t.day",
+        vec![json_names(keys)?],
+    )?;
     for row in rows {
         let [SqlStorageValue::Integer(place), SqlStorageValue::Integer(day), sketch] = row.as_slice() else {
             return Err("unexpected sketch row shape".to_owned());
@@ -185,7 +181,7 @@ pub(super) fn parcel_weights(
          FROM json_each(?1) AS r JOIN visitor_sketches AS t ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1 \
          GROUP BY r.key",
     ] {
-        let rows: Vec<Size> = store.rows(query, named(keys)?).map_err(|e| describe(&e))?;
+        let rows: Vec<Size> = store.rows(query, vec![json_names(keys)?]).map_err(|e| describe(&e))?;
         sizes.extend(rows.into_iter().map(|size| (size.place, size.bytes)));
     }
     Ok(sizes)
