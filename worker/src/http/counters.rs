@@ -189,12 +189,7 @@ fn read_response(
     Ok(response)
 }
 
-pub(crate) fn counter_body(
-    req: &Request,
-    target: &Target,
-    value: i64,
-    exists: bool,
-) -> Result<Response, ApiError> {
+fn counter_body(req: &Request, target: &Target, value: i64, exists: bool) -> Result<Response, ApiError> {
     if prefers_text_plain(req.header(Header::Accept).as_deref()) {
         return Ok(respond::text(200, value.to_string()));
     }
