@@ -2,15 +2,17 @@
 """Runs the benchmark: every system, every scenario, side by side, into one report.
 
 For each system and scenario, three runs, one after the other:
-1. a warm-up (closed model, not measured), so JIT, caches and shards are as they are in use;
-2. the capacity hold: closed model with the server capped at `--cpu-quota` of a core (a cgroup,
-   see cpu_quota.py), ops/s at saturation and the server's CPU over the hold only; the row is a
-   capacity row (`bound: server`) only if the server was at least 90% busy;
+1. a warm-up (not measured), so JIT, caches and shards are as they are in use;
+2. the capacity hold: wrk (one thread, 32 kept-alive connections, on core 0) replaying the
+   requests k6 would send (wrk/record.mjs, wrk/replay.lua) as fast as the server answers, the
+   server on a whole core of its own (core 1, uncapped unless `--cpu-quota` asks for a cap);
+   ops/s at saturation and the server's CPU over the hold only; the row is a capacity row
+   (`bound: server`) only if the server was at least 90% busy;
 3. the latency run: open model (k6 constant-arrival-rate), uncapped, at one offered rate per
    scenario that is the same for every system, so latencies compare.
-k6 runs on core 0, servers on core 1.
 
-Then the paired holds of edgecount against the floor of each path (pairs.py).
+Then the failover run (failover.py: a server killed with SIGKILL mid-load and started again) and
+the paired holds of edgecount against the floor of each path (pairs.py).
 
 Usage: bench.py [--profile full|quick|smoke] [--systems a,b] [--scenarios x,y] [--out DIR]
                 [--cpu-quota CORES] [--pair-rounds N] [--pairs-only]
@@ -33,17 +35,26 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import failover
 import pairs
 from systems import LOADTEST, ROOT, SYSTEMS, System, available
 
 K6 = ROOT / ".tools" / "bin" / "k6"
+WRK_DIR = LOADTEST / "wrk"
+# wrk's connections in a capacity hold: enough to keep a one-core server busy while it waits on
+# its storage, as k6's 32 virtual users did.
+WRK_CONNECTIONS = 32
+# Requests recorded per scenario for wrk to replay (and replay again from the start past the
+# end): a batch request carries 50 ops, so fewer of them.
+WRK_REQUESTS = 200_000
+WRK_BATCH_REQUESTS = 20_000
 BATCH_SIZE = 50
 # A capacity row counts only if its server was at least this busy over the hold.
 SERVER_BOUND_BUSY = 0.9
-# The server's CPU cap in capacity holds, in cores: low enough that every server here saturates
-# well below k6's ceiling on one core (about 7-8k requests/s; webdis + Redis used a quarter of a
-# core there).
-DEFAULT_CPU_QUOTA = float(os.environ.get("BENCH_CPU_QUOTA", "0.15"))
+# The server's CPU cap in capacity holds, in cores; none by default: a server has its whole core,
+# which wrk can saturate. A cap (BENCH_CPU_QUOTA or --cpu-quota) left workerd's CPU per op as it
+# was but made webdis + Redis look 1.6-1.9x dearer than on a core of its own (docs/performance.md).
+DEFAULT_CPU_QUOTA = float(os.environ["BENCH_CPU_QUOTA"]) if os.environ.get("BENCH_CPU_QUOTA") else None
 # Offered rate of the latency runs, in requests/s, the same for every system of a scenario: one
 # that the slowest system serves uncapped with room to spare.
 LATENCY_RATES = {"batch": 20.0, "batch-async": 20.0, "ncache": 20.0}
@@ -66,12 +77,20 @@ class Profile:
     pair_rounds: int = 0
     # How many of the paths with a floor get paired holds, in the scenarios' order; 0 for all.
     pair_paths: int = 0
+    # The failover run (failover.py): the systems killed mid-run, its length and when the kill
+    # comes, in seconds.
+    failover_systems: tuple[str, ...] = ()
+    failover_s: int = 0
+    failover_kill_at_s: int = 0
 
 
 ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-workerd-cdn-5s", "edgecount-wrangler-dev",
                "js-floor-workerd", "js-hello-workerd", "redis-webdis", "redis-webdis-aof-always",
                "redis-webdis-aof-everysec", "memcached", "ehcache", "nginx-static")
 # The quick profile leaves out the dev proxy, whose figures say nothing about production.
+# Killed mid-run in the failover run: edgecount, and Redis with each durable setting (the in-memory
+# Redis would come back empty, which says nothing new).
+FAILOVER_SYSTEMS = ("edgecount-workerd", "redis-webdis-aof-always", "redis-webdis-aof-everysec")
 QUICK_SYSTEMS = tuple(s for s in ALL_SYSTEMS if s != "edgecount-wrangler-dev")
 PROFILES = {
     # ncache: the NCache comparison's 80/20 get/put mix over a million 100-byte items, 50 ops
@@ -79,15 +98,17 @@ PROFILES = {
     "full": Profile(3, 10, 1_000_000, 1_000_000, 400_000, ALL_SYSTEMS,
                     ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "cache-100b",
                      "cache-1k", "ncache", "page-view"),
-                    (50, 100, 150, 200, 250, 300), True, pair_rounds=3),
+                    (50, 100, 150, 200, 250, 300), True, pair_rounds=3,
+                    failover_systems=FAILOVER_SYSTEMS, failover_s=40, failover_kill_at_s=15),
     "quick": Profile(3, 6, 100_000, 0, 200_000, QUICK_SYSTEMS,
                      ("health", "read", "write", "write-async", "mixed", "hot", "batch", "batch-async", "page-view"), (),
                      True,
-                     pair_rounds=2),
+                     pair_rounds=2, failover_systems=FAILOVER_SYSTEMS, failover_s=30, failover_kill_at_s=10),
     # A few seconds, for `make test`: keeps the kit from rotting; not a measurement, so no
     # warm-up holds (a probe of 0 s is none).
     "smoke": Profile(0, 1, 1_000, 0, 5_000, ("edgecount-workerd", "js-floor-workerd", "redis-webdis"),
-                     ("read", "write-async", "mixed", "batch", "page-view"), (), False, pair_rounds=1, pair_paths=1),
+                     ("read", "write-async", "mixed", "batch", "page-view"), (), False, pair_rounds=1, pair_paths=1,
+                     failover_systems=("edgecount-workerd",), failover_s=8, failover_kill_at_s=3),
 }
 
 
@@ -156,6 +177,49 @@ def k6_run(system: System, scenario: str, mode: str, run_dir: Path, keys_dir: Pa
     return json.loads(summary.read_text())
 
 
+def wrk_requests(system: System, scenario: str, run_dir: Path, keys_dir: Path, value_bytes: int) -> Path:
+    """The requests k6 would send in `scenario` to `system`, recorded once per run for wrk."""
+    base_scenario = "cache" if scenario.startswith("cache-") else scenario
+    out = run_dir / "wrk" / f"{system.name}-{scenario}.requests"
+    if out.exists():
+        return out
+    out.parent.mkdir(exist_ok=True)
+    count = WRK_BATCH_REQUESTS if scenario in ("batch", "batch-async", "ncache") else WRK_REQUESTS
+    env = {**os.environ, "BASE_URL": system.base_url, "SYSTEM": system.name, "SCENARIO": base_scenario,
+           "KEYS_DIR": str(keys_dir), "VALUE_BYTES": str(value_bytes)}
+    subprocess.run([str(ROOT / "node_modules" / ".bin" / "node"), str(WRK_DIR / "record.mjs"), str(out), str(count)],
+                   env=env, check=True, cwd=ROOT)
+    return out
+
+
+def wrk_run(system: System, scenario: str, run_dir: Path, keys_dir: Path, duration: int, value_bytes: int = 100,
+            phase: str = "hold") -> dict:
+    """A closed-model run of wrk on core 0 replaying `scenario`'s requests, as fast as answers
+    come, summarized in the shape of a k6 summary (the fields `summarize` reads)."""
+    requests = wrk_requests(system, scenario, run_dir, keys_dir, value_bytes)
+    label = f"{system.name}-{scenario}-{phase}-wrk"
+    args = ["taskset", "-c", "0", "wrk", "-t1", f"-c{WRK_CONNECTIONS}", f"-d{duration}s", "--timeout", "10s",
+            "-s", str(WRK_DIR / "replay.lua"), system.base_url, "--", str(requests)]
+    completed = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    (run_dir / "wrk" / f"{label}.log").write_text(completed.stdout + completed.stderr)
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode or not lines:
+        raise RuntimeError(f"wrk failed for {label}: {completed.stderr[-2000:]}")
+    result = json.loads(lines[-1])
+    sent = result["requests"]
+    failed = result["bad_status"] + result["socket_errors"]
+    return {
+        "metrics": {
+            "http_reqs": {"values": {"count": sent}},
+            "http_req_duration": {"values": {"med": result["p50_us"] / 1000, "p(95)": result["p95_us"] / 1000,
+                                             "p(99)": result["p99_us"] / 1000}},
+            "http_req_failed": {"values": {"rate": failed / sent if sent else 1.0}},
+            "dropped_iterations": {"values": {"count": 0}},
+        },
+        "state": {"testRunDurationMs": result["duration_us"] / 1000},
+    }
+
+
 def metric(summary: dict, name: str, stat: str, default: float = 0.0) -> float:
     return summary["metrics"].get(name, {}).get("values", {}).get(stat, default)
 
@@ -168,8 +232,7 @@ def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys
             cpu_quota: float | None) -> dict:
     value_bytes = 1024 if scenario == "cache-1k" else 100
     if profile.probe_s:
-        k6_run(system, scenario, "closed", run_dir, keys_dir, profile.probe_s, vus=32, value_bytes=value_bytes,
-               phase="warmup")
+        wrk_run(system, scenario, run_dir, keys_dir, profile.probe_s, value_bytes, phase="warmup")
     row = capacity_hold(system, scenario, profile, run_dir, keys_dir, cpu_quota, value_bytes)
     # The latency run, uncapped, at the scenario's common offered rate.
     rate = latency_rate(scenario)
@@ -192,16 +255,16 @@ def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys
 def capacity_hold(system: System, scenario: str, profile: Profile, run_dir: Path, keys_dir: Path,
                   cpu_quota: float | None, value_bytes: int = 100, phase: str = "hold",
                   with_stats: bool = True) -> dict:
-    """A closed-model hold with the server capped at `cpu_quota` of a core, as a row.
+    """A closed-model hold of wrk, the server on its whole core (or capped at `cpu_quota` of
+    one when asked), as a row.
 
     Stats are read outside the window and uncapped (counting a million stored keys under a
-    0.15-core cap can outlast the request's timeout), and the CPU figure spans the k6 run only;
-    the server is idle before and after it, so k6's own start-up adds nothing."""
+    cap can outlast the request's timeout), and the CPU figure spans the wrk run only; the
+    server is idle before and after it, so wrk's own start-up adds nothing."""
     before_stats = system.stats() if with_stats else None
     cap = system.cap(cpu_quota)
     before_cpu = system.cpu_seconds()
-    hold = k6_run(system, scenario, "closed", run_dir, keys_dir, profile.measure_s, vus=32,
-                  value_bytes=value_bytes, phase=phase)
+    hold = wrk_run(system, scenario, run_dir, keys_dir, profile.measure_s, value_bytes, phase=phase)
     cpu = system.cpu_seconds() - before_cpu
     system.cap(None)
     after_stats = system.stats() if with_stats else None
@@ -209,7 +272,7 @@ def capacity_hold(system: System, scenario: str, profile: Profile, run_dir: Path
 
 
 def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_dir: Path, keys_dir: Path,
-              cpu_quota: float) -> list[dict]:
+              cpu_quota: float | None) -> list[dict]:
     """The paired holds (pairs.py), on fresh state of their own in `run_dir/pairs`."""
     wanted = [s for s in scenarios if s in pairs.FLOOR_OF and {pairs.EDGECOUNT, pairs.FLOOR_OF[s]} <= set(systems)]
     if profile.pair_paths:
@@ -233,7 +296,7 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
 
         def warm(system: System, scenario: str) -> None:
             if profile.probe_s:
-                k6_run(system, scenario, "closed", pairs_dir, keys_dir, profile.probe_s, vus=32, phase="pair-warmup")
+                wrk_run(system, scenario, pairs_dir, keys_dir, profile.probe_s, phase="pair-warmup")
 
         def hold(system: System, scenario: str, turn: int) -> dict:
             return capacity_hold(system, scenario, profile, pairs_dir, keys_dir, cpu_quota, phase=f"pair{turn}",
@@ -249,6 +312,41 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
     finally:
         for system in started:
             system.stop()
+
+
+def run_failovers(profile: Profile, systems: list[str], run_dir: Path) -> list[dict]:
+    """The failover run of each system the profile names (failover.py), each on fresh state in
+    `run_dir/failover`, uncapped, the load on core 0 and the server on core 1."""
+    wanted = [name for name in profile.failover_systems if name in systems and not available(name)]
+    if not profile.failover_s or not wanted:
+        return []
+    failover_dir = run_dir / "failover"
+    failover_dir.mkdir(exist_ok=True)
+    results = []
+    affinity = os.sched_getaffinity(0)
+    for name in wanted:
+        system = SYSTEMS[name]
+        busy = port_in_use(system.base_url)
+        if busy:
+            say(f"failover of {name} skipped: {busy} is already in use by another process")
+            continue
+        say(f"failover: {name}, {profile.failover_s} s of mixed load, SIGKILL at {profile.failover_kill_at_s} s")
+        try:
+            system.start(failover_dir)
+            # The load's threads are born on core 0, as k6 is; the server stays pinned to core 1.
+            os.sched_setaffinity(0, {0})
+            spelling = "webdis" if name.startswith("redis-webdis") else "v1"
+            result = failover.run(system, spelling, failover_dir, profile.failover_s, profile.failover_kill_at_s, say)
+            results.append(result)
+            say(f"  {name}: {result['steady_ops_per_s']} ops/s before, away {result['longest_gap_s']:.2f} s, back "
+                f"to steady {result['back_to_steady_s']} s after the kill; {result['lost_acknowledged']} acknowledged "
+                f"increments lost, {result['keys_outside_bounds']} keys outside the bounds")
+        except (RuntimeError, OSError, subprocess.CalledProcessError, ValueError, KeyError) as error:
+            say(f"failover of {name} failed: {error}")
+        finally:
+            os.sched_setaffinity(0, affinity)
+            system.stop()
+    return results
 
 
 def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before: dict | None,
@@ -412,7 +510,7 @@ def memcached_rows(system, profile: Profile, cpu_quota: float | None) -> list[di
     return rows
 
 
-def machine(cpu_quota: float) -> dict:
+def machine(cpu_quota: float | None) -> dict:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     memory_kb = int(Path("/proc/meminfo").read_text().split()[1])
@@ -427,16 +525,18 @@ def machine(cpu_quota: float) -> dict:
         "workerd": version(str(ROOT / "node_modules/.bin/workerd"), "--version"),
         "redis": version("redis-server", "--version"),
         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1],
-        "pinning": "k6 on core 0, servers on core 1",
+        "pinning": "wrk and k6 on core 0, servers on core 1",
+        "wrk": [line.split(" Copyright")[0] for line in version("wrk", "--version")],
         "cpu_quota_cores_requested": cpu_quota,
     }
 
 
 def write_summary(run_dir: Path, rows: list[dict], profile: str, skipped: dict[str, str],
-                  cpu_quota: float, paired: list[dict] | None = None, pair_rounds: int = 0) -> None:
+                  cpu_quota: float | None, paired: list[dict] | None = None, pair_rounds: int = 0,
+                  failovers: list[dict] | None = None) -> None:
     """Written after every row, so an interrupted run keeps what it measured."""
     summary = {"rows": rows, "machine": machine(cpu_quota), "profile": profile, "skipped": skipped,
-               "pairs": paired or [], "pair_rounds": pair_rounds}
+               "pairs": paired or [], "pair_rounds": pair_rounds, "failover": failovers or []}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
@@ -447,7 +547,7 @@ def main() -> int:
     parser.add_argument("--scenarios", help="comma-separated subset")
     parser.add_argument("--out", help="results folder (default loadtest/results/<timestamp>)")
     parser.add_argument("--cpu-quota", type=float, default=DEFAULT_CPU_QUOTA,
-                        help=f"each server's CPU cap in capacity holds, in cores (default {DEFAULT_CPU_QUOTA})")
+                        help="each server's CPU cap in capacity holds, in cores (default: none, a whole core)")
     parser.add_argument("--pair-rounds", type=int,
                         help="rounds of paired holds per path (default: the profile's; 0 for none)")
     parser.add_argument("--pairs-only", action="store_true",
@@ -525,8 +625,10 @@ def main() -> int:
         finally:
             system.stop()
 
+    failovers = [] if args.pairs_only else run_failovers(profile, systems, run_dir)
+    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota, failovers=failovers)
     paired = run_pairs(profile, systems, scenarios, run_dir, keys_dir, args.cpu_quota)
-    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota, paired, profile.pair_rounds)
+    write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota, paired, profile.pair_rounds, failovers)
     if "page-view" in scenarios and profile.ceilings:
         # Not timed: the unique-visitor sketch beside Redis's on one visitor stream.
         say("the visitor sketch beside Redis PFADD/PFCOUNT (sketch.json)")

@@ -16,6 +16,9 @@ FIELDS = {"system", "scenario", "ops_per_s", "p50_ms", "p95_ms", "p99_ms", "erro
 # (edgecount and the JavaScript floor), so that the report can price it.
 BILLED = {"worker_requests_per_op", "shard_calls_per_op", "rows_read_per_op", "rows_written_per_op"}
 BILLED_SYSTEMS = {"edgecount-workerd", "js-floor-workerd"}
+FAILOVER_FIELDS = {"system", "persistence", "seconds", "killed_at_s", "ready_at_s", "steady_ops_per_s",
+                   "dip_ops_per_s", "back_to_steady_s", "longest_gap_s", "errors", "attempted_increments",
+                   "acknowledged_increments", "counted", "lost_acknowledged", "keys_outside_bounds", "timeline"}
 
 
 def main() -> int:
@@ -56,6 +59,28 @@ def main() -> int:
                     problems.append(f"pair {pair['scenario']} has a round without CPU figures: {turn}")
         if "in alternating holds" not in (report.read_text() if report.exists() else ""):
             problems.append(f"{report} lacks the paired holds")
+    # The failover run (failover.py) of edgecount, whose acknowledged increments must all survive
+    # the SIGKILL: a loss here is a broken guarantee, not a slow machine.
+    if "edgecount-workerd" in sys.argv[2:]:
+        runs = [f for f in summary.get("failover", []) if f.get("system") == "edgecount-workerd"]
+        if not runs:
+            problems.append("no failover run of edgecount-workerd")
+        for run in runs:
+            missing = FAILOVER_FIELDS - run.keys()
+            if missing:
+                problems.append(f"the failover run lacks {sorted(missing)}")
+                continue
+            if len(run["timeline"]) != run["seconds"] or not any(p["ok"] for p in run["timeline"]):
+                problems.append("the failover run's timeline is not one answered second after another")
+            if run["lost_acknowledged"] or run["keys_outside_bounds"]:
+                problems.append(f"edgecount lost {run['lost_acknowledged']} acknowledged increments in the failover "
+                                f"run ({run['keys_outside_bounds']} keys outside Jepsen's bounds)")
+            if not run["acknowledged_increments"]:
+                problems.append("the failover run acknowledged no increment, so it checked nothing")
+        if runs and "failover: SIGKILL mid-run" not in (report.read_text() if report.exists() else ""):
+            problems.append(f"{report} lacks the failover table")
+    if summary.get("rows") and not Path(sys.argv[1]).with_name("chart.png").exists():
+        problems.append("no chart.png")
     if "machine" not in summary:
         problems.append("no machine description")
     if not report.exists() or "where a request's time goes" not in report.read_text():

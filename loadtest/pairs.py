@@ -5,7 +5,7 @@ shared 2-core machine the same server's CPU per op drifts by tens of percent bet
 floors moved by up to 42% between two runs of the same code). A ratio near a target cannot be
 settled that way. Here both systems run side by side, and for each scenario they take turns:
 edgecount, floor, floor, edgecount, ... (who goes first alternates, so a drift over the round
-falls on both), each turn a capped hold like the main run's. Each round gives one ratio of CPU
+falls on both), each turn a capacity hold like the main run's (wrk, the server on its whole core). Each round gives one ratio of CPU
 per op; the row quotes the median ratio and the spread of the rounds, so a reader sees whether
 a target is met in every round or only in some.
 
@@ -13,8 +13,8 @@ Every turn starts with the same short warm-up of the system about to be held. Wi
 system held second in a round had sat idle through the other's hold (and, every other round,
 through two): the runtime then evicts its idle Durable Objects, and the next hold pays for
 their restart and their SQLite pages read again, a fixed cost of about half a CPU second for
-either system (2026-11-25, 16 shards, a million counters) that a 0.15-core hold of 10 s has
-1.5 s for. The rounds then measured which system had idled, not what an op costs. That cost
+either system (2026-11-25, 16 shards, a million counters), which a hold of 10 s at 0.15 of a
+core (as holds were then) had 1.5 s of CPU to absorb. The rounds then measured which system had idled, not what an op costs. That cost
 is measured on its own, the same for both: after the rounds, each system is warmed, left idle
 for `COLD_IDLE_S`, and held once (the `cold` figures).
 

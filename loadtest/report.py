@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+import chart
 import pairs
 
 BASELINES = ("redis-webdis", "ehcache")
@@ -197,6 +198,29 @@ def sketch_lines(run_dir: Path) -> list[str]:
     return lines + [""]
 
 
+def failover_lines(failovers: list[dict]) -> list[str]:
+    """The failover run's table (failover.py): how long each system was away after a SIGKILL,
+    and what its counters kept."""
+    if not failovers:
+        return []
+    lines = ["### failover: SIGKILL mid-run, started again over its own state", "",
+             "Mixed load (80% reads, 20% increments over "
+             f"{failovers[0].get('keys', 64)} keys, 16 kept-alive clients on core 0, the server uncapped on core 1); "
+             "the server's processes killed with SIGKILL and started again at once. `away`: the longest gap "
+             "without one answer; `back to steady`: from the kill to the first second at 90% of the rate "
+             "before it; the bounds are Jepsen's: acknowledged <= final value <= attempted, per key.", "",
+             "| system | persistence | ops/s before | lowest ops/s after | away s | back to steady s | errors "
+             "| increments attempted / acknowledged / counted | acknowledged lost | keys outside the bounds |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for f in failovers:
+        back = "never" if f["back_to_steady_s"] is None else f"{f['back_to_steady_s']:.1f}"
+        lines.append(f"| {f['system']} | {f['persistence']} | {f['steady_ops_per_s']:,} | {f['dip_ops_per_s']:,} "
+                     f"| {f['longest_gap_s']:.2f} | {back} | {f['errors']:,} | {f['attempted_increments']:,} / "
+                     f"{f['acknowledged_increments']:,} / {f['counted']:,} | {f['lost_acknowledged']:,} "
+                     f"| {f['keys_outside_bounds']} |")
+    return lines + [""]
+
+
 def write_report(run_dir: Path, summary: dict) -> None:
     rows, machine = summary["rows"], summary["machine"]
     # A system's scenarios may promise different things (edgecount's one-way writes): its most
@@ -214,13 +238,15 @@ def write_report(run_dir: Path, summary: dict) -> None:
         f"# edgecount benchmark, {machine['date']}",
         "",
         f"Profile `{summary['profile']}` on {machine['cpu']} ({machine['cores']} cores, "
-        f"{machine['memory_gib']} GiB), {machine['pinning']}. k6 {' '.join(machine['k6'])}, "
+        f"{machine['memory_gib']} GiB), {machine['pinning']}. {' '.join(machine.get('wrk', []))}, "
+        f"k6 {' '.join(machine['k6'])}, "
         f"workerd {' '.join(machine['workerd'])}, {' '.join(machine['redis'])}, {' '.join(machine['java'])}.",
         "",
-        "`capacity ops/s`: a closed-model hold (32 virtual users as fast as answers come) after a "
-        "warm-up, with the server capped at a fraction of a core by a cgroup CPU quota so that it, "
-        "not k6, is the bottleneck. `server busy`: the server's CPU over the hold as a share of that "
-        "cap; a row under 90% is client-bound and no ratio is computed from it. Server CPU is user + "
+        "`capacity ops/s`: a closed-model hold of wrk (one thread, 32 kept-alive connections, on core 0) "
+        "replaying the requests k6 would send, as fast as answers come, after a warm-up, with the server on "
+        "a whole core of its own (core 1; `cpu_quota_cores` says so when a run asked for a cgroup cap). "
+        "`server busy`: the server's CPU over the hold as a share of its core (or cap); a row under 90% is "
+        "client-bound and no ratio is computed from it. Server CPU is user + "
         "system time of the server's processes per op, over the hold only. Latencies are from a "
         "separate open-model run (k6 constant-arrival-rate, uncapped) at one offered rate per "
         "scenario, the same for every system; `goals met`: that run had no dropped iterations and "
@@ -235,48 +261,21 @@ def write_report(run_dir: Path, summary: dict) -> None:
     lines += where_time_goes(rows)
     lines += pairs.report_lines(summary.get("pairs", []))
     lines += tables(rows)
+    lines += failover_lines(summary.get("failover", []))
     lines += sketch_lines(run_dir)
     if rows:  # a run of the paired holds only has no rows to chart
-        lines += ["![ops/s and p99 per system and scenario](chart.png)", ""]
+        lines += ["![CPU per op against the floor, capacity per core, $ per million, failover](chart.png)", ""]
     (run_dir / "report.md").write_text("\n".join(lines))
-
-
-def write_chart(run_dir: Path, rows: list[dict]) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("report: matplotlib is not installed; no chart drawn", file=sys.stderr)
-        return False
-    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
-    systems = [s for s in ORDER if any(r["system"] == s for r in rows)]
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(max(8, 1.6 * len(scenarios)), 8), sharex=True)
-    width = 0.8 / max(1, len(systems))
-    for i, system in enumerate(systems):
-        by_scenario = {r["scenario"]: r for r in rows if r["system"] == system}
-        xs = [j + i * width for j, s in enumerate(scenarios) if s in by_scenario]
-        present = [s for s in scenarios if s in by_scenario]
-        top.bar(xs, [by_scenario[s]["ops_per_s"] for s in present], width, label=system)
-        bottom.bar(xs, [by_scenario[s]["p99_ms"] for s in present], width, label=system)
-    top.set_yscale("log")
-    top.set_ylabel("ops/s (log)")
-    bottom.set_yscale("log")
-    bottom.set_ylabel("p99 latency, ms (log)")
-    bottom.set_xticks([j + 0.4 - width / 2 for j in range(len(scenarios))], scenarios, rotation=30)
-    top.legend(fontsize="small", ncols=2)
-    top.set_title("edgecount and baselines, same machine, same run")
-    figure.tight_layout()
-    figure.savefig(run_dir / "chart.png", dpi=110)
-    return True
 
 
 def main() -> int:
     run_dir = Path(sys.argv[1])
     summary = json.loads((run_dir / "summary.json").read_text())
     write_report(run_dir, summary)
-    charted = bool(summary["rows"]) and write_chart(run_dir, summary["rows"])
+    charted = bool(summary["rows"]) and chart.write_chart(
+        run_dir, summary, floor_row, cost_per_million, PRICES["upstash"]["commands_per_million"])
+    if summary["rows"] and not charted:
+        print("report: matplotlib is not installed; no chart drawn", file=sys.stderr)
     print(f"report: {run_dir / 'report.md'}" + (f", {run_dir / 'chart.png'}" if charted else ""))
     return 0
 

@@ -7,7 +7,7 @@
 # Usage: scripts/bootstrap.sh [rust|dev|test|bench]
 #   rust   what cargo needs for the native checks: the toolchain's parts and sccache
 #   dev    what building and serving need (the default)
-#   test   adds k6, the report's Python packages, Redis + webdis for the benchmark smoke test,
+#   test   adds k6 and wrk, the report's Python packages, Redis + webdis for the benchmark smoke test,
 #          Chromium for the browser tests and schemathesis for the API spec check
 #   bench  adds nginx, memcached and the Ehcache-style Java baseline
 set -euo pipefail
@@ -217,7 +217,7 @@ jobs=(wasm_bindgen node_packages compile_cache)
 debs=()
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
   jobs+=(k6 bench_python api_check_python compat_clients)
-  debs+=(redis-server:redis-server redis-cli:redis-tools webdis:webdis chromium:chromium)
+  debs+=(redis-server:redis-server redis-cli:redis-tools webdis:webdis chromium:chromium wrk:wrk)
 fi
 if [ "$mode" = bench ]; then
   jobs+=(ehcache_baseline)
