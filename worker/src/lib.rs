@@ -7,8 +7,8 @@
 //!   [`http::operations`] (`/v1/health`, `/v1/stats`, `/metrics`), [`http::documents`] (demo
 //!   page, client, OpenAPI), [`http::respond`] and [`http::api_error`] (every answer and error),
 //!   [`http::cancellation`] (a request whose client hangs up).
-//! - [`isolate`], what one isolate keeps between requests: [`isolate::config`] (the vars, read
-//!   once), [`isolate::hot_reads`] (kept reads of hot keys), [`isolate::meter`] (rate-limit
+//! - [`isolate`], what one isolate keeps between requests, all of it in [`isolate::state`]:
+//!   [`isolate::config`] (the vars, read once), [`isolate::hot_reads`] (kept reads of hot keys), [`isolate::meter`] (rate-limit
 //!   buckets), [`isolate::shard_calls`] (concurrent calls to one shard merged),
 //!   [`isolate::shard_client`] (the RPC to a shard), [`isolate::one_way`] (one-way writes
 //!   waiting to be applied), [`isolate::hash_seed`] (the random seed of its hash tables),

@@ -58,6 +58,7 @@ impl Route {
 }
 
 thread_local! {
+    /// The routes, built once per isolate and never changed (so not in `isolate::state`).
     static ROUTER: matchit::Router<Route> = build_router();
 }
 

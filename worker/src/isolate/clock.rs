@@ -3,6 +3,8 @@
 
 use worker::js_sys::Date;
 
+use crate::isolate::state;
+
 /// Now, in milliseconds since the Unix epoch. The runtime advances it only across I/O, so two
 /// reads in one synchronous stretch agree. (`Date.now()`: one call, no `Date` object made.)
 #[must_use]
@@ -11,14 +13,10 @@ pub fn now_ms() -> u64 {
     Date::now() as u64
 }
 
-thread_local! {
-    /// When this Wasm instance served its first request (0 before), for Abacus's `uptime`.
-    static FIRST_REQUEST_MS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
 /// Notes that a request arrived: the first one marks when this instance started serving.
 pub fn note_request() {
-    FIRST_REQUEST_MS.with(|first| {
+    state::with(|s| {
+        let first = &s.first_request_ms;
         if first.get() == 0 {
             first.set(now_ms());
         }
@@ -29,5 +27,5 @@ pub fn note_request() {
 /// instance is one isolate's copy of the worker, so this is not the deployment's age.
 #[must_use]
 pub fn uptime_ms() -> u64 {
-    FIRST_REQUEST_MS.with(|first| now_ms().saturating_sub(first.get()))
+    state::with(|s| now_ms().saturating_sub(s.first_request_ms.get()))
 }

@@ -17,6 +17,8 @@ extern "C" {
 }
 
 thread_local! {
+    /// Whether this Wasm instance has seeded. Apart from the isolate's state (`isolate::state`):
+    /// that holds tables hashed with the seed, so it is made after this is set.
     static SEEDED: Cell<bool> = const { Cell::new(false) };
 }
 

@@ -1,8 +1,8 @@
-//! This isolate's view of hot keys: the frequency sketch and the cache of hot reads.
+//! This isolate's view of hot keys: the frequency sketch and the cache of hot reads, kept in
+//! the isolate's state ([`HotReads`]).
 //!
 //! Each Workers isolate keeps its own; with many isolates each caches what it sees hot.
 
-use std::cell::RefCell;
 use std::hash::BuildHasher;
 
 use edgecount_core::edge::hot_keys::HotKey;
@@ -11,6 +11,7 @@ use edgecount_core::hashing::KeyHashing;
 use edgecount_core::{EdgeCache, HotKeys, Key, Namespace, OpResult, ShardOp};
 
 use crate::isolate::config::Config;
+use crate::isolate::state::{self, HotReads};
 
 /// Hot reads kept per isolate at most.
 const EDGE_CACHE_ENTRIES: usize = 10_000;
@@ -19,37 +20,21 @@ const HOT_KEYS_LISTED: usize = 32;
 /// The window over which key rates are measured.
 const RATE_WINDOW_MS: u64 = 1_000;
 
-struct Edge {
-    hot: HotKeys,
-    /// The hash the frequency sketch counts keys by: seeded, so that nobody can pick names
-    /// that share a victim's counters and make its reads cacheable.
-    sketch_hashing: KeyHashing,
-    cache: EdgeCache,
-    hits: u64,
-    misses: u64,
-    /// The settings these were built with, to rebuild if the configuration changes.
-    settings: (u64, u64),
-}
-
-impl Edge {
+impl HotReads {
     /// The key's hash in the frequency sketch.
     fn sketch_hash(&self, ns: &Namespace, key: &Key) -> u64 {
         self.sketch_hashing.hash_one((ns.as_str(), key.as_str()))
     }
 }
 
-thread_local! {
-    static EDGE: RefCell<Option<Edge>> = const { RefCell::new(None) };
-}
-
-fn with_edge<T>(config: &Config, f: impl FnOnce(&mut Edge) -> T) -> T {
-    EDGE.with(|cell| {
-        let mut slot = cell.borrow_mut();
+fn with_edge<T>(config: &Config, f: impl FnOnce(&mut HotReads) -> T) -> T {
+    state::with(|s| {
+        let mut slot = s.hot_reads.borrow_mut();
         let settings = (config.hot_threshold_per_s.to_bits(), config.hot_max_age_ms);
         if slot.as_ref().is_some_and(|e| e.settings != settings) {
             *slot = None;
         }
-        let edge = slot.get_or_insert_with(|| Edge {
+        let edge = slot.get_or_insert_with(|| HotReads {
             hot: HotKeys::new(config.hot_threshold_per_s, RATE_WINDOW_MS, HOT_KEYS_LISTED),
             sketch_hashing: KeyHashing::default(),
             cache: EdgeCache::new(EDGE_CACHE_ENTRIES, config.hot_max_age_ms),

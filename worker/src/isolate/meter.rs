@@ -9,17 +9,12 @@
 //! a client spread over many edge locations may get more in total; the limit protects each
 //! isolate and the shards behind it.
 
-use std::cell::RefCell;
-
 use crate::http::api_error::ApiError;
 use crate::http::message::{Header, Request, Response};
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
+use crate::isolate::state;
 use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, Decision, RequestCharge};
-
-thread_local! {
-    static LIMITER: RefCell<Option<ClientLimiter>> = const { RefCell::new(None) };
-}
 
 /// The charges made for one request, so its answer can carry the figures.
 pub struct Meter {
@@ -48,8 +43,8 @@ impl Meter {
         let Some(limit) = config.rate_limit else { return Ok(()) };
         // The configuration is read once per isolate (`Config::for_isolate`), so the limit
         // the buckets were made for is the limit still in force.
-        let charged = LIMITER.with(|cell| {
-            cell.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).charge(
+        let charged = state::with(|s| {
+            s.rate_limits.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).charge(
                 &mut self.request,
                 ops,
                 now_ms(),

@@ -1,8 +1,9 @@
 //! What one worker isolate keeps between requests: its configuration, its kept reads of hot
 //! keys, its rate-limit buckets, its calls to shards (merged when concurrent) and the one-way
 //! writes it has accepted and not yet applied. The policies
-//! live in `edgecount_core::edge`; these modules hold their state and reach the runtime, and
-//! [`request_task`] runs each request's code in its own request's context.
+//! live in `edgecount_core::edge`; these modules keep their state in the isolate's one
+//! [`state`] and reach the runtime, and [`request_task`] runs each request's code in its own
+//! request's context.
 
 pub mod clock;
 pub mod config;
@@ -16,4 +17,5 @@ pub mod request_task;
 pub mod shard_calls;
 pub mod shard_client;
 pub mod shard_stats;
+pub mod state;
 pub mod visitors;

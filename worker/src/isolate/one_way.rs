@@ -13,8 +13,6 @@
 //! the latest; a flusher that dies so keeps its lease until it runs out, and then the next
 //! arrival for the shard starts another, which sends the flush in flight again under its number.
 
-use std::cell::RefCell;
-
 use edgecount_core::edge::one_way::{Accept, Counted, Flush, FlusherId, OneWayBuffer, OneWayStats};
 use edgecount_core::{CoreError, ShardId};
 use wasm_bindgen::prelude::JsValue;
@@ -25,6 +23,7 @@ use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
+use crate::isolate::state::{self, OneWayWrites};
 use crate::isolate::{drills, request_task, shard_client};
 
 /// The wait before the first resend; each later one waits four times as long, up to 64 s.
@@ -33,24 +32,14 @@ const FIRST_RESEND_MS: u64 = 250;
 /// (a shard reaching its op bound).
 const MAX_NAP_MS: u64 = 250;
 
-struct Isolate {
-    buffer: OneWayBuffer,
-    /// Names this isolate's flushes: random, so that no two isolates share idempotency keys.
-    name: String,
-}
-
-thread_local! {
-    static ISOLATE: RefCell<Option<Isolate>> = const { RefCell::new(None) };
-}
-
 fn with_buffer<T>(config: &Config, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T {
-    ISOLATE.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let isolate = slot.get_or_insert_with(|| Isolate {
+    state::with(|s| {
+        let mut slot = s.one_way.borrow_mut();
+        let writes = slot.get_or_insert_with(|| OneWayWrites {
             buffer: OneWayBuffer::new(config.one_way),
             name: random_name(),
         });
-        f(&mut isolate.buffer)
+        f(&mut writes.buffer)
     })
 }
 
@@ -128,7 +117,7 @@ async fn run_flusher(env: &Env, config: &Config, shard: ShardId, flusher: Flushe
 async fn send(env: &Env, config: &Config, flush: &Flush) {
     // The buffer that made the flush made the name too.
     let sender =
-        ISOLATE.with(|cell| cell.borrow().as_ref().map(|isolate| isolate.name.clone())).unwrap_or_default();
+        state::with(|s| s.one_way.borrow().as_ref().map(|writes| writes.name.clone())).unwrap_or_default();
     let total = flush.total_ops();
     let (applied, dropped) = match flush.request(&sender) {
         Ok(request) => match shard_client::execute_request(env, flush.shard, &request).await {

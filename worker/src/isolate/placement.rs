@@ -4,25 +4,19 @@
 //! declared, it also wakes every shard to hand over the keys that leave it. A refusal is not remembered: the next request asks again, so
 //! a deployment that puts the count back recovers at once.
 
-use std::cell::Cell;
-
 use edgecount_core::ShardId;
 use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::isolate::config::Config;
-use crate::isolate::{request_task, shard_client};
-
-thread_local! {
-    static CHECKED: Cell<bool> = const { Cell::new(false) };
-}
+use crate::isolate::{request_task, shard_client, state};
 
 /// Succeeds once this isolate's shard count is known to be the placement's.
 ///
 /// # Errors
 /// [`edgecount_core::CoreError::PlacementChanged`] (500 `misconfigured`) or an unavailable shard.
 pub async fn ensure(env: &Env, config: &Config) -> Result<(), ApiError> {
-    if CHECKED.with(Cell::get) {
+    if state::with(|s| s.placement_checked.get()) {
         return Ok(());
     }
     shard_client::check_placement(env, config.placement()).await?;
@@ -36,6 +30,6 @@ pub async fn ensure(env: &Env, config: &Config) -> Result<(), ApiError> {
             return Ok(());
         }
     }
-    CHECKED.with(|checked| checked.set(true));
+    state::with(|s| s.placement_checked.set(true));
     Ok(())
 }

@@ -12,41 +12,27 @@ use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::shard::transfer::ExportPage;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
 use serde::Serialize;
-use std::cell::RefCell;
 use std::future::Future;
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
 use wasm_bindgen::JsCast;
 use worker::js_sys;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::isolate::config::Config;
+use crate::isolate::state::{self, ShardIds};
 use crate::isolate::{drills, request_task};
 
 /// The Durable Object binding in `wrangler.toml`.
 pub const SHARDS_BINDING: &str = "SHARDS";
 
-/// The shards' namespace and the ids of the shards called so far.
-struct ShardIds {
-    namespace: DurableObjectNamespace,
-    ids: Vec<Option<DurableObjectId>>,
-}
-
-thread_local! {
-    /// Bindings cannot change under a running isolate, and an object id is a plain value, so
-    /// both serve every request of the isolate; looking them up again would take several calls
-    /// into JavaScript per shard call.
-    static SHARD_IDS: RefCell<Option<ShardIds>> = const { RefCell::new(None) };
-}
-
 /// A stub for `shard`, for one call.
 fn stub(env: &Env, shard: ShardId) -> Result<ShardRpc, ApiError> {
     let js_error = |error: JsValue| ApiError::from(worker::Error::from(error));
-    SHARD_IDS.with(|cell| {
-        let mut cell = cell.borrow_mut();
+    state::with(|s| {
+        let mut cell = s.shard_ids.borrow_mut();
         let known = match cell.as_mut() {
             Some(known) => known,
             None => {

@@ -3,7 +3,6 @@
 //! `EDGECOUNT_STATS_MAX_AGE_MS` (`edgecount_core::edge::single_flight`). So `/v1/stats`,
 //! `/metrics` and the compatible `/stats` cost the shards the same however many ask at once.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use worker::{Delay, Env};
 use crate::http::api_error::ApiError;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{request_task, shard_client};
+use crate::isolate::{request_task, shard_client, state};
 
 /// A claim to ask lapses after this: past the 15 s every shard call is given, and then some.
 const LEASE_MS: u64 = 20_000;
@@ -24,20 +23,18 @@ const LOOK_EVERY: Duration = Duration::from_millis(10);
 
 type Figures = Rc<Vec<ShardStats>>;
 
-thread_local! {
-    static FLIGHT: RefCell<Option<SingleFlight<Figures, ApiError>>> = const { RefCell::new(None) };
-    static ASKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
 /// How many times this isolate has asked every shard for its statistics.
 pub fn asks() -> u64 {
-    ASKS.with(std::cell::Cell::get)
+    state::with(|s| s.shard_stats_asks.get())
 }
 
 /// Runs `act` on this isolate's flight, made on first use.
 fn with_flight<R>(config: &Config, act: impl FnOnce(&mut SingleFlight<Figures, ApiError>) -> R) -> R {
-    FLIGHT.with(|flight| {
-        act(flight.borrow_mut().get_or_insert_with(|| SingleFlight::new(config.stats_max_age_ms, LEASE_MS)))
+    state::with(|s| {
+        act(s
+            .shard_stats
+            .borrow_mut()
+            .get_or_insert_with(|| SingleFlight::new(config.stats_max_age_ms, LEASE_MS)))
     })
 }
 
@@ -53,8 +50,8 @@ struct Claim(Ticket);
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        FLIGHT.with(|flight| {
-            if let Some(flight) = flight.borrow_mut().as_mut() {
+        state::with(|s| {
+            if let Some(flight) = s.shard_stats.borrow_mut().as_mut() {
                 flight.abandon(self.0);
             }
         });
@@ -76,7 +73,7 @@ pub async fn shard_stats(env: &Env, config: &Config) -> Result<Figures, ApiError
             Step::Wait => Delay::from(LOOK_EVERY).await,
             Step::Ask(ticket) => {
                 let claim = Claim(ticket);
-                ASKS.with(|asks| asks.set(asks.get() + 1));
+                state::with(|s| s.shard_stats_asks.set(s.shard_stats_asks.get() + 1));
                 let asked = all_shard_stats(env, config).await.map(Rc::new);
                 std::mem::forget(claim);
                 with_flight(config, |flight| match &asked {

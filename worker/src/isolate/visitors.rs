@@ -2,17 +2,12 @@
 //! (`edgecount_core::edge::bots`) without a configured token is answered as usual and not
 //! counted. This isolate keeps how many were not, for `/v1/stats`.
 
-use std::cell::Cell;
-
 use edgecount_core::edge::bots;
 use edgecount_core::Namespace;
 
 use crate::http::message::{Header, Request};
 use crate::isolate::config::Config;
-
-thread_local! {
-    static NOT_COUNTED: Cell<u64> = const { Cell::new(0) };
-}
+use crate::isolate::state;
 
 /// Whether `req`'s count in `ns` is to be answered and not counted: the namespace is public,
 /// no token with more than the count right came with it, and its user agent is a known bot.
@@ -22,7 +17,7 @@ pub fn leaves_uncounted(req: &Request, config: &Config, token: Option<&str>, ns:
         && config.access.is_public(ns)
         && bots::is_bot(req.header(Header::UserAgent).as_deref());
     if bot {
-        NOT_COUNTED.with(|count| count.set(count.get() + 1));
+        state::with(|s| s.bots_not_counted.set(s.bots_not_counted.get() + 1));
     }
     bot
 }
@@ -35,5 +30,5 @@ pub fn is_visitor(config: &Config, token: Option<&str>) -> bool {
 
 /// Counts from known bots this isolate answered without counting.
 pub fn not_counted() -> u64 {
-    NOT_COUNTED.with(Cell::get)
+    state::with(|s| s.bots_not_counted.get())
 }

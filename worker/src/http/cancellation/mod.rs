@@ -11,8 +11,7 @@
 //! request's number, and a request that has finished is no longer listed, so a late abort
 //! changes nothing.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -23,6 +22,7 @@ use worker::worker_sys::web_sys;
 
 use crate::http::message::Response;
 use crate::http::respond;
+use crate::isolate::state;
 
 type Handler = Box<dyn FnOnce()>;
 type Serving = Pin<Box<dyn Future<Output = Response>>>;
@@ -83,15 +83,13 @@ extern "C" {
 }
 
 thread_local! {
-    /// The requests that wait, by number: those an abort still concerns.
-    static WAITING: RefCell<HashMap<u64, Cancellation>> = RefCell::new(HashMap::new());
-    static NEXT_NUMBER: Cell<u64> = const { Cell::new(0) };
-    /// What every request's abort listener calls, made once per isolate.
+    /// What every request's abort listener calls, made once per isolate: it runs what the
+    /// isolate's state lists for the request's number (`isolate::state`'s `waiting_requests`).
     static ON_ABORT: Closure<dyn Fn(f64)> = Closure::new(|number: f64| {
         // Numbers count up from zero, far below 2^53.
-        let waiting = WAITING.with(|w| w.borrow_mut().remove(&(number as u64)));
-        if let Some(cancellation) = waiting {
-            cancellation.cancel();
+        let waiting = state::with(|s| s.waiting_requests.borrow_mut().remove(&(number as u64)));
+        if let Some(cancel) = waiting {
+            cancel();
         }
     });
 }
@@ -140,13 +138,14 @@ struct Listening {
 
 impl Listening {
     fn start(request: &web_sys::Request, cancellation: &Cancellation) -> Self {
-        let number = NEXT_NUMBER.with(|next| next.replace(next.get() + 1));
-        WAITING.with(|w| w.borrow_mut().insert(number, cancellation.clone()));
+        let number = state::with(|s| s.next_request_number.replace(s.next_request_number.get() + 1));
+        let on_abort = cancellation.clone();
+        state::with(|s| s.waiting_requests.borrow_mut().insert(number, Box::new(move || on_abort.cancel())));
         #[allow(clippy::cast_precision_loss)] // far below 2^53
         let already_gone =
             ON_ABORT.with(|on_abort| listen_for_abort(request, number as f64, on_abort.as_ref()));
         if already_gone {
-            WAITING.with(|w| w.borrow_mut().remove(&number));
+            state::with(|s| s.waiting_requests.borrow_mut().remove(&number));
             cancellation.cancel();
         }
         Self { number }
@@ -155,7 +154,7 @@ impl Listening {
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        WAITING.with(|w| w.borrow_mut().remove(&self.number));
+        state::with(|s| s.waiting_requests.borrow_mut().remove(&self.number));
     }
 }
 

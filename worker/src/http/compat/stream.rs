@@ -12,12 +12,10 @@
 //! any of them the answer is 429. A comment line after every `EDGECOUNT_STREAM_KEEPALIVE` seconds of silence keeps idle
 //! connections from being closed on the way, and is how a reader that hung up is noticed.
 
-use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use edgecount_core::compat::CompatError;
 use edgecount_core::edge::rate_limit::ClientId;
-use edgecount_core::hashing::{key_map, KeyMap};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use wasm_bindgen::JsCast;
@@ -27,6 +25,7 @@ use crate::http::message::JsStream;
 use crate::http::target::Target;
 use crate::isolate::config::Config;
 use crate::isolate::shard_client::{self, WatchRefusal};
+use crate::isolate::state;
 
 /// Most streams one isolate keeps open: a few shards' worth.
 pub const MAX_STREAMS_PER_ISOLATE: usize = 1024;
@@ -36,13 +35,6 @@ pub const MAX_STREAMS_PER_ISOLATE: usize = 1024;
 pub const MAX_STREAMS_PER_CLIENT: usize = 32;
 const KEEPALIVE_LINE: &[u8] = b": keepalive\n\n";
 
-thread_local! {
-    static OPEN: Cell<usize> = const { Cell::new(0) };
-    /// Open streams by client; a client leaves the map with its last stream, so it holds at
-    /// most as many entries as there are streams.
-    static BY_CLIENT: RefCell<KeyMap<ClientId, usize>> = RefCell::new(key_map());
-}
-
 /// One stream counted against the isolate's and its client's bounds while it lives.
 struct Opened {
     client: ClientId,
@@ -50,22 +42,24 @@ struct Opened {
 
 impl Opened {
     fn claim(client: ClientId) -> Option<Self> {
-        let room = OPEN.with(Cell::get) < MAX_STREAMS_PER_ISOLATE
-            && BY_CLIENT.with(|map| map.borrow().get(&client).copied().unwrap_or(0) < MAX_STREAMS_PER_CLIENT);
-        if !room {
-            return None;
-        }
-        OPEN.with(|open| open.set(open.get() + 1));
-        BY_CLIENT.with(|map| *map.borrow_mut().entry(client).or_insert(0) += 1);
-        Some(Self { client })
+        state::with(|s| {
+            let room = s.open_streams.get() < MAX_STREAMS_PER_ISOLATE
+                && s.streams_by_client.borrow().get(&client).copied().unwrap_or(0) < MAX_STREAMS_PER_CLIENT;
+            if !room {
+                return None;
+            }
+            s.open_streams.set(s.open_streams.get() + 1);
+            *s.streams_by_client.borrow_mut().entry(client).or_insert(0) += 1;
+            Some(Self { client })
+        })
     }
 }
 
 impl Drop for Opened {
     fn drop(&mut self) {
-        OPEN.with(|open| open.set(open.get().saturating_sub(1)));
-        BY_CLIENT.with(|map| {
-            let mut map = map.borrow_mut();
+        state::with(|s| {
+            s.open_streams.set(s.open_streams.get().saturating_sub(1));
+            let mut map = s.streams_by_client.borrow_mut();
             if let Some(count) = map.get_mut(&self.client) {
                 *count -= 1;
                 if *count == 0 {

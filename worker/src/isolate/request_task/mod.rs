@@ -33,6 +33,7 @@
 pub mod executor;
 #[cfg(test)]
 pub(crate) mod fake;
+pub mod js_turns;
 #[cfg(test)]
 mod tests;
 
@@ -45,19 +46,14 @@ use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
 use worker::js_sys;
 
 use crate::isolate::clock::now_ms;
+use crate::isolate::state;
 use executor::{Executor, Sleep, Turns};
+pub use js_turns::JsTurns;
 
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(js_name = setTimeout)]
     fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
-}
-
-/// The runtime's promises and timers.
-pub struct JsTurns;
-
-thread_local! {
-    static EXECUTOR: Executor<JsTurns> = Executor::default();
 }
 
 impl Turns for JsTurns {
@@ -68,7 +64,7 @@ impl Turns for JsTurns {
     type Settle = (js_sys::Function, js_sys::Function);
 
     fn with_executor<T>(f: impl FnOnce(&Executor<Self>) -> T) -> T {
-        EXECUTOR.with(f)
+        state::with(|s| f(&s.executor))
     }
 
     fn hook(id: u64) -> Self::Hook {

@@ -1,6 +1,7 @@
 //! Group commit for single-key counter ops: while a call to a shard is in flight, later ops
 //! for that shard wait and then go together in one call. The queue discipline is
-//! `edgecount_core::edge::coalescer`; this module adds the calls and the waits.
+//! `edgecount_core::edge::coalescer`; this module adds the calls and the waits. The queues are
+//! the isolate's (`isolate::state`), each op in them a [`waiter::Waiter`].
 //!
 //! The runtime cancels a request whose client hangs up, and a cancelled request never runs
 //! again, so nothing here waits on a particular request:
@@ -25,15 +26,15 @@
 
 #[cfg(test)]
 mod tests;
+pub mod waiter;
 
-use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context as TaskContext, Poll, Waker};
+use std::task::{Context as TaskContext, Poll};
 
-use edgecount_core::edge::coalescer::{Arrival, CallId, CoalesceStats, Coalescer, Started, Ticket};
+use edgecount_core::edge::coalescer::{Arrival, CallId, CoalesceStats, Started, Ticket};
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::{OpResult, ShardCall, ShardId};
 use wasm_bindgen::prelude::JsValue;
@@ -43,7 +44,8 @@ use crate::http::request_context::RequestContext;
 use crate::isolate::clock;
 use crate::isolate::request_task::executor::{self, Sleep, Turns};
 use crate::isolate::request_task::{self, JsTurns};
-use crate::isolate::shard_client;
+use crate::isolate::shard_calls::waiter::{Slot, Waiter};
+use crate::isolate::{shard_client, state};
 
 /// How long an op waits for its result before giving up: as long as its call is waited for.
 const MAX_WAIT_MS: u64 = shard_client::ANSWER_DEADLINE_MS;
@@ -55,31 +57,6 @@ const CALL_LEASE_MS: u64 = 10_000;
 /// or two waits little longer than the call, and with few timers for an op that waits long.
 const FIRST_RECHECK_MS: u64 = 1;
 const MAX_RECHECK_MS: u64 = 64;
-
-/// What one waiting op is handed.
-#[derive(Default)]
-struct Slot {
-    outcome: RefCell<Option<Result<OpResult, ApiError>>>,
-    /// An outcome was handed over (the waiter may have taken it since).
-    delivered: Cell<bool>,
-    /// Woken on delivery: only ever the waker of the request whose task delivers (see
-    /// [`Delivery`]).
-    waker: RefCell<Option<Waker>>,
-}
-
-impl Slot {
-    /// Hands over the op's outcome, unless it has one already: a call abandoned with its
-    /// request may still report back later, and then changes nothing.
-    fn deliver_first(&self, outcome: impl FnOnce() -> Result<OpResult, ApiError>) {
-        if !self.delivered.replace(true) {
-            *self.outcome.borrow_mut() = Some(outcome());
-            let waker = self.waker.borrow_mut().take();
-            if let Some(waker) = waker {
-                waker.wake();
-            }
-        }
-    }
-}
 
 /// Ready once the slot's outcome is delivered, or after `bound_ms`. Awaited only by the request
 /// that started the call carrying the op: that call is a task of the same request, so the
@@ -163,20 +140,10 @@ impl Site for RequestContext<'_> {
     }
 }
 
-/// A queued op.
-struct Waiter {
-    call: ShardCall,
-    slot: Rc<Slot>,
-}
-
-thread_local! {
-    static COALESCER: RefCell<Coalescer<Waiter>> = RefCell::new(Coalescer::new());
-}
-
 /// This isolate's coalescing counts.
 #[must_use]
 pub fn stats() -> CoalesceStats {
-    COALESCER.with(|c| c.borrow().stats())
+    state::with(|s| s.shard_calls.borrow().stats())
 }
 
 /// Runs `op` on `shard`, in the next call to that shard if one is in flight.
@@ -190,7 +157,7 @@ pub async fn submit<S: Site>(site: &S, shard: ShardId, call: ShardCall) -> Resul
     let is_write = call.op.is_write();
     let slot = Rc::new(Slot::default());
     let waiter = Waiter { call, slot: Rc::clone(&slot) };
-    let arrival = COALESCER.with(|c| c.borrow_mut().arrive(shard, waiter, site.queue_limit()));
+    let arrival = state::with(|s| s.shard_calls.borrow_mut().arrive(shard, waiter, site.queue_limit()));
     let Arrival::Queued(ticket) = arrival else {
         return Err(ApiError::ShardOverloaded);
     };
@@ -211,7 +178,7 @@ pub async fn submit<S: Site>(site: &S, shard: ShardId, call: ShardCall) -> Resul
         // Look again at the deadline or when the call in flight loses its lease, whichever is
         // first; before then on delivery by this request's own call, or else after the
         // recheck interval.
-        let lease = COALESCER.with(|c| c.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
+        let lease = state::with(|s| s.shard_calls.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
         let until_lease = deadline.min(lease.saturating_add(1)).saturating_sub(now).max(1);
         if led {
             Delivery::<S::Turns> { slot: &slot, bound_ms: until_lease, armed: false, runtime: PhantomData }
@@ -239,8 +206,8 @@ impl Drop for QueuedOp {
         // A drop never happens inside the coalescer's own borrow; if it ever did, the op would
         // stay queued as before rather than panic. Nor after the coalescer is gone, but for a
         // native test's thread ending with requests still waiting (`try_with`).
-        let _ = COALESCER.try_with(|c| {
-            if let Ok(mut coalescer) = c.try_borrow_mut() {
+        state::try_with(|s| {
+            if let Ok(mut coalescer) = s.shard_calls.try_borrow_mut() {
                 coalescer.withdraw(self.shard, self.ticket);
             }
         });
@@ -249,7 +216,7 @@ impl Drop for QueuedOp {
 
 /// The error for an op that stops waiting: it never went out if it can still be withdrawn.
 fn give_up(shard: ShardId, ticket: Ticket, slot: &Slot, is_write: bool) -> ApiError {
-    if COALESCER.with(|c| c.borrow_mut().withdraw(shard, ticket)).is_some() || !is_write {
+    if state::with(|s| s.shard_calls.borrow_mut().withdraw(shard, ticket)).is_some() || !is_write {
         return ApiError::ShardUnavailable;
     }
     match slot.outcome.borrow_mut().take() {
@@ -282,8 +249,8 @@ impl CallInFlight {
         for (slot, is_write) in &self.slots {
             slot.deliver_first(|| outcome(*is_write));
         }
-        COALESCER.with(|c| {
-            let mut coalescer = c.borrow_mut();
+        state::with(|s| {
+            let mut coalescer = s.shard_calls.borrow_mut();
             if abandoned {
                 coalescer.abandon(self.shard, self.id);
             } else {
@@ -298,7 +265,7 @@ impl CallInFlight {
 /// one that carries `own`, the caller's op.
 fn start_next_call<S: Site>(site: &S, shard: ShardId, own: &Rc<Slot>) -> bool {
     let Some(Started { call: id, ops }) =
-        COALESCER.with(|c| c.borrow_mut().try_start(shard, site.now_ms(), CALL_LEASE_MS))
+        state::with(|s| s.shard_calls.borrow_mut().try_start(shard, site.now_ms(), CALL_LEASE_MS))
     else {
         return false;
     };

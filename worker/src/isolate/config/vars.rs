@@ -1,8 +1,7 @@
-//! Configuration: the `EDGECOUNT_*` vars of `wrangler.toml`, read into one typed value.
+//! Configuration: the `EDGECOUNT_*` vars of `wrangler.toml`, read into one typed value. How an
+//! isolate reads them once and keeps them is the parent module's.
 
-use std::cell::RefCell;
 use std::num::NonZeroU32;
-use std::rc::Rc;
 
 use edgecount_core::compat::{Mode, DEFAULT_KEY_TTL_SECONDS};
 use edgecount_core::edge::one_way::{OneWayLimits, MAX_INTERVAL_MS as MAX_ONE_WAY_INTERVAL_MS};
@@ -115,29 +114,7 @@ pub struct Config {
     pub days_kept: i32,
 }
 
-thread_local! {
-    /// This isolate's configuration, read on its first request. Vars and secrets cannot change
-    /// under a running isolate (a new deployment or `wrangler dev` reload starts new isolates),
-    /// and reading them costs several calls into JavaScript per var, twelve vars per request: a
-    /// large share of a request's own CPU time before it was cached.
-    static CACHED: RefCell<Option<Rc<Config>>> = const { RefCell::new(None) };
-}
-
 impl Config {
-    /// The configuration for this isolate: read from the vars once, then shared.
-    ///
-    /// # Errors
-    /// As [`Config::from_env`]; a malformed configuration is read again on every request, so
-    /// the error is reported each time.
-    pub fn for_isolate(env: &Env) -> Result<Rc<Self>, ApiError> {
-        if let Some(config) = CACHED.with(|cached| cached.borrow().clone()) {
-            return Ok(config);
-        }
-        let config = Rc::new(Self::from_env(env)?);
-        CACHED.with(|cached| *cached.borrow_mut() = Some(Rc::clone(&config)));
-        Ok(config)
-    }
-
     /// Reads the configuration from the Worker's vars.
     ///
     /// # Errors
