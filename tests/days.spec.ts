@@ -198,6 +198,49 @@ describe("unique visitors", () => {
     expect(await service.value(ns, "k")).toBe(0n);
   });
 
+  it("refuses unique on an increment by 0 or less, acknowledged, one-way or batched, and changes nothing", async () => {
+    const ns = freshNamespace("negative");
+    for (const by of [-5, 0]) {
+      for (const oneWay of ["", "&async=1"]) {
+        const refused = await visit(
+          service,
+          `/v1/counters/${ns}/k/incr?by=${by}&unique=1${oneWay}`,
+          "198.51.100.9",
+        );
+        expect(refused.status).toBe(400);
+        const { error } = await refused.json();
+        expect(error.code).toBe("invalid_parameter");
+        expect(error.message).toContain("unique");
+      }
+    }
+    for (const query of ["", "?async=1"]) {
+      const batch = await service.fetch(`/v1/batch${query}`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "cf-connecting-ip": "198.51.100.9",
+        },
+        body: JSON.stringify({
+          ops: [
+            { op: "incr", ns, key: "k", by: -3, unique: true },
+            { op: "incr", ns, key: "k", by: 0, unique: true },
+          ],
+        }),
+      });
+      const { results } = await batch.json();
+      expect(results.map((r: any) => r.error?.code)).toEqual([
+        "invalid_op",
+        "invalid_op",
+      ]);
+    }
+    // Give a one-way flush time to land, had anything been accepted.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const days = await (
+      await service.fetch(`/v1/counters/${ns}/k/days?period=today&unique=1`)
+    ).json();
+    expect([days.exists, days.count, days.uniques]).toEqual([false, 0, 0]);
+  });
+
   it("tells visitors apart by user agent too, and by key", async () => {
     const ns = freshNamespace("agents");
     for (const agent of ["Firefox", "Chrome", "Firefox"]) {
