@@ -298,6 +298,19 @@ mod tests {
     }
 
     #[test]
+    fn a_read_of_visitors_sees_those_of_earlier_calls_not_those_counted_before_it_in_its_own() {
+        let (mut engine, store) =
+            (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
+        run(&mut engine, &store, vec![view(30, &["a"])]);
+        let (ns, key) = names();
+        let read = ShardOp::Days { ns, key, from: Day(30), to: Day(30), unique: true }.into();
+        let results = run(&mut engine, &store, vec![view(30, &["b"]), read]);
+        let OpResult::Days(answer) = &results[1] else { panic!("{:?}", results[1]) };
+        assert_eq!(answer.days, vec![tally(30, 2, Some(1))], "the count at once, b's visit at the commit");
+        assert_eq!(days(&mut engine, &store, 30, 30, true).days, vec![tally(30, 2, Some(2))]);
+    }
+
+    #[test]
     fn a_day_that_ends_inside_a_call_keeps_its_counts_and_a_read_in_that_call_sees_them() {
         let (mut engine, store) =
             (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
