@@ -191,6 +191,18 @@ include-operation-id = "getCounterDays"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "5xx"]
 
 [[operations]]
+# A badge takes the same days (`period`, or `from` and `to`) and is refused the same way; the
+# pattern of `period` allows the 3,660 days the largest EDGECOUNT_DAYS keeps.
+include-operation-id = "getBadge"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "304", "400", "401", "403", "404", "422", "429", "5xx"]
+
+[[operations]]
+# An increment takes `unique=1` with a positive `by` alone: the document cannot tie one
+# parameter to another's value, so `unique=1` with `by` 0 or less is answered 400.
+include-operation-id = "incrCounter"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "304", "400", "401", "403", "404", "422", "429", "5xx"]
+
+[[operations]]
 # A batch answers 200 with a per-op error for an invalid op; only its envelope is refused whole.
 include-path = "/v1/batch"
 checks.negative_data_rejection.enabled = false

@@ -123,6 +123,9 @@ describe("days", () => {
     for (const [query, parameter] of [
       ["period=week", "period"],
       ["period=401d", "period"],
+      ["period=%2B7d", "period"],
+      ["period=07d", "period"],
+      ["period=0d", "period"],
       [`from=${from}`, "from"],
       [`from=${today}&to=${from}`, "period"],
       ["from=2026-02-30&to=2026-03-01", "from"],
@@ -134,6 +137,38 @@ describe("days", () => {
       expect(body.error.code, query).toBe("invalid_parameter");
       expect(body.error.message, query).toContain(parameter);
     }
+  });
+
+  it("accepts as a period exactly what the OpenAPI description's pattern allows", async () => {
+    const ns = freshNamespace("pattern");
+    const spec = await (await service.fetch("/v1/openapi.json")).json();
+    const pattern = new RegExp(
+      spec.components.parameters.period.schema.pattern,
+    );
+    // Within the 400 days this service keeps: past them the pattern allows what it refuses.
+    for (const period of [
+      "today",
+      "yesterday",
+      "total",
+      "1d",
+      "7d",
+      "400d",
+      "0d",
+      "07d",
+      "+7d",
+      "-7d",
+      " 7d",
+      "7",
+      "7D",
+      "d",
+      "week",
+    ]) {
+      const answer = await service.fetch(
+        `/v1/counters/${ns}/k/days?period=${encodeURIComponent(period)}`,
+      );
+      expect(answer.status === 200, period).toBe(pattern.test(period));
+    }
+    expect(pattern.test("3660d") && !pattern.test("3661d")).toBe(true);
   });
 
   it("counts days in the namespace's own time zone", async () => {
@@ -196,6 +231,49 @@ describe("unique visitors", () => {
     expect(refused.status).toBe(400);
     expect((await refused.json()).error.message).toContain("unique");
     expect(await service.value(ns, "k")).toBe(0n);
+  });
+
+  it("refuses unique on an increment by 0 or less, acknowledged, one-way or batched, and changes nothing", async () => {
+    const ns = freshNamespace("negative");
+    for (const by of [-5, 0]) {
+      for (const oneWay of ["", "&async=1"]) {
+        const refused = await visit(
+          service,
+          `/v1/counters/${ns}/k/incr?by=${by}&unique=1${oneWay}`,
+          "198.51.100.9",
+        );
+        expect(refused.status).toBe(400);
+        const { error } = await refused.json();
+        expect(error.code).toBe("invalid_parameter");
+        expect(error.message).toContain("unique");
+      }
+    }
+    for (const query of ["", "?async=1"]) {
+      const batch = await service.fetch(`/v1/batch${query}`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "cf-connecting-ip": "198.51.100.9",
+        },
+        body: JSON.stringify({
+          ops: [
+            { op: "incr", ns, key: "k", by: -3, unique: true },
+            { op: "incr", ns, key: "k", by: 0, unique: true },
+          ],
+        }),
+      });
+      const { results } = await batch.json();
+      expect(results.map((r: any) => r.error?.code)).toEqual([
+        "invalid_op",
+        "invalid_op",
+      ]);
+    }
+    // Give a one-way flush time to land, had anything been accepted.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const days = await (
+      await service.fetch(`/v1/counters/${ns}/k/days?period=today&unique=1`)
+    ).json();
+    expect([days.exists, days.count, days.uniques]).toEqual([false, 0, 0]);
   });
 
   it("tells visitors apart by user agent too, and by key", async () => {
@@ -280,6 +358,13 @@ describe("unique visitors", () => {
       }),
     });
     expect((await refused.json()).results[0].error.code).toBe("invalid_op");
+    // The OpenAPI description's incr op, which allows no field it does not name, names it.
+    const spec = await (await service.fetch("/v1/openapi.json")).json();
+    const incr = spec.components.schemas.BatchIncr;
+    expect([incr.additionalProperties, incr.properties.unique?.type]).toEqual([
+      false,
+      "boolean",
+    ]);
     for (const key of ["a", "b"])
       await expect
         .poll(
@@ -330,6 +415,17 @@ describe("badges", () => {
     expect(visitors).toContain("<title>visitors: 2</title>");
     const total = await (await badge("period=total", "192.0.2.3")).text();
     expect(total).toContain("<title>views: 3</title>");
+    const today = dateIn("UTC");
+    const series = await (
+      await badge(`from=${shifted(today, -1)}&to=${today}`, "192.0.2.3")
+    ).text();
+    expect(series).toContain("<title>views: 3</title>");
+    const spec = await (await service.fetch("/v1/openapi.json")).json();
+    const described = spec.paths["/v1/badge/{ns}/{key}.svg"].get.parameters.map(
+      (p: { $ref?: string; name?: string }) =>
+        p.name ?? spec.components.parameters[p.$ref!.split("/").pop()!].name,
+    );
+    expect(described).toEqual(expect.arrayContaining(["period", "from", "to"]));
     const refused = await badge("period=fortnight", "192.0.2.3");
     expect(refused.status).toBe(400);
   });

@@ -237,6 +237,15 @@ it("lists every EDGECOUNT_ var the worker reads in the operations table", () => 
   expect(missing.filter((name) => name !== "EDGECOUNT_ONE_WAY")).toEqual([]);
 });
 
+it("names every period a read of days takes in the API table's days row", () => {
+  const row = readFileSync("docs/api.md", "utf8")
+    .split("\n")
+    .find((line) => line.startsWith("| `GET /v1/counters/:ns/:key/days`"));
+  // The words core/src/visits/day.rs's Period::parse takes, and the series' two dates.
+  for (const word of ["today", "yesterday", "Nd", "total", "from=", "to="])
+    expect(row, word).toContain(word);
+});
+
 describe("the example checker itself", () => {
   it("finds a shown status and answer, and a command that shows none", () => {
     const [block] = shellBlocks(

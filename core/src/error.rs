@@ -28,8 +28,8 @@ pub enum CoreError {
     #[error("The value is larger than the limit of {limit_bytes} bytes.")]
     EntryTooLarge { limit_bytes: u64 },
     #[error(
-        "The answer would carry more than {limit_bytes} bytes of cache values, so this entry was \
-         left out; read it on its own or in a later batch."
+        "The answer would carry more than {limit_bytes} bytes of cache values and days, so this \
+         read was left out; read it on its own or in a later batch."
     )]
     AnswerTooLarge { limit_bytes: u64 },
     #[error("A batch may hold at most {max} ops.")]

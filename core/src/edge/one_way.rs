@@ -8,16 +8,22 @@
 //! them ([`OneWayBuffer::take`]), sends them and reports back ([`OneWayBuffer::finish`]).
 //!
 //! What it guarantees:
-//! - **Bounded.** Every pending key is charged its names and a fixed overhead
-//!   ([`pending_charge`]); past [`OneWayLimits::max_keys`] or [`OneWayLimits::max_bytes`] a new
-//!   key is refused ([`Accept::Full`]), while a delta for a key already pending is still taken
-//!   (it costs no memory). Keys of a flush in flight stay charged until it finishes.
+//! - **Bounded.** Every pending sum (a key's in one day) is charged its names and a fixed
+//!   overhead ([`pending_charge`]), and each of its visitors [`VISITOR_CHARGE_BYTES`]; past
+//!   [`OneWayLimits::max_keys`] or [`OneWayLimits::max_bytes`] a new sum is refused
+//!   ([`Accept::Full`]), while a delta for a sum already pending is still taken (it costs no
+//!   memory, unless it brings a new visitor). Sums of a flush in flight stay charged until it
+//!   finishes.
 //! - **Exact sums.** Sums are kept in `i128`, and a flush splits a sum beyond `i64` into
 //!   several ops ([`FlushOp`]); nothing wraps. A delta that would take a key's sum beyond what
 //!   any counter could absorb ([`MAX_PENDING_SUM`]) is refused at once ([`Accept::Overflow`]),
 //!   as it would certainly overflow when applied; so a key's sum is at most three ops.
-//! - **In order.** A key has one sum whatever the TTLs its deltas carried, applied with the
-//!   last TTL given (as one by one, where each write's TTL replaces the one before).
+//! - **In order.** A key has one sum a day whatever the TTLs its deltas carried, applied with
+//!   the last TTL given (as one by one, where each write's TTL replaces the one before). Each
+//!   day's sum carries that day's visitors, and a flush sends a key's earlier day before its
+//!   later one (in an earlier flush, or earlier in the same), since a shard counts a write for
+//!   a day before the counter's latest in the latest: counts made either side of midnight stay
+//!   in their days.
 //! - **Applied once.** A flush keeps its number until it finishes, and its receipt (one
 //!   idempotency key for the whole request, [`Flush::request`]) is made from it: a flush sent
 //!   again after an unknown outcome (by the same flusher, or by another after the first one's
@@ -65,7 +71,8 @@ pub struct OneWayLimits {
     pub interval_ms: u64,
     /// ... or once this many ops are pending for the shard, whichever comes first.
     pub flush_ops: u64,
-    /// Most distinct pending keys in the isolate (in flight included).
+    /// Most pending sums in the isolate (in flight included): a key's in each day it counted
+    /// in, its counts apart from its other deltas (see [`Slot`]).
     pub max_keys: usize,
     /// Most bytes charged for them (see [`pending_charge`]).
     pub max_bytes: u64,
@@ -132,7 +139,7 @@ pub struct FlushOp {
     pub key: Key,
     pub ttl: Option<u32>,
     pub by: i64,
-    /// The latest day of the sum's counts, and the distinct visitors they counted.
+    /// The day of the sum's counts, and the distinct visitors they counted.
     pub visit: Option<Visit>,
     /// Accepted ops this flush op applies: the first op of a split sum carries them all and the
     /// others none, so a key's ops are the first op's and those after it with none.
@@ -211,14 +218,12 @@ impl Flush {
     }
 }
 
-/// The sum pending for one key, the TTL it is applied with, the latest day of its counts and
-/// their distinct visitors.
+/// The sum pending for one key and day, the TTL it is applied with and its distinct visitors.
 #[derive(Debug, Clone)]
 struct Pending {
     sum: i128,
     ops: u64,
     ttl: Option<u32>,
-    day: Option<Day>,
     visitors: BTreeSet<u64>,
 }
 
@@ -229,10 +234,11 @@ impl Pending {
     }
 }
 
-/// A key's pending sum, counts apart: `true` holds only +1s without a TTL, which no counter can
-/// refuse (see [`crate::shard::owner`]), so that a decrement or a TTL sent beside them, which an
-/// owned counter refuses, never takes visitors' counts down with it.
-type Slot = (Namespace, Key, bool);
+/// A key's pending sum in one day, counts apart: `true` holds only +1s without a TTL, which no
+/// counter can refuse (see [`crate::shard::owner`]), so that a decrement or a TTL sent beside
+/// them, which an owned counter refuses, never takes visitors' counts down with it. The day
+/// (none when days are not counted) keeps each day's sum and visitors apart.
+type Slot = (Namespace, Key, bool, Option<Day>);
 
 /// A flush sent and not yet settled.
 #[derive(Debug)]
@@ -328,9 +334,9 @@ impl OneWayBuffer {
         (self.keys, self.bytes)
     }
 
-    /// Adds `count`'s delta to the sum pending for `ns`/`key` on `shard` at `now_ms`: its TTL,
-    /// if given, replaces the TTL the sum is applied with, its day (the later) the sum's day,
-    /// and its visitor joins the sum's, once.
+    /// Adds `count`'s delta to the sum pending for `ns`/`key` in its day on `shard` at `now_ms`:
+    /// its TTL, if given, replaces the TTL the sum is applied with, and its visitor joins the
+    /// sum's, once.
     pub fn accept(
         &mut self,
         shard: ShardId,
@@ -341,7 +347,7 @@ impl OneWayBuffer {
     ) -> Accept {
         let Counted { ttl, delta, day, visitor } = count;
         let counts = i64::try_from(delta).is_ok_and(|by| Right::for_increment(by, ttl) == Right::Count);
-        let slot = (ns.clone(), key.clone(), counts);
+        let slot = (ns.clone(), key.clone(), counts, day);
         let buffer = self.shards.entry(shard).or_default();
         if let Some(pending) = buffer.pending.get_mut(&slot) {
             let sum = pending.sum + delta;
@@ -357,13 +363,12 @@ impl OneWayBuffer {
             pending.sum = sum;
             pending.ops += 1;
             pending.ttl = ttl.or(pending.ttl);
-            pending.day = pending.day.max(day);
             if let Some(visitor) = new_visitor {
                 pending.visitors.insert(visitor);
                 self.bytes += VISITOR_CHARGE_BYTES;
             }
         } else {
-            let pending = Pending { sum: delta, ops: 1, ttl, day, visitors: visitor.into_iter().collect() };
+            let pending = Pending { sum: delta, ops: 1, ttl, visitors: visitor.into_iter().collect() };
             let charge = pending.charge(ns, key);
             if self.keys >= self.limits.max_keys || self.bytes.saturating_add(charge) > self.limits.max_bytes
             {
@@ -429,8 +434,9 @@ impl OneWayBuffer {
 
     /// The flush for `flusher` to send for `shard` at `now_ms`: the one in flight if any (to be
     /// sent again under its number), else up to [`MAX_FLUSH_KEYS`] pending sums under a new
-    /// number. `None` when nothing is left, and then the flusher is done: the shard has none
-    /// until the next arrival starts one.
+    /// number, earliest day first (a shard counts a write for a day before the counter's latest
+    /// in the latest, so a key's earlier day must reach it first). `None` when nothing is left,
+    /// and then the flusher is done: the shard has none until the next arrival starts one.
     pub fn take(&mut self, shard: ShardId, flusher: FlusherId, now_ms: u64) -> Option<Flush> {
         let buffer = self.shards.get_mut(&shard)?;
         if buffer
@@ -457,7 +463,16 @@ impl OneWayBuffer {
             }
             return None;
         }
-        let slots: Vec<Slot> = buffer.pending.keys().take(MAX_FLUSH_KEYS).cloned().collect();
+        // Days pending are few (more than one only around a midnight): a pass over the keys for
+        // each, in order, until the flush is full.
+        let days: BTreeSet<Option<Day>> = buffer.pending.keys().map(|slot| slot.3).collect();
+        let pending = &buffer.pending;
+        let slots: Vec<Slot> = days
+            .into_iter()
+            .flat_map(|day| pending.keys().filter(move |slot| slot.3 == day))
+            .take(MAX_FLUSH_KEYS)
+            .cloned()
+            .collect();
         let mut ops = Vec::with_capacity(slots.len());
         let (mut taken_ops, mut charged) = (0, 0);
         for slot in slots {
@@ -468,7 +483,7 @@ impl OneWayBuffer {
             }
             let Some(mut pending) = buffer.pending.remove(&slot) else { continue };
             taken_ops += pending.ops;
-            let (ns, key, _) = slot;
+            let (ns, key, _, day) = slot;
             charged += pending.charge(&ns, &key);
             let ttl = pending.ttl;
             // The visitors ride the sum's first op; each op of a split sum counts in its day.
@@ -478,7 +493,7 @@ impl OneWayBuffer {
                 key: key.clone(),
                 ttl,
                 by,
-                visit: pending.day.map(|day| Visit { day, visitors: std::mem::take(&mut visitors) }),
+                visit: day.map(|day| Visit { day, visitors: std::mem::take(&mut visitors) }),
                 ops: if i == 0 { pending.ops } else { 0 },
             }));
         }
@@ -650,25 +665,86 @@ mod tests {
     }
 
     #[test]
-    fn a_sum_carries_its_latest_day_and_each_visitor_once_charged_until_it_settles() {
+    fn a_sum_a_day_carries_that_day_s_visitors_once_each_charged_until_it_settles() {
         let (ns, key) = names("page");
         let base = pending_charge(&ns, &key);
-        let mut buffer =
-            OneWayBuffer::new(OneWayLimits { max_bytes: base + 2 * VISITOR_CHARGE_BYTES, ..limits() });
+        let bound = 2 * base + 3 * VISITOR_CHARGE_BYTES;
+        let mut buffer = OneWayBuffer::new(OneWayLimits { max_bytes: bound, ..limits() });
         for visitor in [7, 8, 7, 7] {
             assert!(matches!(view(&mut buffer, 100, visitor), Accept::Accepted { .. }));
         }
         assert_eq!(buffer.held(), (1, base + 2 * VISITOR_CHARGE_BYTES), "two distinct visitors");
-        assert_eq!(view(&mut buffer, 101, 9), Accept::Full, "a third visitor passes the byte bound");
+        // After midnight: a sum of its own, charged as another key, where 8 is a visitor again.
+        assert!(matches!(view(&mut buffer, 101, 8), Accept::Accepted { .. }));
+        assert_eq!(buffer.held(), (2, bound));
+        assert_eq!(view(&mut buffer, 101, 9), Accept::Full, "a new visitor passes the byte bound");
+        assert_eq!(view(&mut buffer, 100, 9), Accept::Full, "on either day");
         assert!(matches!(view(&mut buffer, 101, 8), Accept::Accepted { .. }), "a known one still counts");
         let flush = take(&mut buffer, 1_000).unwrap();
-        assert_eq!(flush.ops.len(), 1);
-        assert_eq!((flush.ops[0].by, flush.ops[0].ops), (5, 5));
-        assert_eq!(flush.ops[0].visit, Some(Visit { day: Day(101), visitors: vec![7, 8] }));
-        let call = &flush.request("isolate").unwrap().ops[0];
-        assert_eq!(call.visit, flush.ops[0].visit, "the shard gets the day and the visitors");
-        buffer.finish(ShardId(0), flush.number, 5, 0);
+        let ops: Vec<_> = flush.ops.iter().map(|op| (op.by, op.ops, op.visit.clone())).collect();
+        assert_eq!(
+            ops,
+            [
+                (4, 4, Some(Visit { day: Day(100), visitors: vec![7, 8] })),
+                (2, 2, Some(Visit { day: Day(101), visitors: vec![8] })),
+            ],
+            "each day's count and visitors apart, the earlier first"
+        );
+        let calls = flush.request("isolate").unwrap().ops;
+        assert_eq!(calls[1].visit, flush.ops[1].visit, "the shard gets each day and its visitors");
+        buffer.finish(ShardId(0), flush.number, 6, 0);
         assert_eq!(buffer.held(), (0, 0));
+    }
+
+    #[test]
+    fn a_key_s_next_day_is_a_new_sum_under_the_key_bound() {
+        let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 2, ..limits() });
+        assert!(matches!(view(&mut buffer, 100, 1), Accept::Accepted { .. }));
+        assert!(matches!(view(&mut buffer, 101, 1), Accept::Accepted { .. }));
+        assert_eq!(view(&mut buffer, 102, 1), Accept::Full);
+        assert!(matches!(view(&mut buffer, 101, 2), Accept::Accepted { .. }));
+        assert_eq!(buffer.held().0, 2);
+    }
+
+    #[test]
+    fn counts_either_side_of_midnight_stay_in_their_days_on_the_shard() {
+        const DAY_MS: u64 = 86_400_000;
+        let (monday, tuesday) = (Day(20_000), Day(20_001));
+        let store = crate::shard::memory_store::MemoryStore::default();
+        let mut shard = new_shard();
+        // More sums than one flush carries: a key's Monday must reach the shard before its
+        // Tuesday, whichever flush or place in it each sum takes.
+        let keys = MAX_FLUSH_KEYS * 3 / 4;
+        let mut buffer =
+            OneWayBuffer::new(OneWayLimits { max_keys: 2 * keys, max_bytes: u64::MAX, ..limits() });
+        for n in 0..keys {
+            let (ns, key) = names(&format!("k{n}"));
+            for (day, visitor) in [(tuesday, 1), (monday, 2), (monday, 3), (tuesday, 2)] {
+                let count = Counted { ttl: None, delta: 1, day: Some(day), visitor: Some(visitor) };
+                assert!(matches!(buffer.accept(ShardId(0), &ns, &key, count, 0), Accept::Accepted { .. }));
+            }
+        }
+        let now = u64::try_from(tuesday.0).unwrap() * DAY_MS + 1_000;
+        let mut flushes = 0;
+        while let Some(flush) = take(&mut buffer, now) {
+            let results = on_shard(&mut shard, &store, &flush.request("i").unwrap(), now);
+            let (applied, dropped) = flush.settled(results);
+            buffer.finish(ShardId(0), flush.number, applied, dropped);
+            flushes += 1;
+        }
+        assert_eq!((flushes, buffer.stats().flushed), (2, 4 * keys as u64));
+        for n in 0..keys {
+            let (ns, key) = names(&format!("k{n}"));
+            let request = ShardRequest {
+                ops: vec![ShardOp::Days { ns, key, from: monday, to: tuesday, unique: true }.into()],
+                ..Default::default()
+            };
+            let OpResult::Days(answer) = on_shard(&mut shard, &store, &request, now).remove(0) else {
+                panic!("k{n}: not days")
+            };
+            let days: Vec<_> = answer.days.iter().map(|d| (d.day, d.count, d.uniques)).collect();
+            assert_eq!(days, [(monday, 2, Some(2)), (tuesday, 2, Some(2))], "k{n}");
+        }
     }
 
     #[test]

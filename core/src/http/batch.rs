@@ -73,6 +73,11 @@ fn parse_op(text: &str) -> Result<ShardCall, CoreError> {
         return Err(CoreError::InvalidOp { reason: "takes `unique` on `incr` alone".to_owned() });
     }
     let op = parse_raw_op(raw)?;
+    if count_visitor && matches!(op, ShardOp::Incr { by, .. } if by <= 0) {
+        return Err(CoreError::InvalidOp {
+            reason: "takes `unique` with a positive `by` alone: a visitor is counted by a count".to_owned(),
+        });
+    }
     if idempotency_key.is_some() && !op.is_write() {
         return Err(CoreError::InvalidOp {
             reason: "is a read, which takes no `idempotency_key`".to_owned(),
@@ -200,18 +205,23 @@ mod tests {
     }
 
     #[test]
-    fn unique_is_taken_on_incr_alone_and_asks_the_worker_to_count_the_visitor() {
+    fn unique_is_taken_on_a_positive_incr_alone_and_asks_the_worker_to_count_the_visitor() {
         let text = r#"{"ops": [
             {"op": "incr", "ns": "n", "key": "k", "unique": true},
             {"op": "incr", "ns": "n", "key": "k"},
             {"op": "decr", "ns": "n", "key": "k", "unique": true},
-            {"op": "incr", "ns": "n", "key": "k", "unique": "yes"}
+            {"op": "incr", "ns": "n", "key": "k", "unique": "yes"},
+            {"op": "incr", "ns": "n", "key": "k", "by": -3, "unique": true},
+            {"op": "incr", "ns": "n", "key": "k", "by": 0, "unique": true},
+            {"op": "incr", "ns": "n", "key": "k", "by": 2, "unique": true}
         ]}"#;
         let parsed = parse_batch(text).unwrap();
         assert!(parsed[0].as_ref().unwrap().count_visitor);
         assert!(!parsed[1].as_ref().unwrap().count_visitor);
-        assert_eq!(parsed[2].as_ref().unwrap_err().code(), "invalid_op");
-        assert_eq!(parsed[3].as_ref().unwrap_err().code(), "invalid_op");
+        for refused in [2, 3, 4, 5] {
+            assert_eq!(parsed[refused].as_ref().unwrap_err().code(), "invalid_op", "op {refused}");
+        }
+        assert!(parsed[6].as_ref().unwrap().count_visitor);
         // The flag never travels to a shard: the worker turns it into the visitor's hash.
         let wire = serde_json::to_value(parsed[0].as_ref().unwrap()).unwrap();
         assert!(wire.get("count_visitor").is_none());

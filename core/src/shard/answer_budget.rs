@@ -1,5 +1,5 @@
-//! The byte budget of an answer: how many bytes of cache values one shard answer, and so one
-//! batch answer, may carry.
+//! The byte budget of an answer: how many bytes of cache values and days one shard answer, and
+//! so one batch answer, may carry.
 //!
 //! A shard answers a call over RPC, whose result the runtime caps at 32 MiB; a result past that
 //! fails the whole call after its writes are committed, and the worker could then only report
@@ -7,17 +7,20 @@
 //! reads are ever refused for it: the results of writes are a few dozen bytes each and always
 //! fit, so an answer cannot fail because of what a write returned.
 //!
-//! Only cache entries are large. Each is charged what it costs in the shard's JSON answer
-//! (base64 of its value, its content type and a fixed overhead); an entry that does not fit in
-//! what is left is answered `payload_too_large` in its place, and the ops after it still run.
+//! Only cache entries and reads of days are large. An entry is charged what it costs in the
+//! shard's JSON answer (base64 of its value, its content type and a fixed overhead); a read of
+//! days, a tally of each day it found (up to `EDGECOUNT_DAYS`, 3,660 at most, about 290 KB), at
+//! most what each costs ([`days_cost`]). A result that does not fit in what is left is
+//! answered `payload_too_large` in its place, and the ops after it still run: a call the edge
+//! coalesced from many reads of long periods stays under the cap.
 
 use crate::shard::cache_table::MAX_CACHE_VALUE_BYTES;
-use crate::shard::protocol::OpResult;
+use crate::shard::protocol::{DaysAnswer, OpResult};
 use crate::CoreError;
 
-/// Cache-value bytes, as the shard encodes them (base64), that one shard answer may carry:
-/// 12 MiB, well under the runtime's 32 MiB RPC result cap, so that counters and error messages
-/// never bring an answer near the cap.
+/// Bytes of cache values (as the shard encodes them, base64) and days that one shard answer
+/// may carry: 12 MiB, well under the runtime's 32 MiB RPC result cap, so that counters and
+/// error messages never bring an answer near the cap.
 pub const MAX_SHARD_ANSWER_BYTES: u64 = 12 * 1024 * 1024;
 
 /// Bytes of cache entries, as JSON text, that one batch answer may carry: 8 MiB.
@@ -30,6 +33,20 @@ const ENTRY_OVERHEAD_BYTES: u64 = 64;
 #[must_use]
 pub const fn entry_cost(value_len: usize, content_type_len: usize) -> u64 {
     (value_len as u64).div_ceil(3) * 4 + content_type_len as u64 + ENTRY_OVERHEAD_BYTES
+}
+
+/// The most one day's tally costs in an answer, as JSON at the widest of each number:
+/// `{"day":-2147483648,"count":-9223372036854775808,"uniques":18446744073709551615},`.
+pub const DAY_TALLY_BYTES: u64 = 80;
+
+/// JSON around the days of a read of days: the total, `exists` and the period's visitors.
+const DAYS_OVERHEAD_BYTES: u64 = 128;
+
+/// What a read of days costs in an answer: its days at [`DAY_TALLY_BYTES`] each, and the
+/// fields around them.
+#[must_use]
+pub fn days_cost(answer: &DaysAnswer) -> u64 {
+    DAYS_OVERHEAD_BYTES + DAY_TALLY_BYTES * answer.days.len() as u64
 }
 
 /// The most one stored entry can cost: the largest value, with a content type as long as a
@@ -57,14 +74,17 @@ impl AnswerBudget {
         self.left
     }
 
-    /// Passes `result` through, charging it to the budget; an entry that does not fit becomes
-    /// a `payload_too_large` failure (an entry is a read, so nothing is lost by refusing it).
+    /// Passes `result` through, charging it to the budget; an entry or a read of days that does
+    /// not fit becomes a `payload_too_large` failure (both are reads, so nothing is lost by
+    /// refusing them).
     #[must_use]
     pub fn admit(&mut self, result: OpResult) -> OpResult {
-        let OpResult::Entry { value, content_type } = &result else {
-            return result;
+        let cost = match &result {
+            OpResult::Entry { value, content_type } => entry_cost(value.len(), content_type.len()),
+            OpResult::Days(answer) => days_cost(answer),
+            _ => return result,
         };
-        if self.try_spend(entry_cost(value.len(), content_type.len())) {
+        if self.try_spend(cost) {
             result
         } else {
             OpResult::Failed { error: self.refusal() }
@@ -127,6 +147,8 @@ pub fn shard_shares(reads: &[usize]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shard::protocol::DayTally;
+    use crate::visits::day::Day;
 
     fn entry(len: usize) -> OpResult {
         OpResult::Entry { value: vec![b'x'; len], content_type: "text/plain".into() }
@@ -165,6 +187,34 @@ mod tests {
         for result in results {
             assert_eq!(budget.admit(result.clone()), result);
         }
+    }
+
+    fn days(count: usize) -> OpResult {
+        let day = |n| DayTally { day: Day(i32::MIN + n), count: i64::MIN, uniques: Some(u64::MAX) };
+        let days = (0..count).map(|n| day(i32::try_from(n).unwrap())).collect();
+        OpResult::Days(Box::new(DaysAnswer { value: i64::MIN, exists: true, days, uniques: Some(u64::MAX) }))
+    }
+
+    #[test]
+    fn a_read_of_days_is_charged_each_day_and_refused_one_byte_past_the_budget() {
+        let longest = days(3_660);
+        let OpResult::Days(answer) = &longest else { unreachable!() };
+        let cost = days_cost(answer);
+        let encoded = serde_json::to_string(&longest).unwrap();
+        assert!(cost >= encoded.len() as u64, "{cost} against {}", encoded.len());
+        let mut exact = AnswerBudget::new(cost);
+        assert_eq!(exact.admit(longest.clone()), longest);
+        assert_eq!(exact.left(), 0);
+        let mut short = AnswerBudget::new(cost - 1);
+        assert_eq!(
+            short.admit(longest),
+            OpResult::Failed { error: CoreError::AnswerTooLarge { limit_bytes: cost - 1 } }
+        );
+        assert_eq!(short.admit(days(0)), days(0), "a short one still fits");
+        // A call of many such reads stays under the budget: the ones past it are refused.
+        let mut call = AnswerBudget::default();
+        let answered = (0..100).map(|_| call.admit(days(3_660))).filter(|r| matches!(r, OpResult::Days(_)));
+        assert_eq!(answered.count() as u64, MAX_SHARD_ANSWER_BYTES / cost);
     }
 
     #[test]

@@ -220,9 +220,9 @@ impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
     }
 }
 
-/// Reads of days see the days this call finished; reads of sketches go to storage (a read of
-/// visitors in the call that counts them sees those counted before it); visitors wait for the
-/// commit.
+/// Reads of days see the counts and the days this call finished; reads of sketches go to
+/// storage, and visitors wait for the commit (each key's sketch is written once a call), so a
+/// read of visitors sees those of earlier calls, not those counted before it in its own.
 impl<S: VisitStore> VisitStore for PendingWrites<'_, S> {
     fn day_salt(&self, day: Day) -> Result<Salt, String> {
         self.store.day_salt(day)

@@ -12,8 +12,9 @@
 //!
 //! A read of days ([`tally`]) adds the counter's latest day to the stored ones, and merges
 //! the days' sketches for the visitors of the whole range. Since each day has its own salt,
-//! a visitor who came on two days is two visitors of the range: nobody, the operator
-//! included, can tell that they were the same (as Plausible counts).
+//! a visitor who came on two days is two visitors of the range: their ids differ, and the
+//! service cannot tell that they were the same (as Plausible counts; docs/days.md says what
+//! point-in-time recovery can restore).
 
 use crate::shard::counter::DayCount;
 use crate::shard::protocol::{DayTally, DaysAnswer};
@@ -62,7 +63,9 @@ pub trait VisitStore {
 /// Days a salt is kept: its own, and the two after it by the UTC clock. A day ends up to 12
 /// hours after it ends in UTC (and begins up to 14 hours before), and a one-way count may be
 /// sent again for up to 12 hours: a salt outlives every count of its day, and then goes, so
-/// that nobody can tell a visitor of one day from the same person on another.
+/// that the service can no longer tell a visitor of one day from the same person on another
+/// (whoever can deploy code to the account can, for the 30 days of a Durable Object's
+/// point-in-time recovery: docs/days.md).
 pub const SALT_DAYS: i32 = 3;
 
 /// Days a counter keeps its visitor sketches at most, whatever `EDGECOUNT_DAYS` says: a
@@ -231,7 +234,7 @@ mod tests {
         let answer = days(&mut engine, &store, 20, 21, true);
         assert_eq!(answer.days, vec![tally(20, 3, Some(3)), tally(21, 1, Some(2))]);
         // Each day's salt makes "a" on day 21 a stranger to "a" on day 20: a range counts a
-        // visitor once a day they came, and nobody can tell the two apart.
+        // visitor once a day they came, and the sketches cannot tell the two apart.
         assert_eq!(answer.uniques, Some(5), "a, b and c, then a and d");
         assert_eq!(days(&mut engine, &store, 22, 22, true).days, vec![], "a day without counts");
     }
@@ -292,6 +295,19 @@ mod tests {
         let late = ShardRequest { ops: vec![view(33, &["z"])], ..ShardRequest::default() };
         engine.run(&store, &late, 37 * 86_400_000);
         assert!(salts(&store).is_empty(), "no salt made again for day 33");
+    }
+
+    #[test]
+    fn a_read_of_visitors_sees_those_of_earlier_calls_not_those_counted_before_it_in_its_own() {
+        let (mut engine, store) =
+            (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
+        run(&mut engine, &store, vec![view(30, &["a"])]);
+        let (ns, key) = names();
+        let read = ShardOp::Days { ns, key, from: Day(30), to: Day(30), unique: true }.into();
+        let results = run(&mut engine, &store, vec![view(30, &["b"]), read]);
+        let OpResult::Days(answer) = &results[1] else { panic!("{:?}", results[1]) };
+        assert_eq!(answer.days, vec![tally(30, 2, Some(1))], "the count at once, b's visit at the commit");
+        assert_eq!(days(&mut engine, &store, 30, 30, true).days, vec![tally(30, 2, Some(2))]);
     }
 
     #[test]

@@ -183,14 +183,15 @@ impl Period {
             (Some("today"), None, None) => Ok(Period::Today),
             (Some("yesterday"), None, None) => Ok(Period::Yesterday),
             (Some(days), None, None) => {
-                let n: i32 = days.strip_suffix('d').and_then(|n| n.parse().ok()).ok_or(BadPeriod::Unknown)?;
-                if n < 1 {
-                    return Err(BadPeriod::Unknown);
+                // Digits alone, from 1 and without a leading zero: `+7d` and `07d` are no periods.
+                let digits = days
+                    .strip_suffix('d')
+                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() && !n.starts_with('0'))
+                    .ok_or(BadPeriod::Unknown)?;
+                match digits.parse::<i32>() {
+                    Ok(n) if n <= most_days => Ok(Period::Last(n)),
+                    _ => Err(BadPeriod::TooLong),
                 }
-                if n > most_days {
-                    return Err(BadPeriod::TooLong);
-                }
-                Ok(Period::Last(n))
             }
         }
     }
@@ -308,6 +309,11 @@ mod tests {
         assert_eq!(parse(Some("-3d"), None, None), Err(BadPeriod::Unknown));
         assert_eq!(parse(Some("401d"), None, None), Err(BadPeriod::TooLong));
         assert_eq!(parse(Some("400d"), None, None), Ok(Period::Last(400)));
+        for odd in ["+7d", "07d", "00d", "d", " 7d", "7 d", "7", "7D", "٧d"] {
+            assert_eq!(parse(Some(odd), None, None), Err(BadPeriod::Unknown), "{odd}");
+        }
+        assert_eq!(parse(Some("99999999999d"), None, None), Err(BadPeriod::TooLong), "past i32");
+        assert_eq!(Period::parse(Some("3660d"), None, None, 3_660), Ok(Period::Last(3_660)));
         assert_eq!(parse(None, Some("2026-11-01"), None), Err(BadPeriod::BadDate));
         assert_eq!(parse(None, Some("2026-11-01"), Some("November")), Err(BadPeriod::BadDate));
         assert_eq!(parse(Some("today"), Some("2026-11-01"), Some("2026-11-02")), Err(BadPeriod::BadDate));

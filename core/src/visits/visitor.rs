@@ -5,9 +5,11 @@
 //! [`visitor_hash`] and sends only that to the key's shard; the shard hashes it again, keyed
 //! with a random salt of the day that it keeps two days and then deletes ([`visitor_id`]), and
 //! counts the result in the day's sketch ([`crate::visits::sketch`]). Neither the address, the
-//! user agent nor the worker's hash is stored: once a day's salt is gone, nobody (the operator
-//! included) can tell whether two days' visitors were the same person, or test a guessed
-//! address against a stored id.
+//! user agent nor the worker's hash is stored: once a day's salt is deleted, the service can no
+//! longer tell whether two days' visitors were the same person, or test a guessed address
+//! against a stored id. Whoever can deploy code to the account can for a while: Cloudflare
+//! keeps 30 days of point-in-time recovery for SQLite-backed Durable Objects, from which a
+//! deleted salt can be restored (see docs/days.md).
 
 use sha2::{Digest, Sha256};
 use xxhash_rust::xxh3::Xxh3;

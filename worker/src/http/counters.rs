@@ -211,6 +211,13 @@ async fn write(
         }
         .into());
     }
+    if query.unique && query.by.is_some_and(|by| by <= 0) {
+        return Err(CoreError::InvalidParameter {
+            name: "unique".to_owned(),
+            expected: "given with a positive `by` alone: a visitor is counted by a count".to_owned(),
+        }
+        .into());
+    }
     let (ns, key) = (target.ns.clone(), target.key.clone());
     let (ttl, by) = (query.ttl, query.by.unwrap_or(1));
     let idempotency_key = idempotency_key(req)?;
