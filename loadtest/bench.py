@@ -43,7 +43,7 @@ K6 = ROOT / ".tools" / "bin" / "k6"
 WRK_DIR = LOADTEST / "wrk"
 # wrk's connections in a capacity hold: enough to keep a one-core server busy while it waits on
 # its storage, as k6's 32 virtual users did.
-WRK_CONNECTIONS = 32
+WRK_CONNECTIONS = int(os.environ.get("BENCH_WRK_CONNECTIONS", "32"))
 # Requests recorded per scenario for wrk to replay (and replay again from the start past the
 # end): a batch request carries 50 ops, so fewer of them.
 WRK_REQUESTS = 200_000
@@ -148,6 +148,18 @@ def port_in_use(base_url: str) -> str | None:
         if probe.connect_ex((address.hostname or "127.0.0.1", address.port or 80)) == 0:
             return f"{address.hostname}:{address.port}"
     return None
+
+
+def count_io_waits() -> None:
+    """Turns on the kernel's delay accounting, which counts the time a thread waits on block
+    I/O (`summarize` adds it to the busy share); says so when it cannot (not root)."""
+    switch = Path("/proc/sys/kernel/task_delayacct")
+    try:
+        if switch.read_text().strip() != "1":
+            switch.write_text("1")
+    except OSError:
+        say("kernel.task_delayacct is off and cannot be set here: a server waiting on its disk (durable "
+            "writes) will look client-bound")
 
 
 def say(message: str) -> None:
@@ -263,12 +275,12 @@ def capacity_hold(system: System, scenario: str, profile: Profile, run_dir: Path
     server is idle before and after it, so wrk's own start-up adds nothing."""
     before_stats = system.stats() if with_stats else None
     cap = system.cap(cpu_quota)
-    before_cpu = system.cpu_seconds()
+    before_cpu, before_io = system.cpu_seconds(), system.io_wait_seconds()
     hold = wrk_run(system, scenario, run_dir, keys_dir, profile.measure_s, value_bytes, phase=phase)
-    cpu = system.cpu_seconds() - before_cpu
+    cpu, io_wait = system.cpu_seconds() - before_cpu, system.io_wait_seconds() - before_io
     system.cap(None)
     after_stats = system.stats() if with_stats else None
-    return summarize(system, scenario, hold, cpu, before_stats, after_stats, cap)
+    return summarize(system, scenario, hold, cpu, before_stats, after_stats, cap, io_wait)
 
 
 def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_dir: Path, keys_dir: Path,
@@ -350,7 +362,7 @@ def run_failovers(profile: Profile, systems: list[str], run_dir: Path) -> list[d
 
 
 def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before: dict | None,
-              after: dict | None, cap: float | None = None) -> dict:
+              after: dict | None, cap: float | None = None, io_wait_s: float = 0.0) -> dict:
     """A closed-model run as a row: ops/s, the server's CPU per op and how busy it was (its share
     of the cap, or of its one pinned core when uncapped)."""
     requests = metric(summary, "http_reqs", "count")
@@ -360,12 +372,16 @@ def summarize(system: System, scenario: str, summary: dict, cpu_s: float, before
     dropped = metric(summary, "dropped_iterations", "count")
     errors = metric(summary, "http_req_failed", "rate")
     busy = cpu_s / (duration_s * (cap or 1.0)) if duration_s else 0.0
+    # A server whose thread waits on its disk (an fsync before a durable write is answered) is
+    # as saturated as one computing: its busy share plus its share waiting on block I/O.
+    io_wait = io_wait_s / duration_s if duration_s and not cap else 0.0
     row = {
         "system": system.name,
         "scenario": scenario,
         "ops_per_s": round(ops / duration_s, 1) if duration_s else 0.0,
         "server_busy": round(busy, 3),
-        "bound": "server" if busy >= SERVER_BOUND_BUSY else "client",
+        "server_io_wait": round(io_wait, 3),
+        "bound": "server" if busy + io_wait >= SERVER_BOUND_BUSY else "client",
         "cpu_quota_cores": cap,
         "p50_ms": round(metric(summary, "http_req_duration", "med"), 3),
         "p95_ms": round(metric(summary, "http_req_duration", "p(95)"), 3),
@@ -563,6 +579,7 @@ def main() -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     keys_dir = run_dir / "keys"
     say(f"profile {args.profile}: {', '.join(systems)} x {', '.join(scenarios)} -> {run_dir}")
+    count_io_waits()
     subprocess.run([sys.executable, str(LOADTEST / "keys.py"), str(keys_dir), str(profile.keyspace),
                     str(profile.samples)], check=True)
 
@@ -597,7 +614,8 @@ def main() -> int:
                 say(f"  {name} / {scenario}")
                 row = measure(system, scenario, profile, run_dir, keys_dir, args.cpu_quota)
                 say(f"  {name} / {scenario}: {row['ops_per_s']:.0f} ops/s at {row['server_busy']:.0%} of "
-                    f"{row['cpu_quota_cores'] or 1} core ({row['bound']}-bound), "
+                    f"{row['cpu_quota_cores'] or 1} core + {row['server_io_wait']:.0%} waiting on disk "
+                    f"({row['bound']}-bound), "
                     f"{row['server_cpu_us_per_op']} us CPU/op; p99 {row['p99_ms']:.2f} ms at "
                     f"{row['latency_rate']:.0f} req/s, goals met: {row['meets_goals']}")
                 rows.append(row)

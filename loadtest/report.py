@@ -90,7 +90,8 @@ def busy(row: dict) -> str:
         return "-"
     cap = row.get("cpu_quota_cores")
     of = f"{cap:g} core" if cap else "1 core"
-    return f"{row['server_busy']:.0%} of {of}" + ("" if row.get("bound") == "server" else " (client-bound)")
+    waited = f" + {row['server_io_wait']:.0%} waiting on disk" if row.get("server_io_wait", 0) >= 0.05 else ""
+    return f"{row['server_busy']:.0%} of {of}{waited}" + ("" if row.get("bound") == "server" else " (client-bound)")
 
 
 def cell(value: object, digits: int = 2) -> str:
@@ -245,8 +246,9 @@ def write_report(run_dir: Path, summary: dict) -> None:
         "`capacity ops/s`: a closed-model hold of wrk (one thread, 32 kept-alive connections, on core 0) "
         "replaying the requests k6 would send, as fast as answers come, after a warm-up, with the server on "
         "a whole core of its own (core 1; `cpu_quota_cores` says so when a run asked for a cgroup cap). "
-        "`server busy`: the server's CPU over the hold as a share of its core (or cap); a row under 90% is "
-        "client-bound and no ratio is computed from it. Server CPU is user + "
+        "`server busy`: the server's CPU over the hold as a share of its core (or cap), plus the share its "
+        "threads waited on the disk (an fsync before a durable answer) where the kernel counts it; a row under "
+        "90% is client-bound and no ratio is computed from it. Server CPU is user + "
         "system time of the server's processes per op, over the hold only. Latencies are from a "
         "separate open-model run (k6 constant-arrival-rate, uncapped) at one offered rate per "
         "scenario, the same for every system; `goals met`: that run had no dropped iterations and "

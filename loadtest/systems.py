@@ -63,10 +63,12 @@ def wait_until_up(url: str, seconds: float = 90.0) -> None:
     raise RuntimeError(f"{url} did not come up within {seconds:.0f} s")
 
 
-def tree_cpu_seconds(root_pids: list[int]) -> float:
-    """User + system CPU of the given processes and all their descendants."""
+def tree_seconds(root_pids: list[int]) -> tuple[float, float]:
+    """The given processes and all their descendants: their user + system CPU, and the time
+    their threads waited on block I/O (an fsync, say), which the kernel counts only with
+    delay accounting on (`kernel.task_delayacct`; else 0)."""
     parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+    times: dict[int, tuple[float, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -77,7 +79,8 @@ def tree_cpu_seconds(root_pids: list[int]) -> float:
         fields = stat[stat.rindex(")") + 2:].split()
         pid = int(entry.name)
         parents[pid] = int(fields[1])
-        times[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        # Fields 14 and 15 of proc(5) (utime, stime) and 42 (delayacct_blkio_ticks).
+        times[pid] = ((int(fields[11]) + int(fields[12])) / CLOCK_TICKS, int(fields[39]) / CLOCK_TICKS)
     members = set(root_pids)
     grew = True
     while grew:
@@ -86,7 +89,13 @@ def tree_cpu_seconds(root_pids: list[int]) -> float:
             if parent in members and pid not in members:
                 members.add(pid)
                 grew = True
-    return sum(times.get(pid, 0.0) for pid in members)
+    found = [times[pid] for pid in members if pid in times]
+    return sum(cpu for cpu, _ in found), sum(io for _, io in found)
+
+
+def tree_cpu_seconds(root_pids: list[int]) -> float:
+    """User + system CPU of the given processes and all their descendants."""
+    return tree_seconds(root_pids)[0]
 
 
 @dataclass
@@ -129,6 +138,10 @@ class System:
 
     def cpu_seconds(self) -> float:
         return tree_cpu_seconds([p.pid for p in self.processes])
+
+    def io_wait_seconds(self) -> float:
+        """How long the server's threads waited on block I/O (0 without delay accounting)."""
+        return tree_seconds([p.pid for p in self.processes])[1]
 
     def preload(self, keyspace: int, cache_keys: int, value_bytes: int) -> None:
         """Writes every counter the read scenarios read, outside the timed part."""
