@@ -129,6 +129,8 @@ describe("days", () => {
       [`from=${from}`, "from"],
       [`from=${today}&to=${from}`, "period"],
       ["from=2026-02-30&to=2026-03-01", "from"],
+      // Older than the 400 days kept: refused, whether or not such days are still stored.
+      [`from=${shifted(today, -400)}&to=${shifted(today, -399)}`, "period"],
       ["unique=maybe", "unique"],
     ]) {
       const refused = await service.fetch(`/v1/counters/${ns}/k/days?${query}`);
@@ -507,6 +509,79 @@ describe("what a shard stores of days and visitors", () => {
           expect(bytes.includes(secret), `${secret} in ${file}`).toBe(false);
         }
       }
+    } finally {
+      rmSync(persistDir, { recursive: true, force: true });
+    }
+  });
+
+  it("keeps EDGECOUNT_DAYS days and at most 400 days of visitors, dropping older ones at the key's next day", async () => {
+    const persistDir = mkdtempSync(join(tmpdir(), "edgecount-days-kept-"));
+    const ns = freshNamespace("kept");
+    try {
+      // Started first with the default 400 days kept, then with 500: the pruning follows the
+      // setting the shard starts with.
+      const first = await startService({
+        persistDir,
+        vars: { EDGECOUNT_SHARDS: "1" },
+      });
+      await visit(first, `/v1/counters/${ns}/k/incr?unique=1`, "192.0.2.5");
+      await first.stop();
+      const today = dateIn("UTC");
+      const dayOf = (date: string) =>
+        Math.round(Date.parse(`${date}T00:00:00Z`) / 86_400_000);
+      const t = dayOf(today);
+      // As if the counter had last counted yesterday and held older days and sketches.
+      const { DatabaseSync } = createRequire(import.meta.url)("node:sqlite");
+      let db = new DatabaseSync(shardDatabase(persistDir));
+      db.prepare("UPDATE counters SET day = ? WHERE ns = ?").run(t - 1, ns);
+      db.prepare("UPDATE visitor_sketches SET day = ? WHERE ns = ?").run(
+        t - 1,
+        ns,
+      );
+      for (const back of [600, 500, 499, 450, 10])
+        db.prepare(
+          "INSERT INTO counter_days (ns, key, day, count) VALUES (?, 'k', ?, 1)",
+        ).run(ns, t - back);
+      for (const back of [401, 400, 399, 10])
+        db.prepare(
+          "INSERT INTO visitor_sketches (ns, key, day, sketch) SELECT ns, key, ?, sketch FROM visitor_sketches WHERE ns = ? AND day = ?",
+        ).run(t - back, ns, t - 1);
+      db.close();
+
+      const second = await startService({
+        persistDir,
+        vars: { EDGECOUNT_SHARDS: "1", EDGECOUNT_DAYS: "500" },
+      });
+      try {
+        await visit(second, `/v1/counters/${ns}/k/incr?unique=1`, "192.0.2.5");
+        // The oldest day a read may ask for is the oldest kept.
+        const oldest = await second.fetch(
+          `/v1/counters/${ns}/k/days?from=${shifted(today, -499)}&to=${shifted(today, -499)}`,
+        );
+        expect((await oldest.json()).days).toEqual([
+          { date: shifted(today, -499), count: 1 },
+        ]);
+        const older = await second.fetch(
+          `/v1/counters/${ns}/k/days?from=${shifted(today, -500)}&to=${shifted(today, -499)}`,
+        );
+        expect(older.status).toBe(400);
+      } finally {
+        await second.stop();
+      }
+      db = new DatabaseSync(shardDatabase(persistDir));
+      const days = db
+        .prepare("SELECT day FROM counter_days WHERE ns = ? ORDER BY day")
+        .all(ns)
+        .map((row: { day: number }) => t - row.day);
+      const sketches = db
+        .prepare("SELECT day FROM visitor_sketches WHERE ns = ? ORDER BY day")
+        .all(ns)
+        .map((row: { day: number }) => t - row.day);
+      db.close();
+      // Days back from today: 500 and more are gone (a day 500 back is past the 500 kept,
+      // today included), sketches 400 and more, whatever EDGECOUNT_DAYS says.
+      expect(days).toEqual([499, 450, 10, 1]);
+      expect(sketches).toEqual([399, 10, 1, 0]);
     } finally {
       rmSync(persistDir, { recursive: true, force: true });
     }

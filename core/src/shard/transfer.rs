@@ -286,6 +286,41 @@ mod tests {
     }
 
     #[test]
+    fn a_line_carries_at_most_the_days_and_sketches_a_counter_keeps() {
+        use crate::shard::counter::DayCount;
+        use crate::shard::migration::ParcelSketch;
+        use crate::visits::day::Day;
+        use crate::visits::sketch::Sketch;
+
+        let line = |days: usize, sketches: usize| {
+            let parcel = Parcel {
+                counter: Some(Counter {
+                    value: 1,
+                    version: 1,
+                    ttl_seconds: None,
+                    expires_at_ms: None,
+                    created_ms: Some(1),
+                    settings: None,
+                    today: None,
+                }),
+                days: (0..days).map(|d| DayCount { day: Day(i32::try_from(d).unwrap()), count: 1 }).collect(),
+                sketches: (0..sketches)
+                    .map(|d| ParcelSketch {
+                        day: Day(i32::try_from(d).unwrap()),
+                        sketch: Sketch::new().to_bytes(),
+                    })
+                    .collect(),
+                ..Parcel::empty(Namespace::new("n").unwrap(), Key::new("k").unwrap())
+            };
+            serde_json::to_string(&parcel).unwrap()
+        };
+        let refused = |line: &str| matches!(parse_import_line(line, 0), Err(CoreError::InvalidBody { .. }));
+        assert!(!refused(&line(MAX_IMPORTED_DAYS, MAX_SKETCH_DAYS as usize)));
+        assert!(refused(&line(MAX_IMPORTED_DAYS + 1, 0)));
+        assert!(refused(&line(0, MAX_SKETCH_DAYS as usize + 1)));
+    }
+
+    #[test]
     fn an_export_query_reads_its_namespace_and_cursor() {
         let cursor = ExportCursor { shards: 16, shard: ShardId(2), after: None };
         let query = ExportQuery::parse(&format!("ns=blog&cursor={}&_=1", cursor.encode())).unwrap();

@@ -9,7 +9,7 @@ use edgecount_core::http::negotiate::prefers_text_plain;
 use edgecount_core::shard::protocol::{DaysAnswer, Visit};
 use edgecount_core::visits::day::{Day, Period};
 use edgecount_core::visits::visitor::visitor_hash;
-use edgecount_core::{Key, Namespace, OpKind, OpResult, ShardCall, ShardOp};
+use edgecount_core::{CoreError, Key, Namespace, OpKind, OpResult, ShardCall, ShardOp};
 use serde::Serialize;
 
 use crate::http::api_error::ApiError;
@@ -96,7 +96,22 @@ pub async fn tally(
     unique: bool,
 ) -> Result<Tally, ApiError> {
     let today = cx.config.zones.of(&target.ns).day_at(now_ms());
-    let (from, to) = period.days(today).unwrap_or((today.before(cx.config.days_kept - 1), today));
+    let oldest_kept = today.before(cx.config.days_kept - 1);
+    let (from, to) = period.days(today).unwrap_or((oldest_kept, today));
+    if from < oldest_kept {
+        // A day past the days kept is gone once its counter is written again, and stays while it
+        // is not: refused, so that what a read answers does not hang on when the key was last
+        // written.
+        return Err(CoreError::InvalidParameter {
+            name: "period".to_owned(),
+            expected: format!(
+                "within the days kept: the oldest is {} (EDGECOUNT_DAYS is {})",
+                oldest_kept.date(),
+                cx.config.days_kept
+            ),
+        }
+        .into());
+    }
     let op = ShardOp::Days { ns: target.ns.clone(), key: target.key.clone(), from, to, unique };
     let answer = match shard_calls::submit(cx, target.shard, op.into()).await? {
         OpResult::Days(answer) => *answer,
