@@ -74,9 +74,14 @@ def floor_pairs(summary: dict, floor_of: Callable[[list[dict], dict], dict | Non
 
 
 def per_core(row: dict) -> float | None:
-    """Ops a whole core serves, from the CPU per op of a server-bound row."""
+    """Ops a whole core serves, from a server-bound row: its ops/s when the server had its whole
+    core, else (a row capped by `--cpu-quota`) what its CPU per op would allow on one."""
+    if row.get("bound") != "server":
+        return None
+    if not row.get("cpu_quota_cores"):
+        return row.get("ops_per_s")
     us = row.get("server_cpu_us_per_op")
-    return 1e6 / us if us and row.get("bound") == "server" else None
+    return 1e6 / us if us else None
 
 
 def print_values(axis, bars, texts: list[str]) -> None:
@@ -84,9 +89,9 @@ def print_values(axis, bars, texts: list[str]) -> None:
         axis.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {text}", va="center", fontsize=8)
 
 
-def legend_below(axis) -> None:
+def legend_below(axis, columns: int = 3) -> None:
     """The legend under the panel, where it covers no bar."""
-    axis.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncols=3, frameon=False)
+    axis.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncols=columns, frameon=False)
 
 
 def empty(axis, title: str, why: str) -> None:
@@ -176,7 +181,7 @@ def failover_panel(axis, failover: list[dict]) -> None:
     axis.set_xlabel("seconds into the run (dotted: the kill)")
     axis.set_ylabel("answered ops/s")
     axis.set_title(title, loc="left", fontsize=11)
-    legend_below(axis)
+    axis.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=1, frameon=False)
 
 
 def write_chart(run_dir: Path, summary: dict, floor_of, cost_of, upstash: float) -> bool:

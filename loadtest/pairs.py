@@ -105,7 +105,7 @@ def report_lines(pairs: list[dict]) -> list[str]:
     lines = [
         "## edgecount against its floors, in alternating holds",
         "",
-        "Each round holds edgecount and the path's floor one after the other under the same CPU cap "
+        "Each round holds edgecount and the path's floor one after the other, each on the servers' whole core "
         "(who goes first alternates), each hold right after a short warm-up of its own; a ratio is "
         "edgecount's CPU per op over the floor's in the same round. Only rounds in which both servers "
         f"were the bottleneck count. `after {COLD_IDLE_S} s idle`: one hold of each, warmed and then left "
