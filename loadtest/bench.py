@@ -21,11 +21,13 @@ Usage: bench.py [--profile full|quick|smoke] [--systems a,b] [--scenarios x,y] [
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
 import os
 import io
 import json
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,16 +46,14 @@ WRK_DIR = LOADTEST / "wrk"
 # wrk's connections in a capacity hold: enough to keep a one-core server busy while it waits on
 # its storage, as k6's 32 virtual users did.
 WRK_CONNECTIONS = int(os.environ.get("BENCH_WRK_CONNECTIONS", "32"))
-# Requests recorded per scenario for wrk to replay (and replay again from the start past the
-# end): a batch request carries 50 ops, so fewer of them.
-WRK_REQUESTS = 200_000
-WRK_BATCH_REQUESTS = 20_000
 BATCH_SIZE = 50
 # A capacity row counts only if its server was at least this busy over the hold.
 SERVER_BOUND_BUSY = 0.9
 # The server's CPU cap in capacity holds, in cores; none by default: a server has its whole core,
 # which wrk can saturate. A cap (BENCH_CPU_QUOTA or --cpu-quota) left workerd's CPU per op as it
 # was but made webdis + Redis look 1.6-1.9x dearer than on a core of its own (docs/performance.md).
+# Whether the kernel counts the time a server waits on its disk (`count_io_waits`).
+IO_WAITS_COUNTED = False
 DEFAULT_CPU_QUOTA = float(os.environ["BENCH_CPU_QUOTA"]) if os.environ.get("BENCH_CPU_QUOTA") else None
 # Offered rate of the latency runs, in requests/s, the same for every system of a scenario: one
 # that the slowest system serves uncapped with room to spare.
@@ -150,16 +150,23 @@ def port_in_use(base_url: str) -> str | None:
     return None
 
 
-def count_io_waits() -> None:
+DELAY_ACCOUNTING = Path("/proc/sys/kernel/task_delayacct")
+
+
+def count_io_waits() -> bool:
     """Turns on the kernel's delay accounting, which counts the time a thread waits on block
-    I/O (`summarize` adds it to the busy share); says so when it cannot (not root)."""
-    switch = Path("/proc/sys/kernel/task_delayacct")
+    I/O (`summarize` adds it to the busy share), and sets it back as it was when the run ends;
+    answers whether the waits are counted, and says so when they cannot be (not root)."""
     try:
-        if switch.read_text().strip() != "1":
-            switch.write_text("1")
+        before = DELAY_ACCOUNTING.read_text().strip()
+        if before != "1":
+            DELAY_ACCOUNTING.write_text("1")
+            atexit.register(lambda: DELAY_ACCOUNTING.write_text(before))
+        return True
     except OSError:
         say("kernel.task_delayacct is off and cannot be set here: a server waiting on its disk (durable "
             "writes) will look client-bound")
+        return False
 
 
 def say(message: str) -> None:
@@ -189,14 +196,18 @@ def k6_run(system: System, scenario: str, mode: str, run_dir: Path, keys_dir: Pa
     return json.loads(summary.read_text())
 
 
-def wrk_requests(system: System, scenario: str, run_dir: Path, keys_dir: Path, value_bytes: int) -> Path:
-    """The requests k6 would send in `scenario` to `system`, recorded once per run for wrk."""
+def wrk_requests(system: System, scenario: str, run_dir: Path, keys_dir: Path, value_bytes: int,
+                 samples: int) -> Path:
+    """The requests k6 would send in `scenario` to `system`, recorded once per run for wrk: as
+    many as k6 sends before its key sequence (`samples` keys) starts again, which wrk replays
+    from the start in turn (bench.py clears the recordings when a run starts)."""
     base_scenario = "cache" if scenario.startswith("cache-") else scenario
     out = run_dir / "wrk" / f"{system.name}-{scenario}.requests"
     if out.exists():
         return out
     out.parent.mkdir(exist_ok=True)
-    count = WRK_BATCH_REQUESTS if scenario in ("batch", "batch-async", "ncache") else WRK_REQUESTS
+    # A batch request takes 50 keys of the sequence.
+    count = max(1, samples // BATCH_SIZE) if scenario in ("batch", "batch-async", "ncache") else samples
     env = {**os.environ, "BASE_URL": system.base_url, "SYSTEM": system.name, "SCENARIO": base_scenario,
            "KEYS_DIR": str(keys_dir), "VALUE_BYTES": str(value_bytes)}
     subprocess.run([str(ROOT / "node_modules" / ".bin" / "node"), str(WRK_DIR / "record.mjs"), str(out), str(count)],
@@ -204,11 +215,11 @@ def wrk_requests(system: System, scenario: str, run_dir: Path, keys_dir: Path, v
     return out
 
 
-def wrk_run(system: System, scenario: str, run_dir: Path, keys_dir: Path, duration: int, value_bytes: int = 100,
-            phase: str = "hold") -> dict:
+def wrk_run(system: System, scenario: str, run_dir: Path, keys_dir: Path, duration: int, samples: int,
+            value_bytes: int = 100, phase: str = "hold") -> dict:
     """A closed-model run of wrk on core 0 replaying `scenario`'s requests, as fast as answers
     come, summarized in the shape of a k6 summary (the fields `summarize` reads)."""
-    requests = wrk_requests(system, scenario, run_dir, keys_dir, value_bytes)
+    requests = wrk_requests(system, scenario, run_dir, keys_dir, value_bytes, samples)
     label = f"{system.name}-{scenario}-{phase}-wrk"
     args = ["taskset", "-c", "0", "wrk", "-t1", f"-c{WRK_CONNECTIONS}", f"-d{duration}s", "--timeout", "10s",
             "-s", str(WRK_DIR / "replay.lua"), system.base_url, "--", str(requests)]
@@ -220,12 +231,13 @@ def wrk_run(system: System, scenario: str, run_dir: Path, keys_dir: Path, durati
     result = json.loads(lines[-1])
     sent = result["requests"]
     failed = result["bad_status"] + result["socket_errors"]
+    tried = sent + result["socket_errors"]
     return {
         "metrics": {
             "http_reqs": {"values": {"count": sent}},
             "http_req_duration": {"values": {"med": result["p50_us"] / 1000, "p(95)": result["p95_us"] / 1000,
                                              "p(99)": result["p99_us"] / 1000}},
-            "http_req_failed": {"values": {"rate": failed / sent if sent else 1.0}},
+            "http_req_failed": {"values": {"rate": failed / tried if tried else 1.0}},
             "dropped_iterations": {"values": {"count": 0}},
         },
         "state": {"testRunDurationMs": result["duration_us"] / 1000},
@@ -244,7 +256,7 @@ def measure(system: System, scenario: str, profile: Profile, run_dir: Path, keys
             cpu_quota: float | None) -> dict:
     value_bytes = 1024 if scenario == "cache-1k" else 100
     if profile.probe_s:
-        wrk_run(system, scenario, run_dir, keys_dir, profile.probe_s, value_bytes, phase="warmup")
+        wrk_run(system, scenario, run_dir, keys_dir, profile.probe_s, profile.samples, value_bytes, phase="warmup")
     row = capacity_hold(system, scenario, profile, run_dir, keys_dir, cpu_quota, value_bytes)
     # The latency run, uncapped, at the scenario's common offered rate.
     rate = latency_rate(scenario)
@@ -273,10 +285,12 @@ def capacity_hold(system: System, scenario: str, profile: Profile, run_dir: Path
     Stats are read outside the window and uncapped (counting a million stored keys under a
     cap can outlast the request's timeout), and the CPU figure spans the wrk run only; the
     server is idle before and after it, so wrk's own start-up adds nothing."""
+    # Recorded before the window opens (when there was no warm-up to record them).
+    wrk_requests(system, scenario, run_dir, keys_dir, value_bytes, profile.samples)
     before_stats = system.stats() if with_stats else None
     cap = system.cap(cpu_quota)
     before_cpu, before_io = system.cpu_seconds(), system.io_wait_seconds()
-    hold = wrk_run(system, scenario, run_dir, keys_dir, profile.measure_s, value_bytes, phase=phase)
+    hold = wrk_run(system, scenario, run_dir, keys_dir, profile.measure_s, profile.samples, value_bytes, phase=phase)
     cpu, io_wait = system.cpu_seconds() - before_cpu, system.io_wait_seconds() - before_io
     system.cap(None)
     after_stats = system.stats() if with_stats else None
@@ -308,7 +322,7 @@ def run_pairs(profile: Profile, systems: list[str], scenarios: list[str], run_di
 
         def warm(system: System, scenario: str) -> None:
             if profile.probe_s:
-                wrk_run(system, scenario, pairs_dir, keys_dir, profile.probe_s, phase="pair-warmup")
+                wrk_run(system, scenario, pairs_dir, keys_dir, profile.probe_s, profile.samples, phase="pair-warmup")
 
         def hold(system: System, scenario: str, turn: int) -> dict:
             return capacity_hold(system, scenario, profile, pairs_dir, keys_dir, cpu_quota, phase=f"pair{turn}",
@@ -332,8 +346,6 @@ def run_failovers(profile: Profile, systems: list[str], run_dir: Path) -> list[d
     wanted = [name for name in profile.failover_systems if name in systems and not available(name)]
     if not profile.failover_s or not wanted:
         return []
-    failover_dir = run_dir / "failover"
-    failover_dir.mkdir(exist_ok=True)
     results = []
     affinity = os.sched_getaffinity(0)
     for name in wanted:
@@ -343,6 +355,11 @@ def run_failovers(profile: Profile, systems: list[str], run_dir: Path) -> list[d
             say(f"failover of {name} skipped: {busy} is already in use by another process")
             continue
         say(f"failover: {name}, {profile.failover_s} s of mixed load, SIGKILL at {profile.failover_kill_at_s} s")
+        # Fresh state each run: counts left from an earlier run into the same folder would
+        # read as more than was attempted.
+        failover_dir = run_dir / "failover" / name
+        shutil.rmtree(failover_dir, ignore_errors=True)
+        failover_dir.mkdir(parents=True)
         try:
             system.start(failover_dir)
             # The load's threads are born on core 0, as k6 is; the server stays pinned to core 1.
@@ -353,8 +370,8 @@ def run_failovers(profile: Profile, systems: list[str], run_dir: Path) -> list[d
             say(f"  {name}: {result['steady_ops_per_s']} ops/s before, away {result['longest_gap_s']:.2f} s, back "
                 f"to steady {result['back_to_steady_s']} s after the kill; {result['lost_acknowledged']} acknowledged "
                 f"increments lost, {result['keys_outside_bounds']} keys outside the bounds")
-        except (RuntimeError, OSError, subprocess.CalledProcessError, ValueError, KeyError) as error:
-            say(f"failover of {name} failed: {error}")
+        except Exception as error:  # noqa: BLE001 - one system's failure must not end the run
+            say(f"failover of {name} failed: {error!r}")
         finally:
             os.sched_setaffinity(0, affinity)
             system.stop()
@@ -542,6 +559,8 @@ def machine(cpu_quota: float | None) -> dict:
         "redis": version("redis-server", "--version"),
         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1],
         "pinning": "wrk and k6 on core 0, servers on core 1",
+        "wrk_connections": WRK_CONNECTIONS,
+        "io_waits_counted": IO_WAITS_COUNTED,
         "wrk": [line.split(" Copyright")[0] for line in version("wrk", "--version")],
         "cpu_quota_cores_requested": cpu_quota,
     }
@@ -579,7 +598,11 @@ def main() -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     keys_dir = run_dir / "keys"
     say(f"profile {args.profile}: {', '.join(systems)} x {', '.join(scenarios)} -> {run_dir}")
-    count_io_waits()
+    global IO_WAITS_COUNTED
+    IO_WAITS_COUNTED = count_io_waits()
+    # What an earlier run into the same folder recorded is not this run's.
+    for stale in (run_dir / "wrk", run_dir / "pairs" / "wrk", run_dir / "failover"):
+        shutil.rmtree(stale, ignore_errors=True)
     subprocess.run([sys.executable, str(LOADTEST / "keys.py"), str(keys_dir), str(profile.keyspace),
                     str(profile.samples)], check=True)
 

@@ -12,6 +12,7 @@ colour in every panel; values are printed on the bars. Used by report.py.
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Callable
 
 # Every system its own colour, the same in every panel; edgecount the only strong one.
@@ -52,16 +53,19 @@ def label(system: str) -> str:
     return LABELS.get(system, system)
 
 
-def floor_pairs(summary: dict, floor_of: Callable[[list[dict], dict], dict | None]) -> list[tuple[str, float, float]]:
-    """(path, edgecount µs/op, floor µs/op) per path: the paired rounds' medians where the run
+def floor_pairs(summary: dict,
+                floor_of: Callable[[list[dict], dict], dict | None]) -> list[tuple[str, float, float, float]]:
+    """(path, edgecount µs/op, floor µs/op, ratio) per path: the paired rounds' medians where the run
     had them (they alternate the two systems, so they are the fairer figure), else the two
     capacity rows of the run."""
     out = []
     for pair in summary.get("pairs", []):
         counted = [r for r in pair.get("rounds", []) if r.get("counted")]
-        if counted:
-            mid = sorted(counted, key=lambda r: r["ratio"])[len(counted) // 2]
-            out.append((pair["scenario"], mid["edgecount_us"], mid["floor_us"]))
+        if counted and pair.get("median_ratio"):
+            # The bars are each system's median µs; the ratio printed is the report's median
+            # of the rounds' ratios (see cpu_panel).
+            out.append((pair["scenario"], median(r["edgecount_us"] for r in counted),
+                        median(r["floor_us"] for r in counted), pair["median_ratio"]))
     if out:
         return out
     for row in summary["rows"]:
@@ -69,7 +73,8 @@ def floor_pairs(summary: dict, floor_of: Callable[[list[dict], dict], dict | Non
             continue
         floor = floor_of(summary["rows"], row)
         if floor and floor.get("bound") == "server" and floor.get("server_cpu_us_per_op"):
-            out.append((row["scenario"], row["server_cpu_us_per_op"], floor["server_cpu_us_per_op"]))
+            ours, theirs = row["server_cpu_us_per_op"], floor["server_cpu_us_per_op"]
+            out.append((row["scenario"], ours, theirs, ours / theirs))
     return out
 
 
@@ -111,7 +116,7 @@ def cpu_panel(axis, summary: dict, floor_of) -> None:
                      label="edgecount")
     floors = axis.barh([y + height / 2 for y in ys], [d[2] for d in data], height, color=colour("js-floor-workerd"),
                        label="its floor (JS worker + DO, or JS hello world)")
-    print_values(axis, ours, [f"{d[1]:.0f} µs, {d[1] / d[2]:.2f}x" for d in data])
+    print_values(axis, ours, [f"{d[1]:.0f} µs, {d[3]:.2f}x" for d in data])
     print_values(axis, floors, [f"{d[2]:.0f} µs" for d in data])
     axis.set_yticks(list(ys), [d[0] for d in data])
     axis.invert_yaxis()

@@ -12,6 +12,8 @@ from pathlib import Path
 
 FIELDS = {"system", "scenario", "ops_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "server_cpu_us_per_op",
           "server_busy", "bound", "cpu_quota_cores", "latency_rate", "persistence"}
+# Rows of a capacity hold (wrk) also say how long the server waited on its disk.
+HOLD_FIELDS = {"server_io_wait"}
 # What the platform bills per op: counted by every system that serves /v1/stats with row counts
 # (edgecount and the JavaScript floor), so that the report can price it.
 BILLED = {"worker_requests_per_op", "shard_calls_per_op", "rows_read_per_op", "rows_written_per_op"}
@@ -29,6 +31,10 @@ def main() -> int:
         missing = FIELDS - row.keys()
         if missing:
             problems.append(f"{row.get('system')}/{row.get('scenario')} lacks {sorted(missing)}")
+        if row.get("system") != "redis-benchmark" and not row.get("scenario", "").startswith("clients-"):
+            lacking = HOLD_FIELDS - row.keys()
+            if lacking:
+                problems.append(f"{row.get('system')}/{row.get('scenario')} lacks {sorted(lacking)}")
         if not row.get("ops_per_s", 0) > 0:
             problems.append(f"{row['system']}/{row['scenario']} served nothing")
         if row.get("bound") not in ("server", "client"):
@@ -77,6 +83,9 @@ def main() -> int:
                                 f"run ({run['keys_outside_bounds']} keys outside Jepsen's bounds)")
             if not run["acknowledged_increments"]:
                 problems.append("the failover run acknowledged no increment, so it checked nothing")
+            # A kill that took effect leaves a gap: the runtime takes over a second to come back.
+            if not (run["ready_at_s"] > run["killed_at_s"] and run["longest_gap_s"] >= 0.1):
+                problems.append(f"the failover run shows no outage (gap {run['longest_gap_s']} s): was it killed?")
         if runs and "failover: SIGKILL mid-run" not in (report.read_text() if report.exists() else ""):
             problems.append(f"{report} lacks the failover table")
     if summary.get("rows") and not Path(sys.argv[1]).with_name("chart.png").exists():

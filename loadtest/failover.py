@@ -40,11 +40,16 @@ STEADY_SHARE = 0.9
 
 @dataclass
 class Spelling:
-    """How a system spells a read and an increment, and reads an increment's answer."""
+    """How a system spells a read and an increment, and reads the number in each answer (None
+    when the answer holds none: webdis wraps a Redis error, `LOADING` while the append-only file
+    replays, in a 200)."""
 
     read: Callable[[int], str]
     incr: Callable[[int], tuple[str, str]]
     value: Callable[[str], int | None]
+    read_value: Callable[[str], int | None]
+    # The read that checks the counts afterwards: the shard's own value, never a kept one.
+    final_read: Callable[[int], str]
 
 
 def v1_value(body: str) -> int | None:
@@ -64,9 +69,11 @@ def webdis_value(body: str, command: str) -> int | None:
 
 SPELLINGS = {
     "v1": Spelling(read=lambda k: f"/v1/counters/{NS}/k{k}",
-                   incr=lambda k: ("POST", f"/v1/counters/{NS}/k{k}/incr"), value=v1_value),
+                   incr=lambda k: ("POST", f"/v1/counters/{NS}/k{k}/incr"), value=v1_value, read_value=v1_value,
+                   final_read=lambda k: f"/v1/counters/{NS}/k{k}?consistency=strong"),
     "webdis": Spelling(read=lambda k: f"/GET/{NS}:k{k}",
-                       incr=lambda k: ("GET", f"/INCR/{NS}:k{k}"), value=lambda b: webdis_value(b, "INCR")),
+                       incr=lambda k: ("GET", f"/INCR/{NS}:k{k}"), value=lambda b: webdis_value(b, "INCR"),
+                       read_value=lambda b: webdis_value(b, "GET"), final_read=lambda k: f"/GET/{NS}:k{k}"),
 }
 
 
@@ -121,9 +128,10 @@ def client(base_url: str, spelling: Spelling, tally: Tally, stop: threading.Even
             time.sleep(RETRY_PAUSE_S)
             continue
         now = time.monotonic()
-        if 200 <= response.status < 300:
+        number = (spelling.value if is_incr else spelling.read_value)(body)
+        if 200 <= response.status < 300 and number is not None:
             tally.answered(now)
-            if is_incr and spelling.value(body) is not None:
+            if is_incr:
                 with tally.lock:
                     tally.acknowledged[key] += 1
         else:
@@ -144,14 +152,14 @@ def kill(system: System) -> None:
 
 
 def final_values(system: System, spelling: Spelling) -> dict[int, int]:
+    """Each key's value once the load has stopped, read from where it is kept."""
     out = {}
     for key in range(KEYS):
-        answer = http_json("GET", system.base_url + spelling.read(key), timeout=30)
-        if spelling is SPELLINGS["v1"]:
-            out[key] = int(answer["value"])  # type: ignore[index]
-        else:
-            value = answer["GET"]  # type: ignore[index]
-            out[key] = int(value) if value is not None else 0
+        answer = http_json("GET", system.base_url + spelling.final_read(key), timeout=30)
+        value = spelling.read_value(json.dumps(answer))
+        if value is None:
+            raise RuntimeError(f"{system.name} answered the final read of k{key} with {answer!r}")
+        out[key] = value
     return out
 
 
@@ -165,16 +173,23 @@ def run(system: System, spelling_name: str, run_dir: Path, seconds: int, kill_at
                for i in range(CLIENTS)]
     for thread in threads:
         thread.start()
-    time.sleep(kill_at)
-    killed_at = time.monotonic() - tally.started
-    kill(system)
-    say(f"  {system.name}: killed at {killed_at:.1f} s; starting it again")
-    system.start(run_dir)
-    ready_at = time.monotonic() - tally.started
-    time.sleep(max(0.0, seconds - (time.monotonic() - tally.started)))
-    stop.set()
-    for thread in threads:
-        thread.join(timeout=10)
+    try:
+        time.sleep(kill_at)
+        killed_at = time.monotonic() - tally.started
+        kill(system)
+        say(f"  {system.name}: killed at {killed_at:.1f} s; starting it again")
+        system.start(run_dir)
+        ready_at = time.monotonic() - tally.started
+        time.sleep(max(0.0, seconds - (time.monotonic() - tally.started)))
+    finally:
+        # Whatever went wrong, no client goes on sending to the port the next system takes.
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    stopped = time.monotonic()
+    with tally.lock:
+        # An outage that lasts to the end of the run is a gap too.
+        tally.longest_gap = max(tally.longest_gap, stopped - (tally.last_answer or tally.started))
     finals = final_values(system, spelling)
     return summarize(system, tally, finals, seconds, killed_at, ready_at)
 
@@ -184,8 +199,12 @@ def summarize(system: System, tally: Tally, finals: dict[int, int], seconds: int
     timeline = [{"second": s, "ok": tally.ok.get(s, 0), "errors": tally.errors.get(s, 0)} for s in range(seconds)]
     before = sorted(p["ok"] for p in timeline[1:int(killed_at)]) or [0]
     steady = before[len(before) // 2]
-    after = [p for p in timeline if p["second"] > killed_at]
-    back = next((p["second"] for p in after if steady and p["ok"] >= STEADY_SHARE * steady), None)
+    # From the second the kill fell in: the trough is in it when the server is back within it.
+    after = [p for p in timeline if p["second"] >= int(killed_at)]
+    # Back to steady: the first whole second after the kill's that answered STEADY_SHARE of the
+    # rate before, and whose next second did too (1 s resolution).
+    good = [p["second"] for p in after if steady and p["ok"] >= STEADY_SHARE * steady and p["second"] > killed_at]
+    back = next((s for s in good if s + 1 in good or s + 1 >= seconds), None)
     lost = sum(max(0, tally.acknowledged[k] - finals[k]) for k in finals)
     outside = [k for k in finals if not tally.acknowledged[k] <= finals[k] <= tally.attempted[k]]
     return {
@@ -197,7 +216,7 @@ def summarize(system: System, tally: Tally, finals: dict[int, int], seconds: int
         "ready_at_s": round(ready_at, 2),
         "steady_ops_per_s": steady,
         "dip_ops_per_s": min((p["ok"] for p in after), default=0),
-        "back_to_steady_s": round(back - killed_at, 2) if back is not None else None,
+        "back_to_steady_s": round(back + 1 - killed_at, 2) if back is not None else None,
         "longest_gap_s": round(tally.longest_gap, 3),
         "errors": sum(tally.errors.values()),
         "attempted_increments": sum(tally.attempted.values()),

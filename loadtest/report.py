@@ -209,7 +209,10 @@ def failover_lines(failovers: list[dict]) -> list[str]:
              f"{failovers[0].get('keys', 64)} keys, 16 kept-alive clients on core 0, the server uncapped on core 1); "
              "the server's processes killed with SIGKILL and started again at once. `away`: the longest gap "
              "without one answer; `back to steady`: from the kill to the first second at 90% of the rate "
-             "before it; the bounds are Jepsen's: acknowledged <= final value <= attempted, per key.", "",
+             "before it, held a second more; the bounds are Jepsen's, on a strong read of each key afterwards: "
+             "acknowledged <= final value <= attempted. The load is the bench's own Python clients, so "
+             "the rates are theirs, not the servers' capacities, and the errors are mostly their retries "
+             "while the server is down.", "",
              "| system | persistence | ops/s before | lowest ops/s after | away s | back to steady s | errors "
              "| increments attempted / acknowledged / counted | acknowledged lost | keys outside the bounds |",
              "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
