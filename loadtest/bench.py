@@ -434,8 +434,14 @@ def billed_units(before: dict, after: dict, requests: float, ops: float) -> dict
 
     units: dict = {"shard_restarts": restarted}
     if "counters_in_memory" in before["totals"]:
+        # What the shards hold in memory once the hold is over: each keeps at most its bound of
+        # counters (DEFAULT_CACHED_COUNTERS), whatever it stores.
+        held = [s.get("counters_in_memory", 0) for s in after.get("shards", [])]
+        units["counters_in_memory_after"] = sum(held)
+        units["most_counters_in_memory_of_a_shard_after"] = max(held, default=0)
         units["shard_state"] = (f"{before['totals']['counters_in_memory']:,} of "
-                                f"{before['totals']['stored_counters']:,} counters in memory at the start; "
+                                f"{before['totals']['stored_counters']:,} counters in memory at the start, "
+                                f"{sum(held):,} at the end (at most {max(held, default=0):,} in a shard); "
                                 f"{restarted} shard restarts")
     hits, misses = delta("edge", "hits"), delta("edge", "misses")
     if min(hits, misses) < 0:
@@ -645,10 +651,11 @@ def main() -> int:
                 write_summary(run_dir, rows, args.profile, skipped, args.cpu_quota)
             if "clients" in system.scenarios:
                 for vus in profile.client_sweep:
-                    summary_before, cpu_before = system.stats(), system.cpu_seconds()
+                    summary_before = system.stats()
+                    cpu_before, io_before = system.cpu_seconds(), system.io_wait_seconds()
                     summary = k6_run(system, "clients", "closed", run_dir, keys_dir, profile.measure_s, vus=vus)
                     row = summarize(system, "clients", summary, system.cpu_seconds() - cpu_before,
-                                    summary_before, system.stats())
+                                    summary_before, system.stats(), io_wait_s=system.io_wait_seconds() - io_before)
                     row["scenario"] = f"clients-{vus}"
                     row["note"] = f"closed model, {vus} virtual users, mixed 80/20"
                     say(f"  {name} / clients {vus}: {row['ops_per_s']:.0f} ops/s")

@@ -45,6 +45,14 @@ PEERS = ("edgecount-workerd", "redis-webdis", "redis-webdis-aof-always", "memcac
 COST_SCENARIOS = ("read", "write", "write-async", "page-view", "mixed", "hot", "batch", "batch-async", "cache-100b")
 
 
+# The paths judged against the JavaScript hello world; the others against the JS worker + DO.
+REQUEST_ONLY_PATHS = ("health", "hot", "write-async", "batch-async")
+
+
+def floor_of_path(path: str) -> str:
+    return "js-hello-workerd" if path in REQUEST_ONLY_PATHS else "js-floor-workerd"
+
+
 def colour(system: str) -> str:
     return COLOURS.get(system, "#cbd5e0")
 
@@ -114,8 +122,12 @@ def cpu_panel(axis, summary: dict, floor_of) -> None:
     ys = range(len(data))
     ours = axis.barh([y - height / 2 for y in ys], [d[1] for d in data], height, color=colour("edgecount-workerd"),
                      label="edgecount")
-    floors = axis.barh([y + height / 2 for y in ys], [d[2] for d in data], height, color=colour("js-floor-workerd"),
-                       label="its floor (JS worker + DO, or JS hello world)")
+    # Each path's floor in its own system's colour: the hello world for request-only paths.
+    floor_names = [floor_of_path(d[0]) for d in data]
+    floors = axis.barh([y + height / 2 for y in ys], [d[2] for d in data], height,
+                       color=[colour(name) for name in floor_names])
+    for name in dict.fromkeys(floor_names):
+        axis.barh([0], [0], color=colour(name), label=f"its floor: {label(name)}")
     print_values(axis, ours, [f"{d[1]:.0f} µs, {d[3]:.2f}x" for d in data])
     print_values(axis, floors, [f"{d[2]:.0f} µs" for d in data])
     axis.set_yticks(list(ys), [d[0] for d in data])

@@ -67,8 +67,9 @@ struct ShardRequestRef<'a> {
     placed: Placed,
 }
 
-/// Runs `ops` on `shard` in order and returns one result per op; cache entries past
-/// `answer_budget` bytes (see `edgecount_core::shard::answer_budget`) come back `payload_too_large`.
+/// Runs `ops` on `shard` in order and returns one result per op; cache entries and days answers
+/// past `answer_budget` bytes (see `edgecount_core::shard::answer_budget`) come back
+/// `payload_too_large`.
 ///
 /// # Errors
 /// [`ApiError::ShardUnavailable`] when the shard cannot be reached or answers out of protocol.
