@@ -52,8 +52,6 @@ SERVER_BOUND_BUSY = 0.9
 # The server's CPU cap in capacity holds, in cores; none by default: a server has its whole core,
 # which wrk can saturate. A cap (BENCH_CPU_QUOTA or --cpu-quota) left workerd's CPU per op as it
 # was but made webdis + Redis look 1.6-1.9x dearer than on a core of its own (docs/performance.md).
-# Whether the kernel counts the time a server waits on its disk (`count_io_waits`).
-IO_WAITS_COUNTED = False
 DEFAULT_CPU_QUOTA = float(os.environ["BENCH_CPU_QUOTA"]) if os.environ.get("BENCH_CPU_QUOTA") else None
 # Offered rate of the latency runs, in requests/s, the same for every system of a scenario: one
 # that the slowest system serves uncapped with room to spare.
@@ -87,10 +85,10 @@ class Profile:
 ALL_SYSTEMS = ("edgecount-workerd", "edgecount-workerd-cdn", "edgecount-workerd-cdn-5s", "edgecount-wrangler-dev",
                "js-floor-workerd", "js-hello-workerd", "redis-webdis", "redis-webdis-aof-always",
                "redis-webdis-aof-everysec", "memcached", "ehcache", "nginx-static")
-# The quick profile leaves out the dev proxy, whose figures say nothing about production.
 # Killed mid-run in the failover run: edgecount, and Redis with each durable setting (the in-memory
 # Redis would come back empty, which says nothing new).
 FAILOVER_SYSTEMS = ("edgecount-workerd", "redis-webdis-aof-always", "redis-webdis-aof-everysec")
+# The quick profile leaves out the dev proxy, whose figures say nothing about production.
 QUICK_SYSTEMS = tuple(s for s in ALL_SYSTEMS if s != "edgecount-wrangler-dev")
 PROFILES = {
     # ncache: the NCache comparison's 80/20 get/put mix over a million 100-byte items, 50 ops
@@ -153,19 +151,25 @@ def port_in_use(base_url: str) -> str | None:
 DELAY_ACCOUNTING = Path("/proc/sys/kernel/task_delayacct")
 
 
-def count_io_waits() -> bool:
+def count_io_waits() -> None:
     """Turns on the kernel's delay accounting, which counts the time a thread waits on block
     I/O (`summarize` adds it to the busy share), and sets it back as it was when the run ends;
-    answers whether the waits are counted, and says so when they cannot be (not root)."""
+    says so when it cannot (not root)."""
     try:
         before = DELAY_ACCOUNTING.read_text().strip()
         if before != "1":
             DELAY_ACCOUNTING.write_text("1")
             atexit.register(lambda: DELAY_ACCOUNTING.write_text(before))
-        return True
     except OSError:
         say("kernel.task_delayacct is off and cannot be set here: a server waiting on its disk (durable "
             "writes) will look client-bound")
+
+
+def io_waits_counted() -> bool:
+    """Whether the kernel counts the time a thread waits on block I/O now."""
+    try:
+        return DELAY_ACCOUNTING.read_text().strip() == "1"
+    except OSError:
         return False
 
 
@@ -566,7 +570,7 @@ def machine(cpu_quota: float | None) -> dict:
         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1],
         "pinning": "wrk and k6 on core 0, servers on core 1",
         "wrk_connections": WRK_CONNECTIONS,
-        "io_waits_counted": IO_WAITS_COUNTED,
+        "io_waits_counted": io_waits_counted(),
         "wrk": [line.split(" Copyright")[0] for line in version("wrk", "--version")],
         "cpu_quota_cores_requested": cpu_quota,
     }
@@ -604,8 +608,7 @@ def main() -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     keys_dir = run_dir / "keys"
     say(f"profile {args.profile}: {', '.join(systems)} x {', '.join(scenarios)} -> {run_dir}")
-    global IO_WAITS_COUNTED
-    IO_WAITS_COUNTED = count_io_waits()
+    count_io_waits()
     # What an earlier run into the same folder recorded is not this run's.
     for stale in (run_dir / "wrk", run_dir / "pairs" / "wrk", run_dir / "failover"):
         shutil.rmtree(stale, ignore_errors=True)

@@ -45,14 +45,6 @@ PEERS = ("edgecount-workerd", "redis-webdis", "redis-webdis-aof-always", "memcac
 COST_SCENARIOS = ("read", "write", "write-async", "page-view", "mixed", "hot", "batch", "batch-async", "cache-100b")
 
 
-# The paths judged against the JavaScript hello world; the others against the JS worker + DO.
-REQUEST_ONLY_PATHS = ("health", "hot", "write-async", "batch-async")
-
-
-def floor_of_path(path: str) -> str:
-    return "js-hello-workerd" if path in REQUEST_ONLY_PATHS else "js-floor-workerd"
-
-
 def colour(system: str) -> str:
     return COLOURS.get(system, "#cbd5e0")
 
@@ -62,10 +54,10 @@ def label(system: str) -> str:
 
 
 def floor_pairs(summary: dict,
-                floor_of: Callable[[list[dict], dict], dict | None]) -> list[tuple[str, float, float, float]]:
-    """(path, edgecount µs/op, floor µs/op, ratio) per path: the paired rounds' medians where the run
-    had them (they alternate the two systems, so they are the fairer figure), else the two
-    capacity rows of the run."""
+                floor_of: Callable[[list[dict], dict], dict | None]) -> list[tuple[str, float, float, float, str]]:
+    """(path, edgecount µs/op, floor µs/op, ratio, the floor system) per path: the paired rounds'
+    medians where the run had them (they alternate the two systems, so they are the fairer
+    figure), else the two capacity rows of the run."""
     out = []
     for pair in summary.get("pairs", []):
         counted = [r for r in pair.get("rounds", []) if r.get("counted")]
@@ -73,7 +65,7 @@ def floor_pairs(summary: dict,
             # The bars are each system's median µs; the ratio printed is the report's median
             # of the rounds' ratios (see cpu_panel).
             out.append((pair["scenario"], median(r["edgecount_us"] for r in counted),
-                        median(r["floor_us"] for r in counted), pair["median_ratio"]))
+                        median(r["floor_us"] for r in counted), pair["median_ratio"], pair["floor"]))
     if out:
         return out
     for row in summary["rows"]:
@@ -82,7 +74,7 @@ def floor_pairs(summary: dict,
         floor = floor_of(summary["rows"], row)
         if floor and floor.get("bound") == "server" and floor.get("server_cpu_us_per_op"):
             ours, theirs = row["server_cpu_us_per_op"], floor["server_cpu_us_per_op"]
-            out.append((row["scenario"], ours, theirs, ours / theirs))
+            out.append((row["scenario"], ours, theirs, ours / theirs, floor["system"]))
     return out
 
 
@@ -123,7 +115,7 @@ def cpu_panel(axis, summary: dict, floor_of) -> None:
     ours = axis.barh([y - height / 2 for y in ys], [d[1] for d in data], height, color=colour("edgecount-workerd"),
                      label="edgecount")
     # Each path's floor in its own system's colour: the hello world for request-only paths.
-    floor_names = [floor_of_path(d[0]) for d in data]
+    floor_names = [d[4] for d in data]
     floors = axis.barh([y + height / 2 for y in ys], [d[2] for d in data], height,
                        color=[colour(name) for name in floor_names])
     for name in dict.fromkeys(floor_names):
