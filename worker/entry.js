@@ -88,8 +88,8 @@ export class Shard extends DurableObject {
   }
 
   // A change of the shard count (see worker/src/shard/hand_over.rs).
-  handOver(keys, from, to) {
-    return guarded(() => this.#current().handOver(keys, from, to));
+  handOver(keys, after, from, to) {
+    return guarded(() => this.#current().handOver(keys, after, from, to));
   }
 
   adopt(parcels, from, to) {

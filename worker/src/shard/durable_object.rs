@@ -62,14 +62,21 @@ impl Shard {
         }
     }
 
-    /// The parcels of the keys named in the JSON `[[ns, key], ...]`, as JSON, as many as one
-    /// answer carries (see [`hand_over`]); reading them changes nothing.
+    /// What the next hand-over call carries of the keys named in the JSON `[[ns, key], ...]`,
+    /// the first one's records continuing after the JSON `after` (see [`hand_over`]); reading
+    /// them changes nothing.
     ///
     /// # Errors
-    /// A malformed list, or a storage failure.
+    /// A malformed list or cursor, or a storage failure.
     #[wasm_bindgen(js_name = handOver)]
-    pub fn hand_over_rpc(&self, keys: &str, from: u32, to: u32) -> std::result::Result<String, JsValue> {
-        hand_over::hand_over(&self.object, keys, Migration { from, to })
+    pub fn hand_over_rpc(
+        &self,
+        keys: &str,
+        after: &str,
+        from: u32,
+        to: u32,
+    ) -> std::result::Result<String, JsValue> {
+        hand_over::hand_over(&self.object, keys, after, Migration { from, to })
             .map_err(|detail| JsValue::from_str(&detail))
     }
 

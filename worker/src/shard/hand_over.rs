@@ -15,13 +15,12 @@
 //!   after the new home has answered that it holds the key. A sweep that ends with nothing left
 //!   is kept as done.
 
+use std::future::Future;
 use std::rc::Rc;
 
 use edgecount_core::hashing::key_set;
 use edgecount_core::partition::shard_for;
-use edgecount_core::shard::migration::{
-    self, Migration, Parcel, MAX_PARCELS_PER_CALL, MAX_PARCEL_BYTES_PER_CALL,
-};
+use edgecount_core::shard::migration::{self, Migration, Parcel, RecordsAfter, MAX_PARCELS_PER_CALL};
 use edgecount_core::shard::protocol::{Placed, ShardCall, ShardRequest, ShardResponse};
 use edgecount_core::shard::receipt;
 use edgecount_core::shard::Atomic;
@@ -167,7 +166,7 @@ fn unarrived(
     }
     let (missing, arrived): (Vec<_>, Vec<_>) =
         candidates.into_iter().zip(missing_at).partition(|(_, missing)| *missing);
-    object.hand_overs.remember_arrived(arrived.iter().map(|(name, _)| name));
+    object.hand_overs.remember_arrived(arrived.iter().map(|((ns, key), _)| (ns, key)));
     Ok(missing.into_iter().map(|(name, _)| name).collect())
 }
 
@@ -198,56 +197,76 @@ async fn take_over(
     keys: Vec<(Namespace, Key)>,
 ) -> Result<(), JsValue> {
     let by_old_home = migration::grouped(keys, |(ns, key)| migration.old_home(ns, key));
-    let takes = by_old_home.iter().map(|(old, names)| async move {
-        for chunk in names.chunks(MAX_PARCELS_PER_CALL) {
-            let mut rest = chunk;
-            while !rest.is_empty() {
-                let parcels = shard_client::hand_over(&object.env, *old, rest, migration).await?;
-                let named_in_order = parcels
-                    .iter()
-                    .zip(rest)
-                    .all(|(parcel, (ns, key))| parcel.ns == *ns && parcel.key == *key);
-                if parcels.is_empty() || parcels.len() > rest.len() || !named_in_order {
-                    return Err(JsValue::from_str("the old shard answered parcels for other keys"));
-                }
-                let lapses_at = adopt_parcels(object, &parcels, migration)
-                    .map_err(|detail| JsValue::from_str(&detail))?;
-                object.reclaim_by(lapses_at).await?;
-                rest = &rest[parcels.len()..];
-            }
-        }
-        Ok(())
+    let takes = by_old_home.iter().map(|(old, names)| {
+        carry(names, move |rest, after| async move {
+            let parcels =
+                shard_client::hand_over(&object.env, *old, rest, after.as_ref(), migration).await.map_err(
+                    |error| error.as_string().unwrap_or_else(|| format!("shard {old} handed nothing over")),
+                )?;
+            let lapses_at = adopt_parcels(object, &parcels, migration)?;
+            object.reclaim_by(lapses_at).await.map_err(|_| "setting the alarm failed".to_owned())?;
+            Ok(parcels)
+        })
     });
-    request_task::join_every(takes).await.into_iter().collect()
+    let taken: Result<(), String> = request_task::join_every(takes).await.into_iter().collect();
+    taken.map_err(|detail| JsValue::from_str(&detail))
 }
 
-/// Stores `parcels` unless their keys have arrived, and forgets what memory held of them;
-/// answers when the first thing they hold lapses, which the alarm must reclaim by then.
+/// Moves `keys`, all of one old home and one new, in as many calls as they take: `call` moves
+/// the parcels of the keys it is given (at most [`MAX_PARCELS_PER_CALL`], the first one's
+/// records continuing after the cursor, if any) and answers them.
+async fn carry<'k, Moved>(
+    keys: &'k [(Namespace, Key)],
+    mut call: impl FnMut(&'k [(Namespace, Key)], Option<RecordsAfter>) -> Moved,
+) -> Result<(), String>
+where
+    Moved: Future<Output = Result<Vec<Parcel>, String>>,
+{
+    let (mut rest, mut after) = (keys, None);
+    while !rest.is_empty() {
+        let asked = &rest[..rest.len().min(MAX_PARCELS_PER_CALL)];
+        let parcels = call(asked, after).await?;
+        let (arrived, next) = migration::progress(asked, &parcels)?;
+        rest = &rest[arrived..];
+        after = next;
+    }
+    Ok(())
+}
+
+/// Stores what `parcels` carry of keys that have not arrived, and forgets what memory held of
+/// those that arrive; answers when the first thing they hold lapses, which the alarm must
+/// reclaim by then.
 fn adopt_parcels(
     object: &ShardObject,
     parcels: &[Parcel],
     migration: Migration,
 ) -> Result<Option<u64>, String> {
     // Wholly or not at all: a failure leaves the sender to send the parcels again.
-    let adopted = object.store.atomically(|| object.store.adopt(parcels, migration))?;
-    object.engine.borrow_mut().forget_keys(adopted.iter().map(|(ns, key)| (ns, key)));
-    let names: Vec<(Namespace, Key)> = parcels.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
-    object.hand_overs.remember_arrived(&names);
+    let arrived = object.store.atomically(|| object.store.adopt(parcels, migration))?;
+    // The cache index learns of entries that arrived by being built again (before the next
+    // cache write); keys without one leave it as it is.
+    let entries_arrived = parcels.iter().any(|p| p.cache.is_some());
+    object.engine.borrow_mut().forget_keys(arrived.iter().map(|(ns, key)| (ns, key)), entries_arrived);
+    object.hand_overs.remember_arrived(parcels.iter().filter(|p| !p.records_follow).map(|p| (&p.ns, &p.key)));
     Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
 }
 
-/// The `handOver` call: the parcels of the JSON `[[ns, key], ...]`, as JSON.
+/// The `handOver` call: what the next call carries of the JSON `[[ns, key], ...]` (see
+/// [`crate::shard::sql_store::SqlShardStore::parcels`]), the first key's records continuing
+/// after the JSON `after` (`null` for from the start), as JSON.
 ///
 /// # Errors
 /// A malformed or too long list, or a storage failure.
-pub fn hand_over(object: &ShardObject, keys: &str, change: Migration) -> Result<String, String> {
+pub fn hand_over(object: &ShardObject, keys: &str, after: &str, change: Migration) -> Result<String, String> {
     same_change(object, change)?;
     let keys: Vec<(Namespace, Key)> =
         serde_json::from_str(keys).map_err(|e| format!("malformed keys: {e}"))?;
+    let after: Option<RecordsAfter> =
+        serde_json::from_str(after).map_err(|e| format!("malformed cursor: {e}"))?;
     if keys.len() > MAX_PARCELS_PER_CALL {
         return Err(format!("at most {MAX_PARCELS_PER_CALL} keys per hand-over"));
     }
-    let parcels = object.store.parcels(&keys, MAX_PARCEL_BYTES_PER_CALL)?;
+    let parcels = object.store.parcels(&keys, after.as_ref())?;
     serde_json::to_string(&parcels).map_err(|e| e.to_string())
 }
 
@@ -257,13 +276,10 @@ pub fn hand_over(object: &ShardObject, keys: &str, change: Migration) -> Result<
 /// Malformed or too many parcels, no change under way, or a storage failure.
 pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<Option<u64>, String> {
     same_change(object, change)?;
-    let migration = change;
     let parcels: Vec<Parcel> =
         serde_json::from_str(parcels).map_err(|e| format!("malformed parcels: {e}"))?;
-    if parcels.len() > MAX_PARCELS_PER_CALL {
-        return Err(format!("at most {MAX_PARCELS_PER_CALL} parcels per call"));
-    }
-    adopt_parcels(object, &parcels, migration)
+    migration::within_one_call(&parcels)?;
+    adopt_parcels(object, &parcels, change)
 }
 
 /// Refuses a hand-over between shards that are not under the same change: a shard still on
@@ -403,23 +419,22 @@ async fn send_away(
 ) -> Result<(), String> {
     let by_home = migration::grouped(keys, |(ns, key)| shard_for(ns, key, migration.to));
     for (home, names) in &by_home {
-        for chunk in names.chunks(MAX_PARCELS_PER_CALL) {
-            let mut rest = chunk;
-            while !rest.is_empty() {
-                let parcels = object.store.parcels(rest, MAX_PARCEL_BYTES_PER_CALL)?;
-                shard_client::adopt(&object.env, *home, &parcels, migration)
-                    .await
-                    .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
-                let (sent, left) = rest.split_at(parcels.len());
-                object.store.atomically(|| object.store.release(sent))?;
-                let counted = &object.hand_overs.leaving_left;
-                counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
-                // Their rows are gone: memory drops them, and the cache index keeps the rest.
-                object.engine.borrow_mut().forget_released(sent.iter().map(|(ns, key)| (ns, key)));
-                object.end_streams(sent);
-                rest = left;
-            }
-        }
+        carry(names, |rest, after| async move {
+            let parcels = object.store.parcels(rest, after.as_ref())?;
+            shard_client::adopt(&object.env, *home, &parcels, migration)
+                .await
+                .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
+            let sent: Vec<(Namespace, Key)> =
+                parcels.iter().filter(|p| !p.records_follow).map(|p| (p.ns.clone(), p.key.clone())).collect();
+            object.store.atomically(|| object.store.release(&sent))?;
+            let counted = &object.hand_overs.leaving_left;
+            counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
+            // Their rows are gone: memory drops them, and the cache index keeps the rest.
+            object.engine.borrow_mut().forget_released(sent.iter().map(|(ns, key)| (ns, key)));
+            object.end_streams(&sent);
+            Ok(parcels)
+        })
+        .await?;
     }
     Ok(())
 }

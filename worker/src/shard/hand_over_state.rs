@@ -130,13 +130,13 @@ impl HandOverState {
         }
     }
 
-    pub(super) fn remember_arrived<'a>(&self, keys: impl IntoIterator<Item = &'a (Namespace, Key)>) {
+    pub(super) fn remember_arrived<'a>(&self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
         let mut arrived = self.arrived.borrow_mut();
-        for key in keys {
+        for (ns, key) in keys {
             if arrived.len() >= MAX_REMEMBERED_ARRIVALS {
                 arrived.clear();
             }
-            arrived.insert(key.clone());
+            arrived.insert((ns.clone(), key.clone()));
         }
     }
 }

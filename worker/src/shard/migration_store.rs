@@ -3,11 +3,17 @@
 //! took over (`arrivals`, each marked with the change it arrived in), and how far its own
 //! hand-overs have got (`hand_overs`).
 //!
-//! A parcel is stored whole in one turn with its arrival mark, so both are durable together or
-//! not at all; a parcel for a key already marked is ignored.
+//! A key's parcel is stored with its arrival mark in one transaction, so both are durable
+//! together or not at all, after any pages of its records that came before it; parcels and
+//! pages for a key already marked are ignored.
+
+use std::collections::BTreeMap;
 
 use edgecount_core::shard::cache_table::CacheStore;
-use edgecount_core::shard::migration::{Migration, Parcel, ParcelEntry, ParcelRecord};
+use edgecount_core::shard::migration::{
+    self, Migration, Parcel, ParcelEntry, ParcelRecord, RecordsAfter, MAX_PARCEL_BYTES_PER_CALL,
+    MAX_RECORDS_PER_CALL,
+};
 use edgecount_core::{Counter, CounterStore, Key, Namespace};
 use serde::Deserialize;
 use worker::SqlStorageValue;
@@ -28,6 +34,8 @@ const NAMED: &str = "json_each(?1) AS r";
 const PLACE: &str = "CAST(r.key AS INTEGER) AS place";
 /// Joins a table `t` to the names.
 const ON_NAME: &str = "ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
+/// A table `t`'s rows of the name `r` (in a subquery over the names).
+const WHERE_NAME: &str = "WHERE t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -154,24 +162,48 @@ impl SqlShardStore {
         Ok(places.into_iter().map(|p| p.place).collect())
     }
 
-    /// The parcels of `keys`, in order, as many as fit `budget` bytes of
-    /// [`Parcel::weight`] (the first one always). Sizes are read first, so values past the
-    /// budget are never loaded.
+    /// What the next hand-over call carries of `keys` (see [`edgecount_core::shard::migration`]):
+    /// the parcels of as many as fit one call, or, for a first key with more records than one
+    /// call carries, a page of its records (its whole parcel with the last page). `after` is
+    /// where the first key's records continue, when the call before carried a page of them.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn parcels(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<Vec<Parcel>> {
-        self.parcels_with(keys, budget, true)
+    pub fn parcels(&self, keys: &[(Namespace, Key)], after: Option<&RecordsAfter>) -> Result<Vec<Parcel>> {
+        let Some(first) = keys.first() else { return Ok(Vec::new()) };
+        if let Some(after) = after {
+            return self.paged_parcel(first, after);
+        }
+        let keys = &keys[..self.fitting(keys, MAX_PARCEL_BYTES_PER_CALL)?];
+        let counts = self.record_counts(keys)?;
+        match migration::whole_keys(counts.iter().copied()) {
+            0 => self.paged_parcel(first, &RecordsAfter::start()),
+            whole => self.parcels_with(&keys[..whole], counts[..whole].iter().any(|&n| n > 0)),
+        }
     }
 
-    /// [`Self::parcels`], with the keys' idempotency records or without them (an export's).
-    pub(super) fn parcels_with(
-        &self,
-        keys: &[(Namespace, Key)],
-        budget: usize,
-        with_records: bool,
-    ) -> Result<Vec<Parcel>> {
-        let keys = &keys[..self.fitting(keys, budget, with_records)?];
+    /// The first key's next page of records after `after` and, if it is the last, the rest of
+    /// its parcel with it.
+    fn paged_parcel(&self, (ns, key): &(Namespace, Key), after: &RecordsAfter) -> Result<Vec<Parcel>> {
+        let mut records = self.records_after(ns, key, after, MAX_RECORDS_PER_CALL + 1)?;
+        if records.len() > MAX_RECORDS_PER_CALL {
+            records.truncate(MAX_RECORDS_PER_CALL);
+            return Ok(vec![Parcel {
+                records,
+                records_follow: true,
+                ..Parcel::empty(ns.clone(), key.clone())
+            }]);
+        }
+        let mut parcels = self.parcels_with(&[(ns.clone(), key.clone())], false)?;
+        if let Some(parcel) = parcels.first_mut() {
+            parcel.records = records;
+        }
+        Ok(parcels)
+    }
+
+    /// The parcels of `keys`, in order, with the keys' idempotency records or without them (an
+    /// export's, and keys known to hold none).
+    pub(super) fn parcels_with(&self, keys: &[(Namespace, Key)], with_records: bool) -> Result<Vec<Parcel>> {
         let mut parcels: Vec<Parcel> =
             keys.iter().map(|(ns, key)| Parcel::empty(ns.clone(), key.clone())).collect();
         if keys.is_empty() {
@@ -205,63 +237,127 @@ impl SqlShardStore {
             let parcel = usize::try_from(place).ok().and_then(|place| parcels.get_mut(place));
             parcel.ok_or("a cache row of no asked key")?.cache = Some(entry(columns)?);
         }
-        if !with_records {
-            return Ok(parcels);
-        }
-        // Both generations of records, the current first: a scope in both was applied again
-        // after its earlier record lapsed, and only the newer record travels.
-        for table in RECORD_TABLES {
-            let records: Vec<Placed<ParcelRecord>> = self
-                .rows(
-                    &format!(
+        if with_records {
+            let records = self.newest_records(|table| {
+                Ok((
+                    format!(
                         "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
                          FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS}"
                     ),
                     vec![names()?],
-                )
-                .map_err(|e| describe(&e))?;
-            for Placed { place, row } in records {
-                let parcel = parcels.get_mut(place).ok_or("a record of no asked key")?;
-                let same = |r: &ParcelRecord| r.kind == row.kind && r.idempotency_key == row.idempotency_key;
-                if !parcel.records.iter().any(same) {
-                    parcel.records.push(row);
-                }
+                ))
+            })?;
+            for ((place, _, _), record) in records {
+                parcels.get_mut(place).ok_or("a record of no asked key")?.records.push(record);
             }
         }
         Ok(parcels)
     }
 
-    /// How many of `keys`, from the first, have parcels within `budget` bytes (at least one).
-    fn fitting(&self, keys: &[(Namespace, Key)], budget: usize, with_records: bool) -> Result<usize> {
+    /// Up to `most` of the records of `ns`/`key` after `after`, in order.
+    fn records_after(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        after: &RecordsAfter,
+        most: usize,
+    ) -> Result<Vec<ParcelRecord>> {
+        // Each table's first `most` past the cursor: the first `most` of both are among them.
+        let records = self.newest_records(|table| {
+            Ok((
+                format!(
+                    "SELECT 0 AS place, kind, idempotency_key, request_digest, result, created_at_ms FROM {table} \
+                     WHERE ns = ?1 AND key = ?2 AND {PER_KEY_RECORDS} AND (kind, idempotency_key) > (?3, ?4) \
+                     ORDER BY kind, idempotency_key LIMIT ?5"
+                ),
+                vec![
+                    text(ns.as_str()),
+                    text(key.as_str()),
+                    text(&after.kind),
+                    text(&after.idempotency_key),
+                    integer(Some(most as u64)),
+                ],
+            ))
+        })?;
+        Ok(records.into_values().take(most).collect())
+    }
+
+    /// The records a query reads from both generations, by key place, kind and Idempotency-Key:
+    /// a scope in both was applied again after its earlier record lapsed, and only the newer
+    /// record travels.
+    fn newest_records(
+        &self,
+        query: impl Fn(&str) -> Result<(String, Vec<SqlStorageValue>)>,
+    ) -> Result<BTreeMap<(usize, String, String), ParcelRecord>> {
+        let mut newest = BTreeMap::new();
+        // The earlier generation first, so that the current one's records replace its own.
+        for table in [EARLIER_RECORDS, RECORDS] {
+            let (statement, bindings) = query(table)?;
+            let records: Vec<Placed<ParcelRecord>> =
+                self.rows(&statement, bindings).map_err(|e| describe(&e))?;
+            for Placed { place, row } in records {
+                newest.insert((place, row.kind.clone(), row.idempotency_key.clone()), row);
+            }
+        }
+        Ok(newest)
+    }
+
+    /// How many per-key records each of `keys` holds in both generations, counted up to one past
+    /// what a call carries: enough to tell whether they fit, without reading a busy key's all.
+    fn record_counts(&self, keys: &[(Namespace, Key)]) -> Result<Vec<usize>> {
+        #[derive(Deserialize)]
+        struct Count {
+            place: usize,
+            records: usize,
+        }
+        let counted = |table: &str| {
+            format!(
+                "(SELECT COUNT(*) FROM (SELECT 1 FROM {table} AS t {WHERE_NAME} AND t.{PER_KEY_RECORDS} LIMIT ?2))"
+            )
+        };
+        let rows: Vec<Count> = self
+            .rows(
+                &format!(
+                    "SELECT {PLACE}, {} + {} AS records FROM {NAMED}",
+                    counted(RECORDS),
+                    counted(EARLIER_RECORDS)
+                ),
+                vec![json_names(keys)?, integer(Some(MAX_RECORDS_PER_CALL as u64 + 1))],
+            )
+            .map_err(|e| describe(&e))?;
+        let mut counts = vec![0; keys.len()];
+        for Count { place, records } in rows {
+            *counts.get_mut(place).ok_or("a count of no asked key")? = records;
+        }
+        Ok(counts)
+    }
+
+    /// How many of `keys`, from the first, have parcels within `budget` bytes, their records
+    /// aside (at least one).
+    pub(super) fn fitting(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<usize> {
+        if keys.len() <= 1 {
+            return Ok(keys.len());
+        }
         #[derive(Deserialize)]
         struct Size {
             place: usize,
             bytes: u64,
         }
-        // As Parcel::weight counts them: a value in base64, and the content type; each record's
-        // texts plus 96.
-        let sizes = |query: &str| -> Result<Vec<Size>> {
-            self.rows(query, vec![json_names(keys)?]).map_err(|e| describe(&e))
-        };
+        // About what the JSON takes: a value in base64 and the content type, the days and
+        // sketches, names, and a counter's fields with the rest in a fixed 256.
         let mut weights: Vec<usize> =
             keys.iter().map(|(ns, key)| ns.as_str().len() + key.as_str().len() + 256).collect();
-        let entries = sizes(&format!(
-            "SELECT {PLACE}, (length(t.value) + 2) / 3 * 4 + length(CAST(t.content_type AS BLOB)) + 64 AS bytes \
-             FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
-        ))?;
-        let mut records = Vec::new();
-        if with_records {
-            for table in RECORD_TABLES {
-                records.extend(sizes(&format!(
-                    "SELECT {PLACE}, SUM(length(CAST(t.kind AS BLOB)) + length(CAST(t.idempotency_key AS BLOB)) \
-                     + length(CAST(t.request_digest AS BLOB)) + length(CAST(t.result AS BLOB)) + 96) AS bytes \
-                     FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS} GROUP BY r.key"
-                ))?);
-            }
-        }
+        let entries: Vec<Size> = self
+            .rows(
+                &format!(
+                    "SELECT {PLACE}, (length(t.value) + 2) / 3 * 4 + length(CAST(t.content_type AS BLOB)) + 64 \
+                     AS bytes FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
+                ),
+                vec![json_names(keys)?],
+            )
+            .map_err(|e| describe(&e))?;
         let days = visit_store::parcel_weights(self, keys)?.into_iter();
-        let sizes = entries.into_iter().chain(records).map(|size| (size.place, size.bytes)).chain(days);
-        for (place, bytes) in sizes {
+        for (place, bytes) in entries.into_iter().map(|size| (size.place, size.bytes)).chain(days) {
             if let Some(weight) = weights.get_mut(place) {
                 *weight += usize::try_from(bytes).unwrap_or(usize::MAX);
             }
@@ -271,15 +367,16 @@ impl SqlShardStore {
             total = total.saturating_add(weight);
             total <= budget
         });
-        Ok(fitting.count().max(1).min(keys.len()))
+        Ok(fitting.count().max(1))
     }
 
-    /// Stores each parcel whose key has not arrived in `migration` yet, in place of anything
-    /// stored under its name, with the key's arrival mark; answers the keys stored. A few
-    /// statements for all of them (one per cache entry). A parcel that carries nothing replaces
-    /// nothing: under a change, a key's new home holds nothing of it before it arrives, unless
-    /// the change was already done once and declared over (then declared again, by a rollback
-    /// say), when what it holds is the key itself and its old home has nothing left.
+    /// Stores what `parcels` carry of each key that has not arrived in `migration` yet: the
+    /// records of every one, then the rest of those that carry their last page, with their
+    /// arrival marks; answers the keys that arrived. A few statements for all of them (one per
+    /// cache entry). Under a change a key's new home holds nothing of it before it arrives (ops
+    /// on it wait for its arrival), unless the change was already done once and declared over,
+    /// then declared again (by a rollback, say), when what it holds is the key itself, and its
+    /// old home, holding nothing, sends a parcel with nothing in it.
     ///
     /// # Errors
     /// A description of the storage failure.
@@ -287,22 +384,6 @@ impl SqlShardStore {
         let names: Vec<(&Namespace, &Key)> = parcels.iter().map(|p| (&p.ns, &p.key)).collect();
         let fresh: Vec<&Parcel> =
             self.unarrived(&names, migration)?.into_iter().map(|place| &parcels[place]).collect();
-        let adopted: Vec<(Namespace, Key)> = fresh.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
-        if adopted.is_empty() {
-            return Ok(adopted);
-        }
-        let replaced: Vec<(Namespace, Key)> =
-            fresh.iter().filter(|p| !p.holds_nothing()).map(|p| (p.ns.clone(), p.key.clone())).collect();
-        self.release(&replaced)?;
-        let counters: Vec<(Namespace, Key, Counter)> =
-            fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
-        self.save_all(&counters)?;
-        visit_store::save_parcel_days(self, &fresh)?;
-        for parcel in &fresh {
-            if let Some(entry) = &parcel.cache {
-                self.save_parcel_entry(&parcel.ns, &parcel.key, entry)?;
-            }
-        }
         let records: Vec<_> = fresh
             .iter()
             .flat_map(|p| {
@@ -320,12 +401,30 @@ impl SqlShardStore {
             })
             .collect();
         for chunk in records.chunks(ROWS_PER_STATEMENT) {
-            let insert = "INSERT INTO idempotency_records \
-                          (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)";
-            self.write(&rows_statement(insert, 7, chunk.len(), ""), vec![json_rows(&chunk)?])?;
+            // A page stored again stores the same records.
+            self.write(
+                &rows_statement(
+                    "INSERT INTO idempotency_records \
+                     (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)",
+                    7,
+                    chunk.len(),
+                    "ON CONFLICT (ns, key, kind, idempotency_key) DO NOTHING",
+                ),
+                vec![json_rows(&chunk)?],
+            )?;
+        }
+        let arriving: Vec<&Parcel> = fresh.into_iter().filter(|p| !p.records_follow).collect();
+        let counters: Vec<(Namespace, Key, Counter)> =
+            arriving.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
+        self.save_all(&counters)?;
+        visit_store::save_parcel_days(self, &arriving)?;
+        for parcel in &arriving {
+            if let Some(entry) = &parcel.cache {
+                self.save_parcel_entry(&parcel.ns, &parcel.key, entry)?;
+            }
         }
         let arrivals: Vec<_> =
-            adopted.iter().map(|(ns, key)| (ns, key, migration.from, migration.to)).collect();
+            arriving.iter().map(|p| (&p.ns, &p.key, migration.from, migration.to)).collect();
         for chunk in arrivals.chunks(ROWS_PER_STATEMENT) {
             self.write(
                 &rows_statement(
@@ -338,7 +437,7 @@ impl SqlShardStore {
                 vec![json_rows(&chunk)?],
             )?;
         }
-        Ok(adopted)
+        Ok(arriving.iter().map(|p| (p.ns.clone(), p.key.clone())).collect())
     }
 
     /// Stores a parcel's cache entry as `ns`/`key`, through the cache put's own upsert.
