@@ -1,9 +1,12 @@
 //! A shard's part in a change of the shard count (see [`edgecount_core::shard::migration`] for
 //! the steps and why they are safe to repeat):
 //!
-//! - **Taking over.** Before running an op on a key that moves here, the shard asks the key's
-//!   old home for its parcel and stores it with the key's arrival mark; ops on other keys, or
-//!   on keys already arrived, run at once.
+//! - **Taking over.** Before running a request that writes a key that moves here, the shard
+//!   asks the key's old home for its parcel and stores it with the key's arrival mark; ops on
+//!   other keys, or on keys already arrived, run at once.
+//! - **Reading where held.** A request that only reads is read at the old homes of its keys
+//!   that have not arrived, which hold them unchanged until they are handed over: a call, and
+//!   no write, where a take-over would cost both.
 //! - **Forwarding.** A request from an isolate still placing keys under another count is split
 //!   by the keys' homes under this deployment's count: the part that is this shard's runs here,
 //!   the rest goes to the other homes, and the answers are put back in order. A forwarded op is
@@ -18,7 +21,7 @@
 use std::future::Future;
 use std::rc::Rc;
 
-use edgecount_core::hashing::key_set;
+use edgecount_core::hashing::{key_set, KeySet};
 use edgecount_core::partition::shard_for;
 use edgecount_core::shard::migration::{self, Migration, Parcel, RecordsAfter, MAX_PARCELS_PER_CALL};
 use edgecount_core::shard::protocol::{Placed, ShardCall, ShardRequest, ShardResponse};
@@ -127,10 +130,55 @@ pub async fn run_placed(object: &Rc<ShardObject>, request: ShardRequest) -> Resu
     }
 }
 
-/// Runs a request whose keys are all this shard's, taking over those that have not arrived.
+/// Runs a request whose keys are all this shard's: one that writes once the keys that have not
+/// arrived are taken over, one that only reads with those keys read where they are.
 async fn run_owned(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
-    take_over_keys_of(object, request).await?;
-    object.run_here(request).await
+    if request.ops.iter().any(|call| call.op.is_write()) {
+        take_over_keys_of(object, request).await?;
+        return object.run_here(request).await;
+    }
+    read_where_held(object, request).await
+}
+
+/// Runs a request that only reads keys that are all this shard's, reading each key that has not
+/// arrived at its old home: the old home holds its copy unchanged until this shard has stored
+/// it, and a read changes nothing, so this costs a call and no write where a take-over costs
+/// both. A key that arrived while its old home was answering (the old home may have handed it
+/// over and deleted its copy meanwhile) is read again here.
+async fn read_where_held(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
+    let (Some(migration), Some(own)) = (object.hand_overs.migration, object.hand_overs.shard.get()) else {
+        return object.run_here(request).await;
+    };
+    let storage = |detail: String| JsValue::from_str(&detail);
+    let missing = unarrived(object, migration, &request.ops).map_err(storage)?;
+    if missing.is_empty() {
+        return object.run_here(request).await;
+    }
+    let missing: KeySet<(Namespace, Key)> = missing.into_iter().collect();
+    let groups = migration::grouped(0..request.ops.len(), |&place| {
+        let call = &request.ops[place];
+        let (ns, key) = call.op.target();
+        if missing.contains(&name_of(call)) {
+            migration.old_home(ns, key)
+        } else {
+            ShardId(own)
+        }
+    });
+    let unanswered = vec![None; request.ops.len()];
+    gather(object, request, groups, unanswered, |home, part| async move {
+        if home.0 != own {
+            // Every key of this part was missing when it was sent.
+            let results = shard_client::execute_request(&object.env, home, &part).await;
+            let still_missing: KeySet<(Namespace, Key)> =
+                unarrived(object, migration, &part.ops).map_err(storage)?.into_iter().collect();
+            if part.ops.iter().all(|call| still_missing.contains(&name_of(call))) {
+                return results.map_err(|_| JsValue::from_str("a key's old shard did not answer a read"));
+            }
+            take_over_keys_of(object, &part).await?;
+        }
+        results_of(&object.run_here(&part).await?)
+    })
+    .await
 }
 
 /// Takes over the keys of `request` (all this shard's) that move here and have not arrived.
@@ -308,40 +356,70 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
         .map(|(home, places)| (home, places.into_iter().filter(|&place| !was_applied(place)).collect()))
         .filter(|(_, places): &(ShardId, Vec<usize>)| !places.is_empty())
         .collect();
-    let share = request.answer_budget.map(|budget| budget / groups.len().max(1) as u64);
-    let own = object.hand_overs.shard.get();
-    let sends = groups.iter().map(|(home, places)| {
-        let part = ShardRequest {
-            ops: places.iter().map(|&place| request.ops[place].clone()).collect(),
-            answer_budget: share,
-            receipt: request.receipt.as_ref().map(|whole| receipt::forwarded(whole, *home)),
-            placed: Some(Placed { shards: object.shards, shard: home.0 }),
-        };
-        async move {
-            if own == Some(home.0) {
-                let answer = run_owned(object, &part).await?;
-                let answer: ShardResponse =
-                    serde_json::from_str(&answer).map_err(|e| JsValue::from_str(&e.to_string()))?;
-                Ok(answer.results)
-            } else {
-                shard_client::execute_request(&object.env, *home, &part)
-                    .await
-                    .map_err(|_| JsValue::from_str("the key's new shard did not answer a forwarded call"))
-            }
-        }
-    });
-    let answers: Vec<Result<Vec<OpResult>, JsValue>> = request_task::join_every(sends).await;
-    let mut results: Vec<Option<OpResult>> = (0..request.ops.len())
+    let answered: Vec<Option<OpResult>> = (0..request.ops.len())
         .map(|place| was_applied(place).then(|| OpResult::Replayed { first: Box::new(OpResult::Stored) }))
         .collect();
+    let own = object.hand_overs.shard.get();
+    gather(object, request, groups, answered, |home, part| async move {
+        if own == Some(home.0) {
+            results_of(&run_owned(object, &part).await?)
+        } else {
+            shard_client::execute_request(&object.env, home, &part)
+                .await
+                .map_err(|_| JsValue::from_str("the key's new shard did not answer a forwarded call"))
+        }
+    })
+    .await
+}
+
+/// Runs each group of `request`'s ops (its places, and the shard they go to) through `run`, all
+/// at once, each with its share of the answer budget and placed under this deployment's count,
+/// and answers the results in the request's order over `answered`, which holds those answered
+/// already.
+async fn gather<Ran>(
+    object: &ShardObject,
+    request: &ShardRequest,
+    groups: Vec<(ShardId, Vec<usize>)>,
+    mut answered: Vec<Option<OpResult>>,
+    run: impl Fn(ShardId, ShardRequest) -> Ran,
+) -> Result<String, JsValue>
+where
+    Ran: Future<Output = Result<Vec<OpResult>, JsValue>>,
+{
+    let share = request.answer_budget.map(|budget| budget / groups.len().max(1) as u64);
+    let runs = groups.iter().map(|(home, places)| {
+        run(
+            *home,
+            ShardRequest {
+                ops: places.iter().map(|&place| request.ops[place].clone()).collect(),
+                answer_budget: share,
+                receipt: request.receipt.as_ref().map(|whole| receipt::forwarded(whole, *home)),
+                placed: Some(Placed { shards: object.shards, shard: home.0 }),
+            },
+        )
+    });
+    let answers: Vec<Result<Vec<OpResult>, JsValue>> = request_task::join_every(runs).await;
     for ((_, places), answer) in groups.iter().zip(answers) {
         for (&place, result) in places.iter().zip(answer?) {
-            results[place] = Some(result);
+            answered[place] = Some(result);
         }
     }
-    let results: Option<Vec<OpResult>> = results.into_iter().collect();
+    let results: Option<Vec<OpResult>> = answered.into_iter().collect();
     let results = results.ok_or_else(|| JsValue::from_str("a forwarded call answered too few results"))?;
     serde_json::to_string(&ShardResponse { results }).map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
+/// The name an op is about.
+fn name_of(call: &ShardCall) -> (Namespace, Key) {
+    let (ns, key) = call.op.target();
+    (ns.clone(), key.clone())
+}
+
+/// The results of a JSON [`ShardResponse`] this shard answered.
+fn results_of(answer: &str) -> Result<Vec<OpResult>, JsValue> {
+    let answer: ShardResponse =
+        serde_json::from_str(answer).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    Ok(answer.results)
 }
 
 /// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should

@@ -141,7 +141,10 @@ impl SqlShardStore {
         self.write("UPDATE hand_overs SET done_from = ?, done_to = ? WHERE id = 0", counts_of(migration))
     }
 
-    /// The places in `keys` of those not yet taken over in `migration`.
+    /// The places in `keys` of those that have not arrived in `migration`: neither marked nor
+    /// holding a counter or cache entry here. A key's new home stores neither before the key
+    /// arrives, so one it holds arrived, if not in this change then in the same change declared
+    /// over once already (its mark forgotten then) and now declared again.
     ///
     /// # Errors
     /// A description of the storage failure.
@@ -153,9 +156,12 @@ impl SqlShardStore {
         let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
         let places: Vec<Place> = self
             .rows(
-                "SELECT CAST(r.key AS INTEGER) AS place FROM json_each(?1) AS r WHERE NOT EXISTS \
-                 (SELECT 1 FROM arrivals AS a WHERE a.ns = r.value ->> 0 AND a.key = r.value ->> 1 \
-                 AND a.from_shards = ?2 AND a.to_shards = ?3)",
+                &format!(
+                    "SELECT {PLACE} FROM {NAMED} WHERE NOT EXISTS (SELECT 1 FROM arrivals AS t {WHERE_NAME} \
+                     AND t.from_shards = ?2 AND t.to_shards = ?3) \
+                     AND NOT EXISTS (SELECT 1 FROM counters AS t {WHERE_NAME}) \
+                     AND NOT EXISTS (SELECT 1 FROM cache_entries AS t {WHERE_NAME})"
+                ),
                 [vec![json_rows(&names)?], counts_of(migration)].concat(),
             )
             .map_err(|e| describe(&e))?;
@@ -370,13 +376,12 @@ impl SqlShardStore {
         Ok(fitting.count().max(1))
     }
 
-    /// Stores what `parcels` carry of each key that has not arrived in `migration` yet: the
-    /// records of every one, then the rest of those that carry their last page, with their
-    /// arrival marks; answers the keys that arrived. A few statements for all of them (one per
-    /// cache entry). Under a change a key's new home holds nothing of it before it arrives (ops
-    /// on it wait for its arrival), unless the change was already done once and declared over,
-    /// then declared again (by a rollback, say), when what it holds is the key itself, and its
-    /// old home, holding nothing, sends a parcel with nothing in it.
+    /// Stores what `parcels` carry of each key that has not arrived in `migration` yet (see
+    /// [`Self::unarrived`]): the records of every one, then the rest of those that carry their
+    /// last page, with their arrival marks; answers the keys that arrived. A few statements for
+    /// all of them (one per cache entry). Under a change a key's new home holds nothing of it
+    /// before it arrives but the pages of records that came before it: ops on it wait for its
+    /// arrival, and reads of it are read at its old home.
     ///
     /// # Errors
     /// A description of the storage failure.
