@@ -167,11 +167,14 @@ async fn read_where_held(object: &Rc<ShardObject>, request: &ShardRequest) -> Re
     let unanswered = vec![None; request.ops.len()];
     gather(object, request, groups, unanswered, |home, part| async move {
         if home.0 != own {
-            // Every key of this part was missing when it was sent.
+            // Every key of this part had not arrived when it was sent; memory learns of each
+            // that arrives meanwhile, unless it forgets what it knew.
+            let state = &object.hand_overs;
+            let forgotten = state.forgotten.get();
             let results = shard_client::execute_request(&object.env, home, &part).await;
-            let still_missing: KeySet<(Namespace, Key)> =
-                unarrived(object, migration, &part.ops).map_err(storage)?.into_iter().collect();
-            if part.ops.iter().all(|call| still_missing.contains(&name_of(call))) {
+            let arrived_meanwhile = state.forgotten.get() != forgotten
+                || part.ops.iter().any(|call| state.arrived.borrow().contains(&name_of(call)));
+            if !arrived_meanwhile {
                 return results.map_err(|_| JsValue::from_str("a key's old shard did not answer a read"));
             }
             take_over_keys_of(object, &part).await?;

@@ -29,8 +29,12 @@ pub struct HandOverState {
     pub(super) done: Cell<bool>,
     /// The last name the alarm's sweep handed over or passed.
     pub(super) cursor: RefCell<Option<(String, String)>>,
-    /// Keys known to have arrived here: storage need not be asked again.
+    /// Keys known to have arrived here: storage need not be asked again. Every key that
+    /// arrives while the object runs is added, so a key not in it arrived earlier, or not at
+    /// all, unless the set was emptied since (see [`Self::forgotten`]).
     pub(super) arrived: RefCell<KeySet<(Namespace, Key)>>,
+    /// How many times [`Self::arrived`] was emptied, at its bound.
+    pub(super) forgotten: Cell<u64>,
     /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
     pub(super) keys_per_alarm: usize,
     /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
@@ -67,6 +71,7 @@ impl HandOverState {
             done: Cell::new(migration.is_some() && kept.done == migration),
             cursor: RefCell::new(None),
             arrived: RefCell::new(key_set()),
+            forgotten: Cell::new(0),
             keys_per_alarm: keys_per_alarm.max(1),
             leaving_left: Cell::new(None),
         }
@@ -135,6 +140,7 @@ impl HandOverState {
         for (ns, key) in keys {
             if arrived.len() >= MAX_REMEMBERED_ARRIVALS {
                 arrived.clear();
+                self.forgotten.set(self.forgotten.get() + 1);
             }
             arrived.insert((ns.clone(), key.clone()));
         }

@@ -154,18 +154,23 @@ impl SqlShardStore {
             place: usize,
         }
         let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
-        let places: Vec<Place> = self
+        // Those that arrived are read, usually the fewer.
+        let arrived: Vec<Place> = self
             .rows(
                 &format!(
-                    "SELECT {PLACE} FROM {NAMED} WHERE NOT EXISTS (SELECT 1 FROM arrivals AS t {WHERE_NAME} \
+                    "SELECT {PLACE} FROM {NAMED} WHERE EXISTS (SELECT 1 FROM arrivals AS t {WHERE_NAME} \
                      AND t.from_shards = ?2 AND t.to_shards = ?3) \
-                     AND NOT EXISTS (SELECT 1 FROM counters AS t {WHERE_NAME}) \
-                     AND NOT EXISTS (SELECT 1 FROM cache_entries AS t {WHERE_NAME})"
+                     OR EXISTS (SELECT 1 FROM counters AS t {WHERE_NAME}) \
+                     OR EXISTS (SELECT 1 FROM cache_entries AS t {WHERE_NAME})"
                 ),
                 [vec![json_rows(&names)?], counts_of(migration)].concat(),
             )
             .map_err(|e| describe(&e))?;
-        Ok(places.into_iter().map(|p| p.place).collect())
+        let mut has_arrived = vec![false; keys.len()];
+        for Place { place } in arrived {
+            *has_arrived.get_mut(place).ok_or("an arrival of no asked key")? = true;
+        }
+        Ok((0..keys.len()).filter(|&place| !has_arrived[place]).collect())
     }
 
     /// What the next hand-over call carries of `keys` (see [`edgecount_core::shard::migration`]):
@@ -321,10 +326,11 @@ impl SqlShardStore {
                 "(SELECT COUNT(*) FROM (SELECT 1 FROM {table} AS t {WHERE_NAME} AND t.{PER_KEY_RECORDS} LIMIT ?2))"
             )
         };
+        // Only keys that hold any come back: most hold none.
         let rows: Vec<Count> = self
             .rows(
                 &format!(
-                    "SELECT {PLACE}, {} + {} AS records FROM {NAMED}",
+                    "SELECT place, records FROM (SELECT {PLACE}, {} + {} AS records FROM {NAMED}) WHERE records > 0",
                     counted(RECORDS),
                     counted(EARLIER_RECORDS)
                 ),
