@@ -208,15 +208,9 @@ fn unarrived(
         return Ok(candidates);
     }
     let names: Vec<(&Namespace, &Key)> = candidates.iter().map(|(ns, key)| (ns, key)).collect();
-    let places = object.store.unarrived(&names, migration)?;
-    let mut missing_at = vec![false; candidates.len()];
-    for place in places {
-        if let Some(missing) = missing_at.get_mut(place) {
-            *missing = true;
-        }
-    }
-    let (missing, arrived): (Vec<_>, Vec<_>) =
-        candidates.into_iter().zip(missing_at).partition(|(_, missing)| *missing);
+    let arrived_at = object.store.arrived(&names, migration)?;
+    let (arrived, missing): (Vec<_>, Vec<_>) =
+        candidates.into_iter().zip(arrived_at).partition(|(_, arrived)| *arrived);
     object.hand_overs.remember_arrived(arrived.iter().map(|((ns, key), _)| (ns, key)));
     Ok(missing.into_iter().map(|(name, _)| name).collect())
 }
@@ -317,7 +311,7 @@ pub fn hand_over(object: &ShardObject, keys: &str, after: &str, change: Migratio
     if keys.len() > MAX_PARCELS_PER_CALL {
         return Err(format!("at most {MAX_PARCELS_PER_CALL} keys per hand-over"));
     }
-    let parcels = object.store.parcels(&keys, after.as_ref())?;
+    let parcels = object.store.parcels(&keys, after.as_ref(), now_ms())?;
     serde_json::to_string(&parcels).map_err(|e| e.to_string())
 }
 
@@ -501,7 +495,7 @@ async fn send_away(
     let by_home = migration::grouped(keys, |(ns, key)| shard_for(ns, key, migration.to));
     for (home, names) in &by_home {
         carry(names, |rest, after| async move {
-            let parcels = object.store.parcels(rest, after.as_ref())?;
+            let parcels = object.store.parcels(rest, after.as_ref(), now_ms())?;
             shard_client::adopt(&object.env, *home, &parcels, migration)
                 .await
                 .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;

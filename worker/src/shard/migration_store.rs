@@ -7,9 +7,8 @@
 //! together or not at all, after any pages of its records that came before it; parcels and
 //! pages for a key already marked are ignored.
 
-use std::collections::BTreeMap;
-
 use edgecount_core::shard::cache_table::CacheStore;
+use edgecount_core::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
 use edgecount_core::shard::migration::{
     self, Migration, Parcel, ParcelEntry, ParcelRecord, RecordsAfter, MAX_PARCEL_BYTES_PER_CALL,
     MAX_RECORDS_PER_CALL,
@@ -141,14 +140,14 @@ impl SqlShardStore {
         self.write("UPDATE hand_overs SET done_from = ?, done_to = ? WHERE id = 0", counts_of(migration))
     }
 
-    /// The places in `keys` of those that have not arrived in `migration`: neither marked nor
-    /// holding a counter or cache entry here. A key's new home stores neither before the key
+    /// Whether each of `keys` has arrived in `migration`: is marked, or holds a counter or cache
+    /// entry here. A key's new home stores neither before the key
     /// arrives, so one it holds arrived, if not in this change then in the same change declared
     /// over once already (its mark forgotten then) and now declared again.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn unarrived(&self, keys: &[(&Namespace, &Key)], migration: Migration) -> Result<Vec<usize>> {
+    pub fn arrived(&self, keys: &[(&Namespace, &Key)], migration: Migration) -> Result<Vec<bool>> {
         #[derive(Deserialize)]
         struct Place {
             place: usize,
@@ -170,51 +169,99 @@ impl SqlShardStore {
         for Place { place } in arrived {
             *has_arrived.get_mut(place).ok_or("an arrival of no asked key")? = true;
         }
-        Ok((0..keys.len()).filter(|&place| !has_arrived[place]).collect())
+        Ok(has_arrived)
     }
 
-    /// What the next hand-over call carries of `keys` (see [`edgecount_core::shard::migration`]):
-    /// the parcels of as many as fit one call, or, for a first key with more records than one
-    /// call carries, a page of its records (its whole parcel with the last page). `after` is
-    /// where the first key's records continue, when the call before carried a page of them.
+    /// What the next hand-over call carries of `keys` (see [`edgecount_core::shard::migration`]),
+    /// their idempotency records live at `now_ms` with them: the parcels of as many as fit one
+    /// call, or, for a first key with more records than one call carries, a page of its records
+    /// (its whole parcel with the last page). `after` is where the first key's records continue,
+    /// when the call before carried a page of them.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn parcels(&self, keys: &[(Namespace, Key)], after: Option<&RecordsAfter>) -> Result<Vec<Parcel>> {
+    pub fn parcels(
+        &self,
+        keys: &[(Namespace, Key)],
+        after: Option<&RecordsAfter>,
+        now_ms: u64,
+    ) -> Result<Vec<Parcel>> {
+        // A lapsed record is never replayed, so it stays behind; so does the earlier of two
+        // records of one scope (one in each generation), which lapsed before the later was made.
+        let live = now_ms.saturating_sub(IDEMPOTENCY_WINDOW_MS);
         let Some(first) = keys.first() else { return Ok(Vec::new()) };
         if let Some(after) = after {
-            return self.paged_parcel(first, after);
+            return self.paged_parcel(first, after, live);
         }
         let keys = &keys[..self.fitting(keys, MAX_PARCEL_BYTES_PER_CALL)?];
-        let counts = self.record_counts(keys)?;
-        match migration::whole_keys(counts.iter().copied()) {
-            0 => self.paged_parcel(first, &RecordsAfter::start()),
-            whole => self.parcels_with(&keys[..whole], counts[..whole].iter().any(|&n| n > 0)),
+        let counts = self.record_counts(keys, live)?;
+        let whole = migration::whole_keys(counts.iter().copied());
+        if whole == 0 {
+            return self.paged_parcel(first, &RecordsAfter::start(), live);
         }
+        let mut parcels = self.parcels_with(&keys[..whole])?;
+        if counts[..whole].iter().any(|&n| n > 0) {
+            let records: Vec<Placed<ParcelRecord>> = self
+                .rows(
+                    &format!("{} UNION ALL {}", records_of(RECORDS), records_of(EARLIER_RECORDS)),
+                    vec![json_names(&keys[..whole])?, integer(Some(live))],
+                )
+                .map_err(|e| describe(&e))?;
+            for Placed { place, row } in records {
+                parcels.get_mut(place).ok_or("a record of no asked key")?.records.push(row);
+            }
+        }
+        Ok(parcels)
     }
 
-    /// The first key's next page of records after `after` and, if it is the last, the rest of
-    /// its parcel with it.
-    fn paged_parcel(&self, (ns, key): &(Namespace, Key), after: &RecordsAfter) -> Result<Vec<Parcel>> {
-        let mut records = self.records_after(ns, key, after, MAX_RECORDS_PER_CALL + 1)?;
+    /// The first key's next page of records (live since `live`) after `after` and, if it is the
+    /// last, the rest of its parcel with it.
+    fn paged_parcel(
+        &self,
+        (ns, key): &(Namespace, Key),
+        after: &RecordsAfter,
+        live: u64,
+    ) -> Result<Vec<Parcel>> {
+        // Each table from the cursor on, merged in order.
+        let page = |table: &str| {
+            format!(
+                "SELECT 0 AS place, kind, idempotency_key, request_digest, result, created_at_ms FROM {table} \
+                 WHERE ns = ?1 AND key = ?2 AND {PER_KEY_RECORDS} AND created_at_ms > ?3 \
+                 AND (kind, idempotency_key) > (?4, ?5)"
+            )
+        };
+        let records: Vec<Placed<ParcelRecord>> = self
+            .rows(
+                &format!(
+                    "{} UNION ALL {} ORDER BY kind, idempotency_key LIMIT ?6",
+                    page(RECORDS),
+                    page(EARLIER_RECORDS)
+                ),
+                vec![
+                    text(ns.as_str()),
+                    text(key.as_str()),
+                    integer(Some(live)),
+                    text(&after.kind),
+                    text(&after.idempotency_key),
+                    integer(Some(MAX_RECORDS_PER_CALL as u64 + 1)),
+                ],
+            )
+            .map_err(|e| describe(&e))?;
+        let mut records: Vec<ParcelRecord> = records.into_iter().map(|placed| placed.row).collect();
         if records.len() > MAX_RECORDS_PER_CALL {
             records.truncate(MAX_RECORDS_PER_CALL);
-            return Ok(vec![Parcel {
-                records,
-                records_follow: true,
-                ..Parcel::empty(ns.clone(), key.clone())
-            }]);
+            let page = Parcel { records, records_follow: true, ..Parcel::empty(ns.clone(), key.clone()) };
+            return Ok(vec![page]);
         }
-        let mut parcels = self.parcels_with(&[(ns.clone(), key.clone())], false)?;
+        let mut parcels = self.parcels_with(&[(ns.clone(), key.clone())])?;
         if let Some(parcel) = parcels.first_mut() {
             parcel.records = records;
         }
         Ok(parcels)
     }
 
-    /// The parcels of `keys`, in order, with the keys' idempotency records or without them (an
-    /// export's, and keys known to hold none).
-    pub(super) fn parcels_with(&self, keys: &[(Namespace, Key)], with_records: bool) -> Result<Vec<Parcel>> {
+    /// The parcels of `keys`, in order, without their idempotency records.
+    pub(super) fn parcels_with(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Parcel>> {
         let mut parcels: Vec<Parcel> =
             keys.iter().map(|(ns, key)| Parcel::empty(ns.clone(), key.clone())).collect();
         if keys.is_empty() {
@@ -248,74 +295,12 @@ impl SqlShardStore {
             let parcel = usize::try_from(place).ok().and_then(|place| parcels.get_mut(place));
             parcel.ok_or("a cache row of no asked key")?.cache = Some(entry(columns)?);
         }
-        if with_records {
-            let records = self.newest_records(|table| {
-                Ok((
-                    format!(
-                        "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
-                         FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS}"
-                    ),
-                    vec![names()?],
-                ))
-            })?;
-            for ((place, _, _), record) in records {
-                parcels.get_mut(place).ok_or("a record of no asked key")?.records.push(record);
-            }
-        }
         Ok(parcels)
     }
 
-    /// Up to `most` of the records of `ns`/`key` after `after`, in order.
-    fn records_after(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        after: &RecordsAfter,
-        most: usize,
-    ) -> Result<Vec<ParcelRecord>> {
-        // Each table's first `most` past the cursor: the first `most` of both are among them.
-        let records = self.newest_records(|table| {
-            Ok((
-                format!(
-                    "SELECT 0 AS place, kind, idempotency_key, request_digest, result, created_at_ms FROM {table} \
-                     WHERE ns = ?1 AND key = ?2 AND {PER_KEY_RECORDS} AND (kind, idempotency_key) > (?3, ?4) \
-                     ORDER BY kind, idempotency_key LIMIT ?5"
-                ),
-                vec![
-                    text(ns.as_str()),
-                    text(key.as_str()),
-                    text(&after.kind),
-                    text(&after.idempotency_key),
-                    integer(Some(most as u64)),
-                ],
-            ))
-        })?;
-        Ok(records.into_values().take(most).collect())
-    }
-
-    /// The records a query reads from both generations, by key place, kind and Idempotency-Key:
-    /// a scope in both was applied again after its earlier record lapsed, and only the newer
-    /// record travels.
-    fn newest_records(
-        &self,
-        query: impl Fn(&str) -> Result<(String, Vec<SqlStorageValue>)>,
-    ) -> Result<BTreeMap<(usize, String, String), ParcelRecord>> {
-        let mut newest = BTreeMap::new();
-        // The earlier generation first, so that the current one's records replace its own.
-        for table in [EARLIER_RECORDS, RECORDS] {
-            let (statement, bindings) = query(table)?;
-            let records: Vec<Placed<ParcelRecord>> =
-                self.rows(&statement, bindings).map_err(|e| describe(&e))?;
-            for Placed { place, row } in records {
-                newest.insert((place, row.kind.clone(), row.idempotency_key.clone()), row);
-            }
-        }
-        Ok(newest)
-    }
-
-    /// How many per-key records each of `keys` holds in both generations, counted up to one past
+    /// How many per-key records live since `live` each of `keys` holds, counted up to one past
     /// what a call carries: enough to tell whether they fit, without reading a busy key's all.
-    fn record_counts(&self, keys: &[(Namespace, Key)]) -> Result<Vec<usize>> {
+    fn record_counts(&self, keys: &[(Namespace, Key)], live: u64) -> Result<Vec<usize>> {
         #[derive(Deserialize)]
         struct Count {
             place: usize,
@@ -323,7 +308,8 @@ impl SqlShardStore {
         }
         let counted = |table: &str| {
             format!(
-                "(SELECT COUNT(*) FROM (SELECT 1 FROM {table} AS t {WHERE_NAME} AND t.{PER_KEY_RECORDS} LIMIT ?2))"
+                "(SELECT COUNT(*) FROM (SELECT 1 FROM {table} AS t {WHERE_NAME} AND t.{PER_KEY_RECORDS} \
+                 AND t.created_at_ms > ?3 LIMIT ?2))"
             )
         };
         // Only keys that hold any come back: most hold none.
@@ -334,7 +320,7 @@ impl SqlShardStore {
                     counted(RECORDS),
                     counted(EARLIER_RECORDS)
                 ),
-                vec![json_names(keys)?, integer(Some(MAX_RECORDS_PER_CALL as u64 + 1))],
+                vec![json_names(keys)?, integer(Some(MAX_RECORDS_PER_CALL as u64 + 1)), integer(Some(live))],
             )
             .map_err(|e| describe(&e))?;
         let mut counts = vec![0; keys.len()];
@@ -383,7 +369,7 @@ impl SqlShardStore {
     }
 
     /// Stores what `parcels` carry of each key that has not arrived in `migration` yet (see
-    /// [`Self::unarrived`]): the records of every one, then the rest of those that carry their
+    /// [`Self::arrived`]): the records of every one, then the rest of those that carry their
     /// last page, with their arrival marks; answers the keys that arrived. A few statements for
     /// all of them (one per cache entry). Under a change a key's new home holds nothing of it
     /// before it arrives but the pages of records that came before it: ops on it wait for its
@@ -393,8 +379,9 @@ impl SqlShardStore {
     /// A description of the storage failure.
     pub fn adopt(&self, parcels: &[Parcel], migration: Migration) -> Result<Vec<(Namespace, Key)>> {
         let names: Vec<(&Namespace, &Key)> = parcels.iter().map(|p| (&p.ns, &p.key)).collect();
+        let arrived = self.arrived(&names, migration)?;
         let fresh: Vec<&Parcel> =
-            self.unarrived(&names, migration)?.into_iter().map(|place| &parcels[place]).collect();
+            parcels.iter().zip(arrived).filter(|(_, arrived)| !arrived).map(|(p, _)| p).collect();
         let records: Vec<_> = fresh
             .iter()
             .flat_map(|p| {
@@ -539,6 +526,14 @@ struct Placed<T> {
 /// The counts of `migration`, bound as two integers: the count left, then the one reached.
 fn counts_of(migration: Migration) -> Vec<SqlStorageValue> {
     vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))]
+}
+
+/// The per-key records of the names (`?1`) in `table` made after `?2`, each with its key's place.
+fn records_of(table: &str) -> String {
+    format!(
+        "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
+         FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS} AND t.created_at_ms > ?2"
+    )
 }
 
 /// A cache row (`value, content_type, expires_at_ms, written_at_ms`) as a parcel's entry.
