@@ -55,7 +55,7 @@ const RETRY_AFTER_MS: u64 = 1_000;
 pub enum Route {
     Here,
     /// Once storage has said which of its moving keys have arrived and the rest are taken
-    /// over, or once forwarded.
+    /// over (read at their old homes, for a request that only reads), or once forwarded.
     AfterHandOvers,
     /// Not at all: the shard is in the middle of a change this deployment no longer declares,
     /// where a key not yet moved would read 0 at its new home and its writes be lost.
