@@ -163,12 +163,13 @@ extern "C" {
     fn placement(this: &ShardRpc, placement: &str) -> js_sys::Promise;
 
     /// Resolves to the JSON parcels of the JSON keys, the first one's records continuing after
-    /// the JSON cursor (see `Shard::hand_over_rpc`).
-    #[wasm_bindgen(method, js_name = handOver)]
+    /// the JSON cursor (see `Shard::hand_over_rpc`; a shard of another release lacks the name).
+    #[wasm_bindgen(method, js_name = handOverPaged)]
     fn hand_over(this: &ShardRpc, keys: &str, after: &str, from: u32, to: u32) -> js_sys::Promise;
 
-    /// Resolves once the JSON parcels are stored (see `Shard::adopt_rpc`).
-    #[wasm_bindgen(method, js_name = adopt)]
+    /// Resolves once the JSON parcels are stored (see `Shard::adopt_rpc`; a shard of another
+    /// release lacks the name).
+    #[wasm_bindgen(method, js_name = adoptPaged)]
     fn adopt(this: &ShardRpc, parcels: &str, from: u32, to: u32) -> js_sys::Promise;
 
     /// Resolves once the shard has forgotten a change declared over.

@@ -296,7 +296,7 @@ fn adopt_parcels(
     Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
 }
 
-/// The `handOver` call: what the next call carries of the JSON `[[ns, key], ...]` (see
+/// The `handOverPaged` call: what the next call carries of the JSON `[[ns, key], ...]` (see
 /// [`crate::shard::sql_store::SqlShardStore::parcels`]), the first key's records continuing
 /// after the JSON `after` (`null` for from the start), as JSON.
 ///
@@ -315,7 +315,7 @@ pub fn hand_over(object: &ShardObject, keys: &str, after: &str, change: Migratio
     serde_json::to_string(&parcels).map_err(|e| e.to_string())
 }
 
-/// The `adopt` call: stores the JSON parcels; answers when the first thing they hold lapses.
+/// The `adoptPaged` call: stores the JSON parcels; answers when the first thing they hold lapses.
 ///
 /// # Errors
 /// Malformed or too many parcels, no change under way, or a storage failure.
