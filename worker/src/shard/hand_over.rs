@@ -57,8 +57,9 @@ pub enum Route {
     /// Once storage has said which of its moving keys have arrived and the rest are taken
     /// over (read at their old homes, for a request that only reads), or once forwarded.
     AfterHandOvers,
-    /// Not at all: the shard is in the middle of a change this deployment no longer declares,
-    /// where a key not yet moved would read 0 at its new home and its writes be lost.
+    /// Not at all: the shard is in the middle of a change this deployment no longer declares
+    /// (it declares none, or another), where a key not yet moved would read 0 at its new home
+    /// and its writes be lost, or a stale copy be taken for it.
     Refused(CoreError),
 }
 
@@ -328,9 +329,11 @@ pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<O
 }
 
 /// Refuses a hand-over between shards that are not under the same change: a shard still on
-/// the previous configuration would go on applying ops to a key it handed over.
+/// the previous configuration would go on applying ops to a key it handed over. A shard that
+/// another change interrupted takes part in none (see [`Route::Refused`]).
 fn same_change(object: &ShardObject, change: Migration) -> Result<(), String> {
-    if object.hand_overs.migration == Some(change) {
+    let state = &object.hand_overs;
+    if state.migration == Some(change) && state.interrupted.get().is_none() {
         Ok(())
     } else {
         Err(format!("this shard is not under the change from {} to {} shards", change.from, change.to))

@@ -20,8 +20,9 @@ const MAX_REMEMBERED_ARRIVALS: usize = 100_000;
 pub struct HandOverState {
     /// The change this deployment declares, if any.
     pub migration: Option<Migration>,
-    /// A change this shard ran under, not declared over, that this deployment does not declare:
-    /// every op is refused until it is declared again or over.
+    /// A change this shard ran under, not declared over, that this deployment does not declare
+    /// (it declares none, or another): every op is refused, and no key handed over or taken,
+    /// until it is declared again or over.
     pub(super) interrupted: Cell<Option<Migration>>,
     /// This shard's index, once a caller has told it.
     pub(super) shard: Cell<Option<u32>>,
@@ -42,15 +43,21 @@ pub struct HandOverState {
 }
 
 impl HandOverState {
-    /// The state kept in `store` for `migration`. Under a change, arrivals of any other change
-    /// are forgotten and the change is kept as this shard's; without one, a change this shard
-    /// ran under that was never declared over interrupts it (see [`Route::Refused`]).
+    /// The state kept in `store` for `migration`. A change this shard ran under that was never
+    /// declared over, and that this deployment does not declare (it declares none, or another),
+    /// interrupts it (see [`Route::Refused`]): its arrival marks are kept, untouched, for when it
+    /// is declared again. Otherwise, under a change, arrivals of any other change (one declared
+    /// over) are forgotten and the change is kept as this shard's.
+    ///
+    /// Forgetting the marks of a change still under way would let this shard take the stale
+    /// copy a key's old home still holds for the key, written (or deleted) here since it arrived.
     pub fn open(store: &SqlShardStore, migration: Option<Migration>, keys_per_alarm: usize) -> Self {
         let declared = store.declared_change().unwrap_or_else(|detail| {
             console_error!("reading the change of count this shard ran under failed: {detail}");
             None
         });
-        if let Some(migration) = migration {
+        let interrupted = declared.filter(|&declared| migration != Some(declared));
+        if let (Some(migration), None) = (migration, interrupted) {
             let kept = store.settle_arrivals(migration).and_then(|()| {
                 if declared == Some(migration) {
                     Ok(())
@@ -66,7 +73,7 @@ impl HandOverState {
             if migration.is_some() { store.hand_overs().unwrap_or_default() } else { Default::default() };
         Self {
             migration,
-            interrupted: Cell::new(declared.filter(|_| migration.is_none())),
+            interrupted: Cell::new(interrupted),
             shard: Cell::new(kept.shard),
             done: Cell::new(migration.is_some() && kept.done == migration),
             cursor: RefCell::new(None),
@@ -78,12 +85,18 @@ impl HandOverState {
     }
 
     /// Forgets `change`, declared over: its arrival marks, and that this shard ran under it.
+    /// A shard it interrupted takes up the change this deployment declares, if any, as one
+    /// started afresh (every shard has handed `change` over by then).
     ///
     /// # Errors
     /// A storage failure.
     pub fn settle(&self, store: &SqlShardStore, change: Migration) -> Result<(), String> {
         store.settle_change(change)?;
         if self.interrupted.get() == Some(change) {
+            if let Some(migration) = self.migration {
+                store.settle_arrivals(migration)?;
+                store.declare_change(migration)?;
+            }
             self.interrupted.set(None);
         }
         Ok(())
@@ -107,7 +120,7 @@ impl HandOverState {
 
     /// Whether keys may still have to leave this shard.
     pub fn pending(&self) -> bool {
-        self.migration.is_some() && !self.done.get()
+        self.migration.is_some() && !self.done.get() && self.interrupted.get().is_none()
     }
 
     /// How many keys stored here belong elsewhere under the count being reached. Counted by

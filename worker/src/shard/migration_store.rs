@@ -141,9 +141,13 @@ impl SqlShardStore {
     }
 
     /// Whether each of `keys` has arrived in `migration`: is marked, or holds a counter or cache
-    /// entry here. A key's new home stores neither before the key
-    /// arrives, so one it holds arrived, if not in this change then in the same change declared
-    /// over once already (its mark forgotten then) and now declared again.
+    /// entry here. A key's new home stores neither before the key arrives, so one it holds
+    /// arrived, if not in this change then in the same change declared over once already (its
+    /// mark forgotten then, once every old home had handed its keys over) and now declared
+    /// again. Marks are forgotten at no other time: a shard whose change is still under way,
+    /// opened under another, forgets none and runs nothing (see
+    /// [`crate::shard::hand_over_state::HandOverState::open`]), so a copy its old home still
+    /// holds is never taken for a key that arrived here and was written since.
     ///
     /// # Errors
     /// A description of the storage failure.
