@@ -173,6 +173,12 @@ impl RecordsAfter {
     pub fn start() -> Self {
         Self { kind: String::new(), idempotency_key: String::new() }
     }
+
+    /// The cursor as the records tables order it: by kind, then Idempotency-Key, byte by byte
+    /// (SQLite's `BINARY` order, as Rust compares strings).
+    fn key(&self) -> (&str, &str) {
+        (&self.kind, &self.idempotency_key)
+    }
 }
 
 impl Parcel {
@@ -229,15 +235,17 @@ pub fn within_one_call(parcels: &[Parcel]) -> Result<(), String> {
 }
 
 /// What one hand-over call moved of `asked`, the keys it was given in order (see the module
-/// documentation): how many of them, from the first, arrived with it, and where the next call
-/// picks up the records of the one after them when a page of its records came.
+/// documentation), the first one's records continuing `after`: how many of them, from the
+/// first, arrived with it, and where the next call picks up the records of the one after them
+/// when a page of its records came.
 ///
 /// # Errors
 /// Parcels out of protocol: past [`within_one_call`], none, more than asked, other keys or in
-/// another order, or a page of records that is not the call's last parcel or holds none (the
-/// move would not advance).
+/// another order, or a page of records that is not the call's last parcel, holds none, or
+/// ends at or before `after` (the move would not advance).
 pub fn progress(
     asked: &[(Namespace, Key)],
+    after: Option<&RecordsAfter>,
     parcels: &[Parcel],
 ) -> Result<(usize, Option<RecordsAfter>), String> {
     within_one_call(parcels)?;
@@ -250,13 +258,21 @@ pub fn progress(
     if paged == 0 {
         return Ok((parcels.len(), None));
     }
-    match last.records.last() {
-        Some(record) if paged == 1 && last.records_follow => Ok((
-            parcels.len() - 1,
-            Some(RecordsAfter { kind: record.kind.clone(), idempotency_key: record.idempotency_key.clone() }),
-        )),
-        _ => Err("a page of records that is not the last parcel of its call, or holds none".into()),
+    let next = last
+        .records
+        .last()
+        .filter(|_| paged == 1 && last.records_follow)
+        .map(|record| RecordsAfter {
+            kind: record.kind.clone(),
+            idempotency_key: record.idempotency_key.clone(),
+        })
+        .ok_or("a page of records that is not the last parcel of its call, or holds none")?;
+    // A page of the first key asked for continues its records after `after`, and must end past
+    // it; a page of a later key starts them.
+    if parcels.len() == 1 && after.is_some_and(|after| next.key() <= after.key()) {
+        return Err("a page of records that does not end past the one before".into());
     }
+    Ok((parcels.len() - 1, Some(next)))
 }
 
 /// How many of a call's keys travel whole, records and all, given how many records each holds
@@ -378,7 +394,7 @@ mod tests {
                 for (parcel, &i) in parcels.iter().zip(&asked) {
                     delivered[i] += parcel.records.len();
                 }
-                let (came, next) = progress(&keys[rest..], &parcels).unwrap();
+                let (came, next) = progress(&keys[rest..], after.as_ref(), &parcels).unwrap();
                 arrived.extend(rest..rest + came);
                 rest += came;
                 after = next;
@@ -401,16 +417,40 @@ mod tests {
         let keys: Vec<(Namespace, Key)> = (0..3).map(names).collect();
         let empty = |i: usize| Parcel::empty(names(i).0, names(i).1);
         let page = |i: usize| Parcel { records: vec![record(7)], records_follow: true, ..empty(i) };
-        assert_eq!(progress(&keys, &[empty(0), empty(1)]), Ok((2, None)));
+        assert_eq!(progress(&keys, None, &[empty(0), empty(1)]), Ok((2, None)));
         let after = RecordsAfter { kind: "counter".into(), idempotency_key: format!("{:08}", 7) };
-        assert_eq!(progress(&keys, &[empty(0), page(1)]), Ok((1, Some(after))));
-        assert!(progress(&keys, &[]).is_err(), "nothing moved");
-        assert!(progress(&keys, &[empty(1)]).is_err(), "another key");
-        assert!(progress(&keys[..1], &[empty(0), empty(1)]).is_err(), "more than asked");
-        assert!(progress(&keys, &[page(0), empty(1)]).is_err(), "a page before the last parcel");
-        assert!(progress(&keys, &[Parcel { records_follow: true, ..empty(0) }]).is_err(), "an empty page");
+        assert_eq!(progress(&keys, None, &[empty(0), page(1)]), Ok((1, Some(after))));
+        assert!(progress(&keys, None, &[]).is_err(), "nothing moved");
+        assert!(progress(&keys, None, &[empty(1)]).is_err(), "another key");
+        assert!(progress(&keys[..1], None, &[empty(0), empty(1)]).is_err(), "more than asked");
+        assert!(progress(&keys, None, &[page(0), empty(1)]).is_err(), "a page before the last parcel");
+        let empty_page = Parcel { records_follow: true, ..empty(0) };
+        assert!(progress(&keys, None, &[empty_page]).is_err(), "an empty page");
         let too_many = Parcel { records: vec![record(1); MAX_RECORDS_PER_CALL + 1], ..empty(0) };
-        assert!(progress(&keys, &[too_many]).is_err(), "past the page");
+        assert!(progress(&keys, None, &[too_many]).is_err(), "past the page");
+    }
+
+    #[test]
+    fn progress_refuses_a_page_that_does_not_end_past_the_cursor() {
+        let keys: Vec<(Namespace, Key)> = (0..2).map(names).collect();
+        let page = |ends_at: usize| Parcel {
+            records: vec![record(ends_at)],
+            records_follow: true,
+            ..Parcel::empty(names(0).0, names(0).1)
+        };
+        let at = |i: usize| RecordsAfter { kind: "counter".into(), idempotency_key: format!("{i:08}") };
+        assert_eq!(progress(&keys, Some(&at(7)), &[page(8)]), Ok((0, Some(at(8)))));
+        // Answered again and again, the same page would have the call asked for ever.
+        assert!(progress(&keys, Some(&at(7)), &[page(7)]).is_err(), "the same page again");
+        assert!(progress(&keys, Some(&at(7)), &[page(3)]).is_err(), "an earlier page");
+        // The last page of a key, then a page of the next: the cursor starts again.
+        let whole = Parcel::empty(names(0).0, names(0).1);
+        let next = Parcel {
+            records: vec![record(2)],
+            records_follow: true,
+            ..Parcel::empty(names(1).0, names(1).1)
+        };
+        assert_eq!(progress(&keys, Some(&at(7)), &[whole, next]), Ok((1, Some(at(2)))));
     }
 
     #[test]

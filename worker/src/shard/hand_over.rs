@@ -271,8 +271,8 @@ where
     let (mut rest, mut after) = (keys, None);
     while !rest.is_empty() {
         let asked = &rest[..rest.len().min(MAX_PARCELS_PER_CALL)];
-        let parcels = call(asked, after).await?;
-        let (arrived, next) = migration::progress(asked, &parcels)?;
+        let parcels = call(asked, after.clone()).await?;
+        let (arrived, next) = migration::progress(asked, after.as_ref(), &parcels)?;
         rest = &rest[arrived..];
         after = next;
     }
