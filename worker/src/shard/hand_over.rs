@@ -243,8 +243,11 @@ async fn take_over(
     keys: Vec<(Namespace, Key)>,
 ) -> Result<(), JsValue> {
     let by_old_home = migration::grouped(keys, |(ns, key)| migration.old_home(ns, key));
+    // Memory knows every key that arrived while the object runs (unless it had to forget them
+    // at its bound: a key then goes on arriving, to no effect).
+    let known_arrived = |name: &(Namespace, Key)| object.hand_overs.arrived.borrow().contains(name);
     let takes = by_old_home.iter().map(|(old, names)| {
-        carry(names, move |rest, after| async move {
+        carry(names, known_arrived, move |rest, after| async move {
             let parcels =
                 shard_client::hand_over(&object.env, *old, rest, after.as_ref(), migration).await.map_err(
                     |error| error.as_string().unwrap_or_else(|| format!("shard {old} handed nothing over")),
@@ -260,23 +263,33 @@ async fn take_over(
 
 /// Moves `keys`, all of one old home and one new, in as many calls as they take: `call` moves
 /// the parcels of the keys it is given (at most [`MAX_PARCELS_PER_CALL`], the first one's
-/// records continuing after the cursor, if any) and answers them.
+/// records continuing after the cursor, if any) and answers them. A key that `arrived` says is
+/// at its new home already is asked for no further, however many of its pages are still to
+/// come: another take-over, or its old home's alarm, brought it in meanwhile, and the new home
+/// ignores any later copy of it.
 async fn carry<'k, Moved>(
     keys: &'k [(Namespace, Key)],
+    arrived: impl Fn(&(Namespace, Key)) -> bool,
     mut call: impl FnMut(&'k [(Namespace, Key)], Option<RecordsAfter>) -> Moved,
 ) -> Result<(), String>
 where
     Moved: Future<Output = Result<Vec<Parcel>, String>>,
 {
     let (mut rest, mut after) = (keys, None);
-    while !rest.is_empty() {
+    loop {
+        while rest.first().is_some_and(&arrived) {
+            rest = &rest[1..];
+            after = None;
+        }
+        if rest.is_empty() {
+            return Ok(());
+        }
         let asked = &rest[..rest.len().min(MAX_PARCELS_PER_CALL)];
         let parcels = call(asked, after.clone()).await?;
-        let (arrived, next) = migration::progress(asked, after.as_ref(), &parcels)?;
-        rest = &rest[arrived..];
+        let (came, next) = migration::progress(asked, after.as_ref(), &parcels)?;
+        rest = &rest[came..];
         after = next;
     }
-    Ok(())
 }
 
 /// Stores what `parcels` carry of keys that have not arrived, and forgets what memory held of
@@ -497,22 +510,116 @@ async fn send_away(
 ) -> Result<(), String> {
     let by_home = migration::grouped(keys, |(ns, key)| shard_for(ns, key, migration.to));
     for (home, names) in &by_home {
-        carry(names, |rest, after| async move {
-            let parcels = object.store.parcels(rest, after.as_ref(), now_ms())?;
-            shard_client::adopt(&object.env, *home, &parcels, migration)
-                .await
-                .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
-            let sent: Vec<(Namespace, Key)> =
-                parcels.iter().filter(|p| !p.records_follow).map(|p| (p.ns.clone(), p.key.clone())).collect();
-            object.store.atomically(|| object.store.release(&sent))?;
-            let counted = &object.hand_overs.leaving_left;
-            counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
-            // Their rows are gone: memory drops them, and the cache index keeps the rest.
-            object.engine.borrow_mut().forget_released(sent.iter().map(|(ns, key)| (ns, key)));
-            object.end_streams(&sent);
-            Ok(parcels)
-        })
+        // Only the new home knows which keys arrived: it ignores the pages of those that did.
+        carry(
+            names,
+            |_| false,
+            |rest, after| async move {
+                let parcels = object.store.parcels(rest, after.as_ref(), now_ms())?;
+                shard_client::adopt(&object.env, *home, &parcels, migration)
+                    .await
+                    .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
+                let sent: Vec<(Namespace, Key)> = parcels
+                    .iter()
+                    .filter(|p| !p.records_follow)
+                    .map(|p| (p.ns.clone(), p.key.clone()))
+                    .collect();
+                object.store.atomically(|| object.store.release(&sent))?;
+                let counted = &object.hand_overs.leaving_left;
+                counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
+                // Their rows are gone: memory drops them, and the cache index keeps the rest.
+                object.engine.borrow_mut().forget_released(sent.iter().map(|(ns, key)| (ns, key)));
+                object.end_streams(&sent);
+                Ok(parcels)
+            },
+        )
         .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use edgecount_core::shard::migration::ParcelRecord;
+
+    use super::*;
+
+    fn name(i: usize) -> (Namespace, Key) {
+        (Namespace::new("moving").unwrap(), Key::new(&format!("key-{i}")).unwrap())
+    }
+
+    fn whole(i: usize) -> Parcel {
+        let (ns, key) = name(i);
+        Parcel::empty(ns, key)
+    }
+
+    /// A page of key `i`'s records, its last one `ends_at`.
+    fn page(i: usize, ends_at: usize) -> Parcel {
+        let record = ParcelRecord {
+            kind: "counter".into(),
+            idempotency_key: format!("{ends_at:08}"),
+            request_digest: "0".repeat(32),
+            result: "{}".into(),
+            created_at_ms: 1,
+        };
+        Parcel { records: vec![record], records_follow: true, ..whole(i) }
+    }
+
+    /// Runs a carry whose calls answer at once to its end.
+    fn run(carried: impl Future<Output = Result<(), String>>) -> Result<(), String> {
+        match pin!(carried).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(done) => done,
+            Poll::Pending => panic!("calls that answer at once left the carry waiting"),
+        }
+    }
+
+    #[test]
+    fn a_take_over_asks_for_no_more_pages_of_a_key_that_arrived_meanwhile() {
+        let keys = vec![name(0), name(1)];
+        let arrived = RefCell::new(Vec::new());
+        let calls = RefCell::new(Vec::new());
+        let carried = carry(
+            &keys,
+            |key| arrived.borrow().contains(key),
+            |asked, after| {
+                calls.borrow_mut().push((asked.to_vec(), after));
+                let answer = if calls.borrow().len() == 1 {
+                    // A page of key 0; meanwhile another take-over brings key 0 in whole.
+                    arrived.borrow_mut().push(name(0));
+                    vec![page(0, 1)]
+                } else {
+                    vec![whole(1)]
+                };
+                async move { Ok::<_, String>(answer) }
+            },
+        );
+        assert_eq!(run(carried), Ok(()));
+        let calls = calls.into_inner();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[1], (vec![name(1)], None), "key 0's next page was not asked for");
+    }
+
+    #[test]
+    fn a_carry_pages_a_key_that_has_not_arrived_to_its_end() {
+        let keys = vec![name(0)];
+        let calls = RefCell::new(0);
+        let carried = carry(
+            &keys,
+            |_| false,
+            |_, _| {
+                *calls.borrow_mut() += 1;
+                let answer = match *calls.borrow() {
+                    n @ 1..=2 => vec![page(0, n)],
+                    _ => vec![whole(0)],
+                };
+                async move { Ok::<_, String>(answer) }
+            },
+        );
+        assert_eq!(run(carried), Ok(()));
+        assert_eq!(calls.into_inner(), 3);
+    }
 }
