@@ -147,7 +147,11 @@ async fn run_owned(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<S
 /// both. A key that arrived while its old home was answering (the old home may have handed it
 /// over and deleted its copy meanwhile) is read again here.
 async fn read_where_held(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
-    let (Some(migration), Some(own)) = (object.hand_overs.migration, object.hand_overs.shard.get()) else {
+    let Some(migration) = object.hand_overs.migration else { return object.run_here(request).await };
+    let Some(own) = object.hand_overs.shard.get() else {
+        // Not told its own index, the shard cannot tell its part from its old homes': it takes
+        // the keys over instead, as for a write, rather than read 0 for keys it does not hold.
+        take_over_keys_of(object, request).await?;
         return object.run_here(request).await;
     };
     let storage = |detail: String| JsValue::from_str(&detail);
