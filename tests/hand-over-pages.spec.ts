@@ -66,8 +66,8 @@ it("moves keys with several pages of records, every old Idempotency-Key still a 
   }
   await underOne.stop();
 
-  // One key per alarm: the keys move one by one, and the first op on one that has not arrived
-  // takes it over.
+  // One key per alarm: the keys move one by one, and the first write to one that has not
+  // arrived takes it over.
   const moving = await startService({
     persistDir,
     vars: {
@@ -104,7 +104,7 @@ it("moves keys with several pages of records, every old Idempotency-Key still a 
       expect(previous.headers.get("idempotent-replayed")).toBe("true");
       expect(await moving.value(NS, key)).toBe(BigInt(RECORDS));
     };
-    // Written to right away: most likely taken over by this first op, its pages asked for.
+    // Written to right away: most likely taken over by these first writes, its pages asked for.
     await expectReplays(takenOver);
     // Left to the alarm, which sends its pages unasked.
     for (let i = 0; i < 600; i++) {
