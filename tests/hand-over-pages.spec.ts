@@ -104,8 +104,8 @@ it("moves keys with several pages of records, every old Idempotency-Key still a 
       expect(previous.headers.get("idempotent-replayed")).toBe("true");
       expect(await moving.value(NS, key)).toBe(BigInt(RECORDS));
     };
-    // Written to right away, by three requests at once: most likely one takes it over, its
-    // pages asked for, and the others wait for it.
+    // Written to right away, by three requests at once: each that finds the key not arrived
+    // takes it over, and a page stored twice stores the same records, so every write replays.
     const first = increments(takenOver).slice(0, PAGE);
     const answers = await Promise.all(
       [0, 1, 2].map(() => batch(moving, first)),

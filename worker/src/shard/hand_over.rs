@@ -33,7 +33,7 @@ use worker::console_error;
 
 use crate::isolate::clock::now_ms;
 use crate::isolate::{request_task, shard_client};
-use crate::shard::hand_over_state::{TakeOverClaim, SWEEP_PAGE};
+use crate::shard::hand_over_state::SWEEP_PAGE;
 use crate::shard::object::ShardObject;
 
 /// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
@@ -51,8 +51,6 @@ const MAX_PAUSE_MS: u64 = 5_000;
 const MIN_PAUSE_MS: u64 = 5;
 /// How long the alarm waits before trying again after a hand-over failed.
 const RETRY_AFTER_MS: u64 = 1_000;
-/// How often a request that waits for another's take-over of a key looks whether it is done.
-const TAKE_OVER_WAIT_MS: u64 = 5;
 /// Whether a request can run at once.
 pub enum Route {
     Here,
@@ -242,46 +240,13 @@ fn not_known_arrived(object: &ShardObject, migration: Migration, ops: &[ShardCal
     candidates
 }
 
-/// Takes `keys` over from their old homes, or waits while another request here takes them
-/// over: one take-over of a key at a time (a busy key's take a call per page of its records),
-/// and the requests that need the key meanwhile wait for it. A key whose take-over failed is
-/// taken over by one of those that waited.
+/// Takes `keys` over from their old homes.
 async fn take_over(
     object: &Rc<ShardObject>,
     migration: Migration,
-    mut keys: Vec<(Namespace, Key)>,
+    keys: Vec<(Namespace, Key)>,
 ) -> Result<(), JsValue> {
-    let state = &object.hand_overs;
-    loop {
-        let (claim, others) = TakeOverClaim::claim(&state.taking, keys);
-        carry_in(object, migration, claim.keys()).await?;
-        drop(claim);
-        keys = others;
-        loop {
-            // Memory learns of every key that arrives (one it forgot at its bound is taken
-            // over again, to no effect).
-            keys.retain(|name| !state.arrived.borrow().contains(name));
-            if !keys.iter().any(|name| state.taking.borrow().contains(name)) {
-                break;
-            }
-            request_task::sleep(TAKE_OVER_WAIT_MS).await;
-        }
-        if keys.is_empty() {
-            return Ok(());
-        }
-    }
-}
-
-/// Carries `keys` in from their old homes.
-async fn carry_in(
-    object: &Rc<ShardObject>,
-    migration: Migration,
-    keys: &[(Namespace, Key)],
-) -> Result<(), JsValue> {
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let by_old_home = migration::grouped(keys.iter().cloned(), |(ns, key)| migration.old_home(ns, key));
+    let by_old_home = migration::grouped(keys, |(ns, key)| migration.old_home(ns, key));
     // Memory knows every key that arrived while the object runs (unless it had to forget them
     // at its bound: a key then goes on arriving, to no effect).
     let known_arrived = |name: &(Namespace, Key)| object.hand_overs.arrived.borrow().contains(name);

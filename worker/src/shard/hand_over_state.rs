@@ -36,9 +36,6 @@ pub struct HandOverState {
     pub(super) arrived: RefCell<KeySet<(Namespace, Key)>>,
     /// How many times [`Self::arrived`] was emptied, at its bound.
     pub(super) forgotten: Cell<u64>,
-    /// Keys a request is taking over here now (see [`TakeOverClaim`]): a later request that
-    /// needs one waits for it instead of asking its old home for it again.
-    pub(super) taking: RefCell<KeySet<(Namespace, Key)>>,
     /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
     pub(super) keys_per_alarm: usize,
     /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
@@ -82,7 +79,6 @@ impl HandOverState {
             cursor: RefCell::new(None),
             arrived: RefCell::new(key_set()),
             forgotten: Cell::new(0),
-            taking: RefCell::new(key_set()),
             keys_per_alarm: keys_per_alarm.max(1),
             leaving_left: Cell::new(None),
         }
@@ -161,67 +157,5 @@ impl HandOverState {
             }
             arrived.insert((ns.clone(), key.clone()));
         }
-    }
-}
-
-/// The keys one request is taking over, of those it needs, claimed in `taking` so that no
-/// other request here asks their old homes for them meanwhile; released when the claim is
-/// dropped, whether the take-over was done, failed or was abandoned with its request.
-pub(super) struct TakeOverClaim<'s> {
-    taking: &'s RefCell<KeySet<(Namespace, Key)>>,
-    keys: Vec<(Namespace, Key)>,
-}
-
-impl<'s> TakeOverClaim<'s> {
-    /// Claims those of `keys` that no other request is taking over; answers the claim and the
-    /// others.
-    pub(super) fn claim(
-        taking: &'s RefCell<KeySet<(Namespace, Key)>>,
-        keys: Vec<(Namespace, Key)>,
-    ) -> (Self, Vec<(Namespace, Key)>) {
-        let mut claimed = taking.borrow_mut();
-        let (keys, others): (Vec<_>, Vec<_>) =
-            keys.into_iter().partition(|name| claimed.insert(name.clone()));
-        (Self { taking, keys }, others)
-    }
-
-    /// The keys claimed.
-    pub(super) fn keys(&self) -> &[(Namespace, Key)] {
-        &self.keys
-    }
-}
-
-impl Drop for TakeOverClaim<'_> {
-    fn drop(&mut self) {
-        let mut claimed = self.taking.borrow_mut();
-        for name in &self.keys {
-            claimed.remove(name);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn name(key: &str) -> (Namespace, Key) {
-        (Namespace::new("moving").unwrap(), Key::new(key).unwrap())
-    }
-
-    #[test]
-    fn a_key_is_claimed_by_one_take_over_at_a_time_until_its_claim_is_dropped() {
-        let taking = RefCell::new(key_set());
-        let (first, others) = TakeOverClaim::claim(&taking, vec![name("a"), name("b")]);
-        assert_eq!(first.keys().to_vec(), vec![name("a"), name("b")]);
-        assert!(others.is_empty());
-        let (second, others) = TakeOverClaim::claim(&taking, vec![name("b"), name("c")]);
-        assert_eq!(second.keys().to_vec(), vec![name("c")]);
-        assert_eq!(others, vec![name("b")], "b is the first claim's");
-        drop(first);
-        let (third, others) = TakeOverClaim::claim(&taking, vec![name("a"), name("b"), name("c")]);
-        assert_eq!(third.keys().to_vec(), vec![name("a"), name("b")], "released with the first claim");
-        assert_eq!(others, vec![name("c")]);
-        drop((second, third));
-        assert!(taking.borrow().is_empty());
     }
 }
