@@ -212,9 +212,15 @@ pub(super) struct CounterRow {
     pub(super) day_count: Option<i64>,
 }
 
-/// The columns of `counters` that make a [`CounterRow`], as a `SELECT` lists them.
-const COUNTER_COLUMNS: &str =
-    "CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count";
+/// A counter row as [`CounterStore::load`] and `load_many` read it, one JSON array: the key's
+/// place in the list asked, then the [`CounterRow`]'s fields in order.
+type FoundRow =
+    (usize, String, u64, Option<u32>, Option<u64>, Option<u64>, Option<String>, Option<i32>, Option<i64>);
+
+fn found_row(row: FoundRow) -> (usize, CounterRow) {
+    let (place, value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count) = row;
+    (place, CounterRow { value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count })
+}
 
 impl CounterRow {
     /// The counter the row stores.
@@ -611,14 +617,22 @@ impl CounterStore for SqlShardStore {
         Ok((stored, stored))
     }
 
+    /// One row as one JSON text: a single value across the boundary, not a JavaScript object
+    /// read a field at a time (a read of a counter memory does not hold pays this on each call).
     fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
-        let rows: Vec<CounterRow> = self
-            .rows(
-                &format!("SELECT {COUNTER_COLUMNS} FROM counters WHERE ns = ? AND key = ?"),
-                vec![text(ns.as_str()), text(key.as_str())],
-            )
-            .map_err(|e| describe(&e))?;
-        rows.into_iter().next().map(CounterRow::counter).transpose()
+        let rows = self.raw_rows(
+            "SELECT json_array(0, CAST(value AS TEXT), version, ttl_seconds, expires_at_ms, created_ms, \
+             settings, day, day_count) FROM counters WHERE ns = ?1 AND key = ?2",
+            vec![text(ns.as_str()), text(key.as_str())],
+        )?;
+        match rows.first().and_then(|row| row.first()) {
+            None => Ok(None),
+            Some(SqlStorageValue::String(row)) => {
+                let row: FoundRow = serde_json::from_str(row).map_err(|e| e.to_string())?;
+                found_row(row).1.counter().map(Some)
+            }
+            Some(other) => Err(format!("a counter row read as {other:?}, not JSON text")),
+        }
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] keys: the keys go in as one JSON array, and the
@@ -629,17 +643,6 @@ impl CounterStore for SqlShardStore {
         struct Found {
             rows: String,
         }
-        type FoundRow = (
-            usize,
-            String,
-            u64,
-            Option<u32>,
-            Option<u64>,
-            Option<u64>,
-            Option<String>,
-            Option<i32>,
-            Option<i64>,
-        );
         let mut counters = vec![None; keys.len()];
         for (chunk, slots) in keys.chunks(ROWS_PER_STATEMENT).zip(counters.chunks_mut(ROWS_PER_STATEMENT)) {
             let names: Vec<(&str, &str)> =
@@ -657,19 +660,7 @@ impl CounterStore for SqlShardStore {
                 .map_err(|e| describe(&e))?;
             let rows = found.into_iter().next().map_or_else(|| "[]".to_owned(), |found| found.rows);
             let rows: Vec<FoundRow> = serde_json::from_str(&rows).map_err(|e| e.to_string())?;
-            for (place, value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count) in
-                rows
-            {
-                let row = CounterRow {
-                    value,
-                    version,
-                    ttl_seconds,
-                    expires_at_ms,
-                    created_ms,
-                    settings,
-                    day,
-                    day_count,
-                };
+            for (place, row) in rows.into_iter().map(found_row) {
                 let slot = slots.get_mut(place).ok_or_else(|| {
                     format!("a found row names key {place}, beyond the {} asked", chunk.len())
                 })?;
