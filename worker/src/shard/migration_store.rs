@@ -29,7 +29,7 @@ const PLACE: &str = "CAST(r.key AS INTEGER) AS place";
 /// Joins a table `t` to the names.
 const ON_NAME: &str = "ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
 
-type Result<T> = std::result::Result<T, String>;
+type Result<T> = edgecount_core::StoreResult<T>;
 
 /// How far this shard has got with the change of count under way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -440,6 +440,6 @@ fn entry(row: &[SqlStorageValue]) -> Result<ParcelEntry> {
             expires_at_ms: number(expires),
             written_at_ms: number(written).unwrap_or(0),
         }),
-        other => Err(format!("unexpected cache row shape: {} columns", other.len())),
+        other => Err(format!("unexpected cache row shape: {} columns", other.len()).into()),
     }
 }

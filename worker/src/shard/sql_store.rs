@@ -15,7 +15,7 @@ use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, Idem
 use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::Atomic;
 use edgecount_core::visits::day::Day;
-use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
+use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp, StorageError, StoreResult};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue, State};
@@ -224,7 +224,7 @@ fn found_row(row: FoundRow) -> (usize, CounterRow) {
 
 impl CounterRow {
     /// The counter the row stores.
-    pub(super) fn counter(self) -> std::result::Result<Counter, String> {
+    pub(super) fn counter(self) -> StoreResult<Counter> {
         let value = self.value.parse().map_err(|_| format!("stored value {:?} is not an i64", self.value))?;
         let settings = self
             .settings
@@ -289,13 +289,13 @@ pub(super) const ROWS_PER_STATEMENT: usize = 200;
 
 /// Rows as one JSON array of arrays, bound as one text that the statement reads with
 /// `json_each`. Integers stay exact: SQLite reads JSON integers as 64-bit integers.
-pub(super) fn json_rows(rows: &impl serde::Serialize) -> std::result::Result<SqlStorageValue, String> {
-    serde_json::to_string(rows).map(SqlStorageValue::String).map_err(|e| e.to_string())
+pub(super) fn json_rows(rows: &impl serde::Serialize) -> StoreResult<SqlStorageValue> {
+    serde_json::to_string(rows).map(SqlStorageValue::String).map_err(|e| e.to_string().into())
 }
 
 /// `keys` as one JSON array of `[ns, key]`, for `json_each`: a row of a statement over them is
 /// led by its key's place in it (`CAST(r.key AS INTEGER)`).
-pub(super) fn json_names(keys: &[(Namespace, Key)]) -> std::result::Result<SqlStorageValue, String> {
+pub(super) fn json_names(keys: &[(Namespace, Key)]) -> StoreResult<SqlStorageValue> {
     let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
     json_rows(&names)
 }
@@ -316,15 +316,13 @@ pub(super) fn rows_statement(insert: &str, columns: usize, rows: usize, on_confl
 
 /// Writes `rows` with `write`, [`ROWS_PER_STATEMENT`] at a time, in order, up to the first
 /// failure (the call's transaction undoes the statements before it).
-fn in_statements<T>(
-    rows: &[T],
-    write: impl FnMut(&[T]) -> std::result::Result<(), String>,
-) -> std::result::Result<(), String> {
+fn in_statements<T>(rows: &[T], write: impl FnMut(&[T]) -> StoreResult<()>) -> StoreResult<()> {
     rows.chunks(ROWS_PER_STATEMENT).try_for_each(write)
 }
 
-pub(super) fn describe(error: &worker::Error) -> String {
-    error.to_string()
+/// A failure of a SQL call, as the storage failure it is.
+pub(super) fn describe(error: &worker::Error) -> StorageError {
+    error.to_string().into()
 }
 
 impl SqlShardStore {
@@ -429,7 +427,7 @@ impl SqlShardStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn kept_placement(&self) -> std::result::Result<Option<Kept>, String> {
+    pub fn kept_placement(&self) -> StoreResult<Option<Kept>> {
         #[derive(Deserialize)]
         struct Row {
             shards: u32,
@@ -448,7 +446,7 @@ impl SqlShardStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn keep_placement(&self, kept: Kept) -> std::result::Result<(), String> {
+    pub fn keep_placement(&self, kept: Kept) -> StoreResult<()> {
         self.write(
             "INSERT INTO placement (id, shards, from_shards) VALUES (0, ?, ?) ON CONFLICT (id) \
              DO UPDATE SET shards = excluded.shards, from_shards = excluded.from_shards",
@@ -504,7 +502,7 @@ impl SqlShardStore {
         &self,
         query: &str,
         bindings: Vec<SqlStorageValue>,
-    ) -> std::result::Result<Vec<Vec<SqlStorageValue>>, String> {
+    ) -> StoreResult<Vec<Vec<SqlStorageValue>>> {
         let cursor = self.sql.exec(query, bindings).map_err(|e| describe(&e))?;
         let rows = cursor.raw().collect::<std::result::Result<_, _>>().map_err(|e| describe(&e))?;
         self.tally(&cursor);
@@ -523,11 +521,7 @@ impl SqlShardStore {
 
     /// Runs a statement that answers no rows, for its effect alone; a failure as its
     /// description.
-    pub(super) fn write(
-        &self,
-        query: &str,
-        bindings: Vec<SqlStorageValue>,
-    ) -> std::result::Result<(), String> {
+    pub(super) fn write(&self, query: &str, bindings: Vec<SqlStorageValue>) -> StoreResult<()> {
         self.change(query, bindings).map(drop).map_err(|e| describe(&e))
     }
 
@@ -538,10 +532,7 @@ impl SqlShardStore {
 
     /// A record in the legacy table for `scope`: one whose request was a write to the same
     /// key, compared by the digest of that request like a current record.
-    fn load_legacy_record(
-        &self,
-        scope: &RecordScope,
-    ) -> std::result::Result<Option<IdempotencyRecord>, String> {
+    fn load_legacy_record(&self, scope: &RecordScope) -> StoreResult<Option<IdempotencyRecord>> {
         #[derive(Deserialize)]
         struct Row {
             fingerprint: String,
@@ -573,7 +564,7 @@ impl CounterStore for SqlShardStore {
     /// Looks at the counters due by `now_ms` (see [`RECLAIM_AFTER`]), at most `most`, by the
     /// index: removes those expired, and moves the rest on to their expiry. Rows read so follow
     /// the rows reclaimed or moved on, never the table.
-    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> std::result::Result<u64, String> {
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> StoreResult<u64> {
         const DUE: &str = "SELECT ns, key FROM counters WHERE reclaim_after_ms <= ?1 \
                            ORDER BY reclaim_after_ms LIMIT ?2";
         let bindings = || vec![integer(Some(now_ms)), integer(Some(most))];
@@ -598,7 +589,7 @@ impl CounterStore for SqlShardStore {
     }
 
     /// The earliest time a counter is due (by the index): at or before the next expiry.
-    fn next_counter_expiry(&self) -> std::result::Result<Option<u64>, String> {
+    fn next_counter_expiry(&self) -> StoreResult<Option<u64>> {
         let next = self
             .count(
                 "SELECT MIN(reclaim_after_ms) AS n FROM counters WHERE reclaim_after_ms IS NOT NULL",
@@ -611,7 +602,7 @@ impl CounterStore for SqlShardStore {
     /// The kept total, as both figures: telling the lapsed counters the alarm has not yet
     /// removed (within [`edgecount_core::shard::alarm_schedule::MIN_ALARM_GAP_MS`]) from the
     /// live ones would read the table.
-    fn count_counters(&self, _now_ms: u64) -> std::result::Result<(u64, u64), String> {
+    fn count_counters(&self, _now_ms: u64) -> StoreResult<(u64, u64)> {
         let stored =
             self.count("SELECT counters AS n FROM totals WHERE id = 0", vec![]).map_err(|e| describe(&e))?;
         Ok((stored, stored))
@@ -619,7 +610,7 @@ impl CounterStore for SqlShardStore {
 
     /// One row as one JSON text: a single value across the boundary, not a JavaScript object
     /// read a field at a time (a read of a counter memory does not hold pays this on each call).
-    fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
+    fn load(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<Counter>> {
         let rows = self.raw_rows(
             "SELECT json_array(0, CAST(value AS TEXT), version, ttl_seconds, expires_at_ms, created_ms, \
              settings, day, day_count) FROM counters WHERE ns = ?1 AND key = ?2",
@@ -631,14 +622,14 @@ impl CounterStore for SqlShardStore {
                 let row: FoundRow = serde_json::from_str(row).map_err(|e| e.to_string())?;
                 found_row(row).1.counter().map(Some)
             }
-            Some(other) => Err(format!("a counter row read as {other:?}, not JSON text")),
+            Some(other) => Err(format!("a counter row read as {other:?}, not JSON text").into()),
         }
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] keys: the keys go in as one JSON array, and the
     /// rows found come back as one JSON text (one value across the boundary, not a JavaScript
     /// object per row with a crossing per field), each row led by its key's place in the list.
-    fn load_many(&self, keys: &[(Namespace, Key)]) -> std::result::Result<Vec<Option<Counter>>, String> {
+    fn load_many(&self, keys: &[(Namespace, Key)]) -> StoreResult<Vec<Option<Counter>>> {
         #[derive(Deserialize)]
         struct Found {
             rows: String,
@@ -670,13 +661,13 @@ impl CounterStore for SqlShardStore {
         Ok(counters)
     }
 
-    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> StoreResult<()> {
         self.save_all(&[(ns.clone(), key.clone(), *counter)])
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] counters: the rows travel as one JSON array,
     /// one binding, instead of six bindings per row.
-    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> std::result::Result<(), String> {
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> StoreResult<()> {
         in_statements(counters, |chunk| {
             let rows = chunk
                 .iter()
@@ -698,7 +689,7 @@ impl CounterStore for SqlShardStore {
                         c.today.map(|t| t.count),
                     ))
                 })
-                .collect::<std::result::Result<Vec<_>, String>>()?;
+                .collect::<StoreResult<Vec<_>>>()?;
             self.write(
                 &rows_statement(
                     "INSERT INTO counters \
@@ -717,30 +708,27 @@ impl CounterStore for SqlShardStore {
         })
     }
 
-    fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+    fn remove(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         self.write(
             "DELETE FROM counters WHERE ns = ? AND key = ?",
             vec![text(ns.as_str()), text(key.as_str())],
         )
     }
 
-    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> std::result::Result<(), String> {
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> StoreResult<()> {
         self.add_finished_day(ns, key, day)
     }
 }
 
 impl Atomic for SqlShardStore {
-    fn atomically<T>(
-        &self,
-        writes: impl FnOnce() -> std::result::Result<T, String>,
-    ) -> std::result::Result<T, String> {
+    fn atomically<T>(&self, writes: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
         self.transactions.atomically(writes)
     }
 }
 
 impl IdempotencyStore for SqlShardStore {
     /// One statement per [`ROWS_PER_STATEMENT`] records, as for counters.
-    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> std::result::Result<(), String> {
+    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> StoreResult<()> {
         in_statements(records, |chunk| {
             let rows: Vec<_> = chunk
                 .iter()
@@ -771,7 +759,7 @@ impl IdempotencyStore for SqlShardStore {
         })
     }
 
-    fn records_generation(&self) -> std::result::Result<Option<u64>, String> {
+    fn records_generation(&self) -> StoreResult<Option<u64>> {
         #[derive(Deserialize)]
         struct Row {
             since_ms: u64,
@@ -791,7 +779,7 @@ impl IdempotencyStore for SqlShardStore {
 
     /// Also drops the legacy table: the first generation began when this release first
     /// opened the shard, after every legacy record was written.
-    fn start_records_generation(&self, now_ms: u64) -> std::result::Result<(), String> {
+    fn start_records_generation(&self, now_ms: u64) -> StoreResult<()> {
         let statements = [
             format!("DROP TABLE IF EXISTS {EARLIER_RECORDS}"),
             format!("ALTER TABLE {RECORDS} RENAME TO {EARLIER_RECORDS}"),
@@ -805,7 +793,7 @@ impl IdempotencyStore for SqlShardStore {
         self.write("UPDATE records_generation SET since_ms = ? WHERE id = 0", vec![integer(Some(now_ms))])
     }
 
-    fn load_record(&self, scope: &RecordScope) -> std::result::Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, scope: &RecordScope) -> StoreResult<Option<IdempotencyRecord>> {
         #[derive(Deserialize)]
         struct Row {
             request_digest: String,
@@ -842,21 +830,13 @@ impl IdempotencyStore for SqlShardStore {
         Ok(Some(IdempotencyRecord { request_digest, result: row.result, created_at_ms: row.created_at_ms }))
     }
 
-    fn save_record(
-        &self,
-        scope: &RecordScope,
-        record: &IdempotencyRecord,
-    ) -> std::result::Result<(), String> {
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> StoreResult<()> {
         self.save_records(&[(scope.clone(), record.clone())])
     }
 }
 
 impl CacheStore for SqlShardStore {
-    fn scan_newest_entries(
-        &self,
-        most: u64,
-        each: &mut dyn FnMut(StoredEntry) -> bool,
-    ) -> std::result::Result<(), String> {
+    fn scan_newest_entries(&self, most: u64, each: &mut dyn FnMut(StoredEntry) -> bool) -> StoreResult<()> {
         // Newest first, ties broken by name, so that "an entry and every one listed after it"
         // is the one range of `remove_entries_from`. `length(value)` reads a BLOB's size without
         // loading it; the CAST counts the content type in bytes.
@@ -890,7 +870,7 @@ impl CacheStore for SqlShardStore {
 
     /// One pass over the table, with the charge as [`entry_charge`] reckons it; no entry is
     /// loaded (`length` of a BLOB reads its size).
-    fn stored_entries(&self) -> std::result::Result<(u64, u64), String> {
+    fn stored_entries(&self) -> StoreResult<(u64, u64)> {
         #[derive(Deserialize)]
         struct Figures {
             entries: u64,
@@ -909,7 +889,7 @@ impl CacheStore for SqlShardStore {
         Ok(figures.first().map_or((0, 0), |f| (f.entries, f.bytes.unwrap_or(0))))
     }
 
-    fn remove_entries_from(&self, entry: &StoredEntry) -> std::result::Result<u64, String> {
+    fn remove_entries_from(&self, entry: &StoredEntry) -> StoreResult<u64> {
         self.change(
             "DELETE FROM cache_entries WHERE (written_at_ms, ns, key) <= (?, ?, ?)",
             vec![integer(Some(entry.written_at_ms)), text(entry.ns.as_str()), text(entry.key.as_str())],
@@ -917,7 +897,7 @@ impl CacheStore for SqlShardStore {
         .map_err(|e| describe(&e))
     }
 
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<EntryValue>, String> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<EntryValue>> {
         let cursor = self
             .sql
             .exec(
@@ -932,7 +912,7 @@ impl CacheStore for SqlShardStore {
         };
         let row = row.map_err(|e| describe(&e))?;
         let [value, SqlStorageValue::String(content_type), expires_at_ms] = row.as_slice() else {
-            return Err(format!("unexpected cache row shape: {} columns", row.len()));
+            return Err(format!("unexpected cache row shape: {} columns", row.len()).into());
         };
         Ok(Some(EntryValue {
             value: blob(value),
@@ -949,7 +929,7 @@ impl CacheStore for SqlShardStore {
         content_type: &str,
         expires_at_ms: Option<u64>,
         now_ms: u64,
-    ) -> std::result::Result<(), String> {
+    ) -> StoreResult<()> {
         self.write(
             "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
@@ -966,7 +946,7 @@ impl CacheStore for SqlShardStore {
         )
     }
 
-    fn remove_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         self.write(
             "DELETE FROM cache_entries WHERE ns = ? AND key = ?",
             vec![text(ns.as_str()), text(key.as_str())],
