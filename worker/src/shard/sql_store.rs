@@ -212,6 +212,15 @@ pub(super) struct CounterRow {
     pub(super) day_count: Option<i64>,
 }
 
+/// The [`CounterRow`]'s fields of the counter `c`, in [`FoundRow`]'s order after the key's
+/// place: one list for both statements that read counters as JSON.
+macro_rules! counter_fields {
+    () => {
+        "CAST(c.value AS TEXT), c.version, c.ttl_seconds, c.expires_at_ms, c.created_ms, c.settings, \
+         c.day, c.day_count"
+    };
+}
+
 /// A counter row as [`CounterStore::load`] and `load_many` read it, one JSON array: the key's
 /// place in the list asked, then the [`CounterRow`]'s fields in order.
 type FoundRow =
@@ -612,8 +621,11 @@ impl CounterStore for SqlShardStore {
     /// read a field at a time (a read of a counter memory does not hold pays this on each call).
     fn load(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<Counter>> {
         let rows = self.raw_rows(
-            "SELECT json_array(0, CAST(value AS TEXT), version, ttl_seconds, expires_at_ms, created_ms, \
-             settings, day, day_count) FROM counters WHERE ns = ?1 AND key = ?2",
+            concat!(
+                "SELECT json_array(0, ",
+                counter_fields!(),
+                ") FROM counters AS c WHERE c.ns = ?1 AND c.key = ?2"
+            ),
             vec![text(ns.as_str()), text(key.as_str())],
         )?;
         match rows.first().and_then(|row| row.first()) {
@@ -642,10 +654,12 @@ impl CounterStore for SqlShardStore {
             // primary key, whatever the planner would guess for a table-valued function.
             let found: Vec<Found> = self
                 .rows(
-                    "SELECT json_group_array(json_array(r.key, CAST(c.value AS TEXT), c.version, \
-                     c.ttl_seconds, c.expires_at_ms, c.created_ms, c.settings, c.day, c.day_count)) AS rows \
-                     FROM json_each(?1) AS r CROSS JOIN counters AS c \
-                     ON c.ns = r.value ->> 0 AND c.key = r.value ->> 1",
+                    concat!(
+                        "SELECT json_group_array(json_array(r.key, ",
+                        counter_fields!(),
+                        ")) AS rows FROM json_each(?1) AS r CROSS JOIN counters AS c \
+                         ON c.ns = r.value ->> 0 AND c.key = r.value ->> 1"
+                    ),
                     vec![json_rows(&names)?],
                 )
                 .map_err(|e| describe(&e))?;
