@@ -45,7 +45,7 @@ def main() -> int:
             unpriced = BILLED - row.keys()
             if unpriced:
                 problems.append(f"{row['system']}/{row['scenario']} lacks {sorted(unpriced)}")
-            elif row["scenario"] in ("write", "mixed", "batch") and not row["rows_written_per_op"] > 0:
+            elif row["scenario"] in ("write", "mixed", "batch") and not (row["rows_written_per_op"] or 0) > 0:
                 problems.append(f"{row['system']}/{row['scenario']} wrote no rows")
         if row.get("error_rate", 1) >= 0.001:
             problems.append(f"{row['system']}/{row['scenario']} had {row['error_rate']:.2%} errors")

@@ -80,6 +80,16 @@ describe("hot keys", () => {
     ).toContain("home");
   });
 
+  it("lets scripts read a shared-cacheable answer's headers, whoever asked for it", async () => {
+    // A shared cache may give the answer to a browser's cross-origin request later.
+    const ns = freshNamespace("shared");
+    const response = await alwaysHot.fetch(`/v1/counters/${ns}/k`);
+    expect(response.headers.get("cache-control")).toMatch(/^public, /);
+    expect(response.headers.get("access-control-expose-headers")).toContain(
+      "ETag",
+    );
+  });
+
   it("always reads the shard for ?consistency=strong and Cache-Control: no-cache", async () => {
     const ns = freshNamespace("strong");
     const path = `/v1/counters/${ns}/k`;

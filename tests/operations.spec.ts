@@ -168,6 +168,11 @@ describe("operations", () => {
     expect(read.headers.get("access-control-expose-headers")).toContain(
       "X-Edgecount-Shard",
     );
+    // A request that names no origin is no browser's cross-origin request: the list is left
+    // out, the permission stays.
+    const plain = await service.fetch("/v1/counters/ns/k");
+    expect(plain.headers.get("access-control-allow-origin")).toBe("*");
+    expect(plain.headers.get("access-control-expose-headers")).toBeNull();
   });
 
   it("allows only the configured origins when a list is set", async () => {

@@ -36,6 +36,7 @@ use edgecount_core::visits::day::Day;
 use edgecount_core::visits::visitor::Salt;
 use edgecount_core::{
     CacheBounds, Counter, CounterStore, Key, Namespace, OpResult, ShardEngine, ShardOp, ShardRequest,
+    StoreResult,
 };
 
 /// What a shard holding 1M counters may use.
@@ -97,37 +98,37 @@ struct Discard;
 
 /// Discard keeps nothing, so a failed call has nothing to undo.
 impl Atomic for Discard {
-    fn atomically<T>(&self, writes: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    fn atomically<T>(&self, writes: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
         writes()
     }
 }
 
 impl CounterStore for Discard {
-    fn load(&self, _: &Namespace, _: &Key) -> Result<Option<Counter>, String> {
+    fn load(&self, _: &Namespace, _: &Key) -> StoreResult<Option<Counter>> {
         Ok(None)
     }
-    fn save(&self, _: &Namespace, _: &Key, _: &Counter) -> Result<(), String> {
+    fn save(&self, _: &Namespace, _: &Key, _: &Counter) -> StoreResult<()> {
         Ok(())
     }
-    fn finish_day(&self, _: &Namespace, _: &Key, _: DayCount) -> Result<(), String> {
+    fn finish_day(&self, _: &Namespace, _: &Key, _: DayCount) -> StoreResult<()> {
         Ok(())
     }
-    fn remove(&self, _: &Namespace, _: &Key) -> Result<(), String> {
+    fn remove(&self, _: &Namespace, _: &Key) -> StoreResult<()> {
         Ok(())
     }
-    fn remove_expired_counters(&self, _: u64, _: u64) -> Result<u64, String> {
+    fn remove_expired_counters(&self, _: u64, _: u64) -> StoreResult<u64> {
         Ok(0)
     }
-    fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
+    fn next_counter_expiry(&self) -> StoreResult<Option<u64>> {
         Ok(None)
     }
-    fn count_counters(&self, _: u64) -> Result<(u64, u64), String> {
+    fn count_counters(&self, _: u64) -> StoreResult<(u64, u64)> {
         Ok((0, 0))
     }
 }
 
 impl CacheStore for Discard {
-    fn load_entry(&self, _: &Namespace, _: &Key) -> Result<Option<EntryValue>, String> {
+    fn load_entry(&self, _: &Namespace, _: &Key) -> StoreResult<Option<EntryValue>> {
         Ok(None)
     }
     fn save_entry(
@@ -138,61 +139,55 @@ impl CacheStore for Discard {
         _: &str,
         _: Option<u64>,
         _: u64,
-    ) -> Result<(), String> {
+    ) -> StoreResult<()> {
         Ok(())
     }
-    fn remove_entry(&self, _: &Namespace, _: &Key) -> Result<(), String> {
+    fn remove_entry(&self, _: &Namespace, _: &Key) -> StoreResult<()> {
         Ok(())
     }
-    fn scan_newest_entries(&self, _: u64, _: &mut dyn FnMut(StoredEntry) -> bool) -> Result<(), String> {
+    fn scan_newest_entries(&self, _: u64, _: &mut dyn FnMut(StoredEntry) -> bool) -> StoreResult<()> {
         Ok(())
     }
-    fn remove_entries_from(&self, _: &StoredEntry) -> Result<u64, String> {
+    fn remove_entries_from(&self, _: &StoredEntry) -> StoreResult<u64> {
         Ok(0)
     }
-    fn stored_entries(&self) -> Result<(u64, u64), String> {
+    fn stored_entries(&self) -> StoreResult<(u64, u64)> {
         Ok((0, 0))
     }
 }
 
 impl VisitStore for Discard {
-    fn day_salt(&self, _: Day) -> Result<Salt, String> {
+    fn day_salt(&self, _: Day) -> StoreResult<Salt> {
         Ok([0; 32])
     }
-    fn forget_salts_before(&self, _: Day) -> Result<Option<Day>, String> {
+    fn forget_salts_before(&self, _: Day) -> StoreResult<Option<Day>> {
         Ok(None)
     }
-    fn load_sketch(&self, _: &Namespace, _: &Key, _: Day) -> Result<Option<Vec<u8>>, String> {
+    fn load_sketch(&self, _: &Namespace, _: &Key, _: Day) -> StoreResult<Option<Vec<u8>>> {
         Ok(None)
     }
-    fn save_sketch(&self, _: &Namespace, _: &Key, _: Day, _: &[u8]) -> Result<(), String> {
+    fn save_sketch(&self, _: &Namespace, _: &Key, _: Day, _: &[u8]) -> StoreResult<()> {
         Ok(())
     }
-    fn stored_days(&self, _: &Namespace, _: &Key, _: Day, _: Day) -> Result<Vec<DayCount>, String> {
+    fn stored_days(&self, _: &Namespace, _: &Key, _: Day, _: Day) -> StoreResult<Vec<DayCount>> {
         Ok(Vec::new())
     }
-    fn each_sketch(
-        &self,
-        _: &Namespace,
-        _: &Key,
-        _: (Day, Day),
-        _: &mut EachSketch<'_>,
-    ) -> Result<(), String> {
+    fn each_sketch(&self, _: &Namespace, _: &Key, _: (Day, Day), _: &mut EachSketch<'_>) -> StoreResult<()> {
         Ok(())
     }
 }
 
 impl IdempotencyStore for Discard {
-    fn load_record(&self, _: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, _: &RecordScope) -> StoreResult<Option<IdempotencyRecord>> {
         Ok(None)
     }
-    fn save_record(&self, _: &RecordScope, _: &IdempotencyRecord) -> Result<(), String> {
+    fn save_record(&self, _: &RecordScope, _: &IdempotencyRecord) -> StoreResult<()> {
         Ok(())
     }
-    fn records_generation(&self) -> Result<Option<u64>, String> {
+    fn records_generation(&self) -> StoreResult<Option<u64>> {
         Ok(None)
     }
-    fn start_records_generation(&self, _: u64) -> Result<(), String> {
+    fn start_records_generation(&self, _: u64) -> StoreResult<()> {
         Ok(())
     }
 }

@@ -1,4 +1,5 @@
-//! Every way the core refuses an operation, each with a stable snake_case code for the API.
+//! Every way the core refuses an operation, each with a stable snake_case code for the API, and
+//! the storage failure a shard's stores answer.
 
 use serde::{Deserialize, Serialize};
 
@@ -82,10 +83,10 @@ pub enum CoreError {
 }
 
 impl CoreError {
-    /// A storage failure; `detail` goes to the operator's logs only.
+    /// A storage failure; its detail goes to the operator's logs only.
     #[must_use]
-    pub fn storage(detail: String) -> Self {
-        Self::StorageUnavailable { detail }
+    pub fn storage(error: StorageError) -> Self {
+        Self::StorageUnavailable { detail: error.detail }
     }
 
     /// What the operator's logs should say: a storage failure's own detail, else the message.
@@ -150,6 +151,37 @@ impl CoreError {
     }
 }
 
+/// A storage failure, as the store describes it (SQLite's message, say): what every store trait
+/// of a shard answers, and what [`CoreError::StorageUnavailable`] carries to the operator's logs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct StorageError {
+    detail: String,
+}
+
+/// What a shard's stores answer.
+pub type StoreResult<T> = Result<T, StorageError>;
+
+impl From<String> for StorageError {
+    fn from(detail: String) -> Self {
+        Self { detail }
+    }
+}
+
+impl From<&str> for StorageError {
+    fn from(detail: &str) -> Self {
+        Self { detail: detail.to_owned() }
+    }
+}
+
+/// Its description, for a failure that may be other than storage's too (a malformed hand-over
+/// call, a shard that did not answer), which travels as text.
+impl From<StorageError> for String {
+    fn from(error: StorageError) -> Self {
+        error.detail
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +199,14 @@ mod tests {
             let back: CoreError = serde_json::from_value(json).unwrap();
             assert_eq!(back, error);
         }
+    }
+
+    #[test]
+    fn a_storage_failure_keeps_its_text() {
+        let error = StorageError::from("SQLITE_FULL: database or disk is full");
+        assert_eq!(error.to_string(), "SQLITE_FULL: database or disk is full");
+        assert_eq!(CoreError::storage(error.clone()).detail(), "SQLITE_FULL: database or disk is full");
+        assert_eq!(String::from(error), "SQLITE_FULL: database or disk is full");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! it builds and is tested both natively and for `wasm32-unknown-unknown`.
 //!
 //! Layout, by role (the shared vocabulary at the root):
-//! - [`error`]: [`CoreError`], every way an operation can be refused, with its stable code.
+//! - [`error`]: [`CoreError`], every way an operation can be refused, with its stable code, and
+//!   [`StorageError`], what a shard's stores answer when they fail.
 //! - [`names`]: the rules for the names a client sends ([`Namespace`], [`Key`],
 //!   [`IdempotencyKey`]).
 //! - [`number`]: exact parsing of signed 64-bit numbers and TTLs from queries and JSON.
@@ -50,7 +51,7 @@ pub use edge::access::AccessPolicy;
 pub use edge::coalescer::Coalescer;
 pub use edge::hot_keys::HotKeys;
 pub use edge::read_cache::EdgeCache;
-pub use error::CoreError;
+pub use error::{CoreError, StorageError, StoreResult};
 pub use names::{IdempotencyKey, Key, Namespace};
 pub use partition::{shard_for, ShardId};
 pub use shard::cache_table::{CacheBounds, CacheStore, CacheTable};

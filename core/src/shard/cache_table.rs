@@ -17,7 +17,7 @@ use lru::LruCache;
 
 use crate::hashing::KeyHashing;
 use crate::shard::protocol::OpResult;
-use crate::{CoreError, Key, Namespace};
+use crate::{CoreError, Key, Namespace, StoreResult};
 
 /// Largest cache value, in bytes.
 pub const MAX_CACHE_VALUE_BYTES: usize = 1024 * 1024;
@@ -56,7 +56,7 @@ pub trait CacheStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<EntryValue>, String>;
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<EntryValue>>;
     /// Saves an entry in place of any stored one.
     ///
     /// # Errors
@@ -69,31 +69,30 @@ pub trait CacheStore {
         content_type: &str,
         expires_at_ms: Option<u64>,
         now_ms: u64,
-    ) -> Result<(), String>;
+    ) -> StoreResult<()>;
     /// Removes a stored entry, if any.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn remove_entry(&self, ns: &Namespace, key: &Key) -> Result<(), String>;
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<()>;
     /// Calls `each` with stored entries in start-up order (most recently written first, ties
     /// broken by name, descending), at most `most` of them, until it answers false.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn scan_newest_entries(&self, most: u64, each: &mut dyn FnMut(StoredEntry) -> bool)
-        -> Result<(), String>;
+    fn scan_newest_entries(&self, most: u64, each: &mut dyn FnMut(StoredEntry) -> bool) -> StoreResult<()>;
     /// Removes `entry` and every entry after it in start-up order; answers how many.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn remove_entries_from(&self, entry: &StoredEntry) -> Result<u64, String>;
+    fn remove_entries_from(&self, entry: &StoredEntry) -> StoreResult<u64>;
     /// The entries stored and the bytes they are charged ([`entry_charge`]), counted by
     /// storage itself: for figures when the index is not loaded, which building it only to
     /// count would cost memory, and then the time to free it when the shard is evicted.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn stored_entries(&self) -> Result<(u64, u64), String>;
+    fn stored_entries(&self) -> StoreResult<(u64, u64)>;
 }
 
 /// An entry's value as stored.

@@ -12,7 +12,7 @@ use crate::hashing::KeyHashing;
 use crate::shard::counter::DayCount;
 use crate::shard::protocol::{CounterInfo, GuardedChange, OpResult};
 use crate::shard::settings::{AdminKeyHash, CounterSettings, Guard};
-use crate::{CoreError, Counter, CounterWrite, Key, Namespace};
+use crate::{CoreError, Counter, CounterWrite, Key, Namespace, StoreResult};
 
 /// Durable storage for counters. Storage is synchronous (a Durable Object's SQLite is), so
 /// one op runs start to end without yielding and ops never interleave.
@@ -21,57 +21,57 @@ pub trait CounterStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String>;
+    fn load(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<Counter>>;
     /// The stored counters of several keys, one answer per key in order. A store that can read
     /// many rows in one statement does so here.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn load_many(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Option<Counter>>, String> {
+    fn load_many(&self, keys: &[(Namespace, Key)]) -> StoreResult<Vec<Option<Counter>>> {
         keys.iter().map(|(ns, key)| self.load(ns, key)).collect()
     }
     /// Saves `counter` in place of any stored one.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String>;
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> StoreResult<()>;
     /// Saves several counters, each in place of any stored one. A store that can write many
     /// rows in one statement does so here.
     ///
     /// # Errors
     /// A description of the storage failure; the caller's transaction undoes what was saved.
-    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> Result<(), String> {
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> StoreResult<()> {
         counters.iter().try_for_each(|(ns, key, counter)| self.save(ns, key, counter))
     }
     /// Removes the stored counter, if any.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String>;
+    fn remove(&self, ns: &Namespace, key: &Key) -> StoreResult<()>;
     /// Adds `day`'s count to the finished days of `ns`/`key`: a write moved the counter on to
     /// a later day (see [`crate::shard::counter`]).
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> Result<(), String>;
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> StoreResult<()>;
     /// Removes counters expired by `now_ms`, looking at most at `most` of them (the first
     /// due); answers how many it removed. A store may look only at what is due, and keep when a
     /// counter is due earlier than its expiry (so that sliding an expiry writes nothing more).
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String>;
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> StoreResult<u64>;
     /// When the next stored counter is due (at or before it expires), if any has a TTL.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn next_counter_expiry(&self) -> Result<Option<u64>, String>;
+    fn next_counter_expiry(&self) -> StoreResult<Option<u64>>;
     /// Stored counters: `(live at now_ms, all including expired ones not yet removed)`. A store
     /// that cannot tell the lapsed ones without reading every counter may count them as live.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn count_counters(&self, now_ms: u64) -> Result<(u64, u64), String>;
+    fn count_counters(&self, now_ms: u64) -> StoreResult<(u64, u64)>;
 }
 
 /// Counters a shard keeps in memory: about 1.8 MB in Wasm (4.8 MB with the longest names), far

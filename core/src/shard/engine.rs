@@ -18,7 +18,9 @@ use crate::shard::protocol::{
 use crate::shard::receipt;
 use crate::shard::visit_table::{self, VisitStore};
 use crate::shard::Atomic;
-use crate::{CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace};
+use crate::{
+    CoreError, CounterStore, CounterWrite, IdempotencyKey, Key, Namespace, StorageError, StoreResult,
+};
 
 /// Everything a shard stores.
 pub trait ShardTables: CounterStore + CacheStore + IdempotencyStore + VisitStore {}
@@ -99,7 +101,7 @@ impl ShardEngine {
             pending.commit()?;
             Ok(results)
         });
-        let results = ran.unwrap_or_else(|detail| self.undone(&request.ops, &detail, |_| true));
+        let results = ran.unwrap_or_else(|detail| self.undone(&request.ops, detail, |_| true));
         let ops_lapse = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
         let reclaim_by = ops_lapse.into_iter().chain(self.cache_lapse(index_was_loaded)).min();
         Ran { response: ShardResponse { results }, reclaim_by }
@@ -189,14 +191,19 @@ impl ShardEngine {
             },
             // An op an earlier send applied stays answered as replayed: it was applied, and its
             // sender must not count it otherwise.
-            Err(detail) => answer_all(self.undone(calls, &detail, |place| earlier.runs(place))),
+            Err(detail) => answer_all(self.undone(calls, detail, |place| earlier.runs(place))),
         }
     }
 
     /// The answers of a call whose transaction was undone: memory forgets what the call named,
     /// so the next op reads storage, and every op that `ran` is answered as failed; the others
     /// (applied by an earlier send of the same receipt) as replayed.
-    fn undone(&mut self, calls: &[ShardCall], detail: &str, ran: impl Fn(usize) -> bool) -> Vec<OpResult> {
+    fn undone(
+        &mut self,
+        calls: &[ShardCall],
+        detail: StorageError,
+        ran: impl Fn(usize) -> bool,
+    ) -> Vec<OpResult> {
         for call in calls {
             let (ns, key) = call.op.target();
             self.counters.forget(ns, key);
@@ -204,7 +211,7 @@ impl ShardEngine {
         if calls.iter().any(|call| call.op.is_cache()) {
             self.cache.unload();
         }
-        let failed = OpResult::Failed { error: CoreError::StorageUnavailable { detail: detail.to_owned() } };
+        let failed = OpResult::Failed { error: CoreError::storage(detail) };
         (0..calls.len())
             .map(|place| {
                 if ran(place) {
@@ -455,8 +462,8 @@ fn count_visitors(
 fn in_transaction<S: ShardStore>(
     store: &S,
     calls: &[ShardCall],
-    writes: impl FnOnce() -> Result<Vec<OpResult>, String>,
-) -> Result<Vec<OpResult>, String> {
+    writes: impl FnOnce() -> StoreResult<Vec<OpResult>>,
+) -> StoreResult<Vec<OpResult>> {
     if calls.iter().any(|call| call.op.is_write()) {
         store.atomically(writes)
     } else {

@@ -22,7 +22,7 @@ use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope
 use crate::shard::visit_table::{count_visitors, EachSketch, VisitStore};
 use crate::visits::day::Day;
 use crate::visits::visitor::Salt;
-use crate::{Counter, CounterStore, Key, Namespace};
+use crate::{Counter, CounterStore, Key, Namespace, StoreResult};
 
 /// A store as one call sees it: reads see the call's own writes, writes wait for
 /// [`PendingWrites::commit`]. Cache entries are not buffered (a put carries its value once).
@@ -83,7 +83,7 @@ impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
     /// # Errors
     /// The first storage failure; what was stored before it is undone by the transaction the
     /// caller runs this in.
-    pub fn commit(self) -> Result<(), String> {
+    pub fn commit(self) -> StoreResult<()> {
         let removed = self.removed.into_inner();
         let mut saves = Vec::new();
         for ((ns, key), counter) in self.counters.into_inner() {
@@ -110,7 +110,7 @@ impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
 }
 
 impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
-    fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String> {
+    fn load(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<Counter>> {
         let slot = (ns.clone(), key.clone());
         if let Some(pending) = self.counters.borrow().get(&slot) {
             return Ok(*pending);
@@ -121,12 +121,12 @@ impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
         self.store.load(ns, key)
     }
 
-    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> StoreResult<()> {
         self.counters.borrow_mut().insert((ns.clone(), key.clone()), Some(*counter));
         Ok(())
     }
 
-    fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+    fn remove(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         let slot = (ns.clone(), key.clone());
         // What this call counted of the counter before goes with it.
         self.finished.borrow_mut().retain(|(n, k, _), _| (n, k) != (ns, key));
@@ -136,7 +136,7 @@ impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
         Ok(())
     }
 
-    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> Result<(), String> {
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> StoreResult<()> {
         let slot = (ns.clone(), key.clone(), day.day);
         let mut finished = self.finished.borrow_mut();
         let count = finished.entry(slot).or_default();
@@ -144,21 +144,21 @@ impl<S: CounterStore> CounterStore for PendingWrites<'_, S> {
         Ok(())
     }
 
-    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String> {
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> StoreResult<u64> {
         self.store.remove_expired_counters(now_ms, most)
     }
 
-    fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
+    fn next_counter_expiry(&self) -> StoreResult<Option<u64>> {
         self.store.next_counter_expiry()
     }
 
-    fn count_counters(&self, now_ms: u64) -> Result<(u64, u64), String> {
+    fn count_counters(&self, now_ms: u64) -> StoreResult<(u64, u64)> {
         self.store.count_counters(now_ms)
     }
 }
 
 impl<S: IdempotencyStore> IdempotencyStore for PendingWrites<'_, S> {
-    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, scope: &RecordScope) -> StoreResult<Option<IdempotencyRecord>> {
         let records = self.records.borrow();
         if let Some((_, record)) = records.iter().rev().find(|(pending, _)| pending == scope) {
             return Ok(Some(record.clone()));
@@ -166,24 +166,24 @@ impl<S: IdempotencyStore> IdempotencyStore for PendingWrites<'_, S> {
         self.store.load_record(scope)
     }
 
-    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> StoreResult<()> {
         let mut records = self.records.borrow_mut();
         records.retain(|(pending, _)| pending != scope);
         records.push((scope.clone(), record.clone()));
         Ok(())
     }
 
-    fn records_generation(&self) -> Result<Option<u64>, String> {
+    fn records_generation(&self) -> StoreResult<Option<u64>> {
         self.store.records_generation()
     }
 
-    fn start_records_generation(&self, now_ms: u64) -> Result<(), String> {
+    fn start_records_generation(&self, now_ms: u64) -> StoreResult<()> {
         self.store.start_records_generation(now_ms)
     }
 }
 
 impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<EntryValue>, String> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<EntryValue>> {
         self.store.load_entry(ns, key)
     }
 
@@ -195,27 +195,23 @@ impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
         content_type: &str,
         expires_at_ms: Option<u64>,
         written_at_ms: u64,
-    ) -> Result<(), String> {
+    ) -> StoreResult<()> {
         self.store.save_entry(ns, key, value, content_type, expires_at_ms, written_at_ms)
     }
 
-    fn remove_entry(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         self.store.remove_entry(ns, key)
     }
 
-    fn scan_newest_entries(
-        &self,
-        most: u64,
-        each: &mut dyn FnMut(StoredEntry) -> bool,
-    ) -> Result<(), String> {
+    fn scan_newest_entries(&self, most: u64, each: &mut dyn FnMut(StoredEntry) -> bool) -> StoreResult<()> {
         self.store.scan_newest_entries(most, each)
     }
 
-    fn remove_entries_from(&self, entry: &StoredEntry) -> Result<u64, String> {
+    fn remove_entries_from(&self, entry: &StoredEntry) -> StoreResult<u64> {
         self.store.remove_entries_from(entry)
     }
 
-    fn stored_entries(&self) -> Result<(u64, u64), String> {
+    fn stored_entries(&self) -> StoreResult<(u64, u64)> {
         self.store.stored_entries()
     }
 }
@@ -224,24 +220,24 @@ impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
 /// storage, and visitors wait for the commit (each key's sketch is written once a call), so a
 /// read of visitors sees those of earlier calls, not those counted before it in its own.
 impl<S: VisitStore> VisitStore for PendingWrites<'_, S> {
-    fn day_salt(&self, day: Day) -> Result<Salt, String> {
+    fn day_salt(&self, day: Day) -> StoreResult<Salt> {
         self.store.day_salt(day)
     }
 
-    fn forget_salts_before(&self, day: Day) -> Result<Option<Day>, String> {
+    fn forget_salts_before(&self, day: Day) -> StoreResult<Option<Day>> {
         self.store.forget_salts_before(day)
     }
 
-    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String> {
+    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> StoreResult<Option<Vec<u8>>> {
         self.store.load_sketch(ns, key, day)
     }
 
-    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> Result<(), String> {
+    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> StoreResult<()> {
         self.store.save_sketch(ns, key, day, sketch)
     }
 
     /// What storage holds of the days, and the days this call finished.
-    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> Result<Vec<DayCount>, String> {
+    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> StoreResult<Vec<DayCount>> {
         let mut days = if self.removed.borrow().contains(&(ns.clone(), key.clone())) {
             Vec::new()
         } else {
@@ -266,14 +262,14 @@ impl<S: VisitStore> VisitStore for PendingWrites<'_, S> {
         key: &Key,
         days: (Day, Day),
         each: &mut EachSketch<'_>,
-    ) -> Result<(), String> {
+    ) -> StoreResult<()> {
         if self.removed.borrow().contains(&(ns.clone(), key.clone())) {
             return Ok(());
         }
         self.store.each_sketch(ns, key, days, each)
     }
 
-    fn add_visitors(&self, ns: &Namespace, key: &Key, day: Day, hashes: &[u64]) -> Result<(), String> {
+    fn add_visitors(&self, ns: &Namespace, key: &Key, day: Day, hashes: &[u64]) -> StoreResult<()> {
         if !hashes.is_empty() {
             let slot = (ns.clone(), key.clone(), day);
             self.visitors.borrow_mut().entry(slot).or_default().extend_from_slice(hashes);

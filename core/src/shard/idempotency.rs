@@ -15,7 +15,7 @@ use serde::Serialize;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::shard::protocol::{OpResult, ShardOp};
-use crate::{CoreError, IdempotencyKey, Key, Namespace};
+use crate::{CoreError, IdempotencyKey, Key, Namespace, StoreResult};
 
 /// How long a key is remembered.
 pub const IDEMPOTENCY_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
@@ -67,18 +67,18 @@ pub trait IdempotencyStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String>;
+    fn load_record(&self, scope: &RecordScope) -> StoreResult<Option<IdempotencyRecord>>;
     /// Stores a record in place of any older one with the same scope.
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String>;
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> StoreResult<()>;
     /// Stores several records (distinct scopes). A store that can write many rows in one
     /// statement does so here.
     ///
     /// # Errors
     /// A description of the storage failure; the caller's transaction undoes what was stored.
-    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> Result<(), String> {
+    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> StoreResult<()> {
         records.iter().try_for_each(|(scope, record)| self.save_record(scope, record))
     }
     /// When the records now being written began to be kept together (their generation's
@@ -90,7 +90,7 @@ pub trait IdempotencyStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    fn records_generation(&self) -> Result<Option<u64>, String>;
+    fn records_generation(&self) -> StoreResult<Option<u64>>;
     /// Drops the generation before the current one, keeps the current one as the one before,
     /// and starts a new generation at `now_ms`. The caller does so only once the current
     /// generation began [`IDEMPOTENCY_WINDOW_MS`] or more ago, so that every record dropped was
@@ -98,7 +98,7 @@ pub trait IdempotencyStore {
     ///
     /// # Errors
     /// A description of the storage failure; the caller's transaction undoes what was done.
-    fn start_records_generation(&self, now_ms: u64) -> Result<(), String>;
+    fn start_records_generation(&self, now_ms: u64) -> StoreResult<()>;
 }
 
 /// What to do with a keyed write.

@@ -17,7 +17,7 @@ use crate::shard::visit_table::{EachSketch, VisitStore, SALT_DAYS};
 use crate::shard::Atomic;
 use crate::visits::day::Day;
 use crate::visits::visitor::Salt;
-use crate::{Counter, CounterStore, Key, Namespace};
+use crate::{Counter, CounterStore, Key, Namespace, StoreResult};
 
 /// A stored row's names.
 pub type Slot = (Namespace, Key);
@@ -81,7 +81,7 @@ fn same(slot: &Slot, ns: &Namespace, key: &Key) -> bool {
 }
 
 impl MemoryStore {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> StoreResult<()> {
         if self.broken.get() {
             Err("storage is broken".into())
         } else {
@@ -90,7 +90,7 @@ impl MemoryStore {
     }
 
     /// Checks a write of one row, and counts it.
-    fn check_write(&self) -> Result<(), String> {
+    fn check_write(&self) -> StoreResult<()> {
         self.check()?;
         if self.writes_fail.get() {
             return Err("storage refuses writes".into());
@@ -124,7 +124,7 @@ impl MemoryStore {
 /// A transaction as SQLite's: the tables as they were are kept, and put back when the writes
 /// fail.
 impl Atomic for MemoryStore {
-    fn atomically<T>(&self, writes: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    fn atomically<T>(&self, writes: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
         if self.without_rollback.get() {
             return writes();
         }
@@ -152,12 +152,12 @@ impl Atomic for MemoryStore {
 }
 
 impl CounterStore for MemoryStore {
-    fn load(&self, ns: &Namespace, key: &Key) -> Result<Option<Counter>, String> {
+    fn load(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<Counter>> {
         self.check()?;
         self.counter_loads.set(self.counter_loads.get() + 1);
         Ok(self.stored_counter(ns, key))
     }
-    fn load_many(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Option<Counter>>, String> {
+    fn load_many(&self, keys: &[(Namespace, Key)]) -> StoreResult<Vec<Option<Counter>>> {
         self.check()?;
         if self.loads_many_fail.get() {
             return Err("storage refuses reads of several rows".into());
@@ -165,7 +165,7 @@ impl CounterStore for MemoryStore {
         self.counter_loads_many.set(self.counter_loads_many.get() + 1);
         Ok(keys.iter().map(|(ns, key)| self.stored_counter(ns, key)).collect())
     }
-    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> Result<(), String> {
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> StoreResult<()> {
         if let Some(left) = self.counter_saves_left.get() {
             if left == 0 {
                 return Err("storage is full".into());
@@ -180,20 +180,20 @@ impl CounterStore for MemoryStore {
             .or_insert_with(|| ((ns.clone(), key.clone()), *counter));
         Ok(())
     }
-    fn remove(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+    fn remove(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         self.check_write()?;
         self.counters.borrow_mut().remove(&row(ns, key));
         self.forget_days(&(ns.clone(), key.clone()));
         Ok(())
     }
-    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> Result<(), String> {
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> StoreResult<()> {
         self.check_write()?;
         let mut days = self.days.borrow_mut();
         let count = days.entry(((ns.clone(), key.clone()), day.day)).or_default();
         *count = count.saturating_add(day.count);
         Ok(())
     }
-    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> Result<u64, String> {
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> StoreResult<u64> {
         self.check()?;
         let mut counters = self.counters.borrow_mut();
         let mut expired: Vec<(u64, u64)> = counters
@@ -210,11 +210,11 @@ impl CounterStore for MemoryStore {
         }
         Ok(expired.len() as u64)
     }
-    fn next_counter_expiry(&self) -> Result<Option<u64>, String> {
+    fn next_counter_expiry(&self) -> StoreResult<Option<u64>> {
         self.check()?;
         Ok(self.counters.borrow().values().filter_map(|(_, c)| c.expires_at_ms).min())
     }
-    fn count_counters(&self, now_ms: u64) -> Result<(u64, u64), String> {
+    fn count_counters(&self, now_ms: u64) -> StoreResult<(u64, u64)> {
         self.check()?;
         let counters = self.counters.borrow();
         let live = counters.values().filter(|(_, c)| !c.is_expired(now_ms)).count();
@@ -223,7 +223,7 @@ impl CounterStore for MemoryStore {
 }
 
 impl VisitStore for MemoryStore {
-    fn day_salt(&self, day: Day) -> Result<Salt, String> {
+    fn day_salt(&self, day: Day) -> StoreResult<Salt> {
         self.check()?;
         if let Some(salt) = self.salts.borrow().get(&day) {
             return Ok(*salt);
@@ -237,22 +237,22 @@ impl VisitStore for MemoryStore {
         salts.insert(day, salt);
         Ok(salt)
     }
-    fn forget_salts_before(&self, day: Day) -> Result<Option<Day>, String> {
+    fn forget_salts_before(&self, day: Day) -> StoreResult<Option<Day>> {
         self.check()?;
         let mut salts = self.salts.borrow_mut();
         salts.retain(|kept, _| *kept >= day);
         Ok(salts.keys().next().copied())
     }
-    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String> {
+    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> StoreResult<Option<Vec<u8>>> {
         self.check()?;
         Ok(self.sketches.borrow().get(&((ns.clone(), key.clone()), day)).cloned())
     }
-    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> Result<(), String> {
+    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> StoreResult<()> {
         self.check_write()?;
         self.sketches.borrow_mut().insert(((ns.clone(), key.clone()), day), sketch.to_vec());
         Ok(())
     }
-    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> Result<Vec<DayCount>, String> {
+    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> StoreResult<Vec<DayCount>> {
         self.check()?;
         let slot = (ns.clone(), key.clone());
         let days = self.days.borrow();
@@ -265,7 +265,7 @@ impl VisitStore for MemoryStore {
         key: &Key,
         (from, to): (Day, Day),
         each: &mut EachSketch<'_>,
-    ) -> Result<(), String> {
+    ) -> StoreResult<()> {
         self.check()?;
         let slot = (ns.clone(), key.clone());
         let sketches = self.sketches.borrow();
@@ -274,7 +274,7 @@ impl VisitStore for MemoryStore {
 }
 
 impl CacheStore for MemoryStore {
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> Result<Option<EntryValue>, String> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<EntryValue>> {
         self.check()?;
         let entries = self.entries.borrow();
         let found = entries.get(&row(ns, key)).filter(|(slot, _)| same(slot, ns, key));
@@ -292,7 +292,7 @@ impl CacheStore for MemoryStore {
         content_type: &str,
         expires_at_ms: Option<u64>,
         now_ms: u64,
-    ) -> Result<(), String> {
+    ) -> StoreResult<()> {
         self.check()?;
         let stored = StoredValue {
             value: value.to_vec(),
@@ -303,16 +303,12 @@ impl CacheStore for MemoryStore {
         self.entries.borrow_mut().insert(row(ns, key), ((ns.clone(), key.clone()), stored));
         Ok(())
     }
-    fn remove_entry(&self, ns: &Namespace, key: &Key) -> Result<(), String> {
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         self.check()?;
         self.entries.borrow_mut().remove(&row(ns, key));
         Ok(())
     }
-    fn scan_newest_entries(
-        &self,
-        most: u64,
-        each: &mut dyn FnMut(StoredEntry) -> bool,
-    ) -> Result<(), String> {
+    fn scan_newest_entries(&self, most: u64, each: &mut dyn FnMut(StoredEntry) -> bool) -> StoreResult<()> {
         self.check()?;
         self.entry_scans.set(self.entry_scans.get() + 1);
         let mut listed: Vec<StoredEntry> = self
@@ -342,7 +338,7 @@ impl CacheStore for MemoryStore {
         }
         Ok(())
     }
-    fn remove_entries_from(&self, entry: &StoredEntry) -> Result<u64, String> {
+    fn remove_entries_from(&self, entry: &StoredEntry) -> StoreResult<u64> {
         self.check()?;
         let mut entries = self.entries.borrow_mut();
         let before = entries.len();
@@ -350,7 +346,7 @@ impl CacheStore for MemoryStore {
         entries.retain(|_, ((ns, key), stored)| (stored.written_at_ms, ns.as_str(), key.as_str()) > first);
         Ok((before - entries.len()) as u64)
     }
-    fn stored_entries(&self) -> Result<(u64, u64), String> {
+    fn stored_entries(&self) -> StoreResult<(u64, u64)> {
         self.check()?;
         let entries = self.entries.borrow();
         let charged = entries.values().map(|((ns, key), stored)| {
@@ -366,12 +362,12 @@ fn start_up_order(entry: &StoredEntry) -> (u64, &str, &str) {
 }
 
 impl IdempotencyStore for MemoryStore {
-    fn load_record(&self, scope: &RecordScope) -> Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, scope: &RecordScope) -> StoreResult<Option<IdempotencyRecord>> {
         self.check()?;
         let current = self.records.borrow().get(scope).cloned();
         Ok(current.or_else(|| self.earlier_records.borrow().get(scope).cloned()))
     }
-    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> Result<(), String> {
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> StoreResult<()> {
         if self.records_fail.get() {
             return Err("storage is full".into());
         }
@@ -379,12 +375,12 @@ impl IdempotencyStore for MemoryStore {
         self.records.borrow_mut().insert(scope.clone(), record.clone());
         Ok(())
     }
-    fn records_generation(&self) -> Result<Option<u64>, String> {
+    fn records_generation(&self) -> StoreResult<Option<u64>> {
         self.check()?;
         let stored = !self.records.borrow().is_empty() || !self.earlier_records.borrow().is_empty();
         Ok(stored.then(|| self.records_since_ms.get()))
     }
-    fn start_records_generation(&self, now_ms: u64) -> Result<(), String> {
+    fn start_records_generation(&self, now_ms: u64) -> StoreResult<()> {
         self.check_write()?;
         let current = self.records.take();
         let dropped = self.earlier_records.replace(current);

@@ -23,6 +23,8 @@ pub mod transfer;
 pub mod visit_table;
 pub mod watchers;
 
+use crate::StoreResult;
+
 /// A store that can run a group of writes as one transaction: a shard call's writes apply
 /// wholly or not at all, so no answer ever has to say which of them were kept.
 pub trait Atomic {
@@ -31,5 +33,5 @@ pub trait Atomic {
     ///
     /// # Errors
     /// The error of `writes`, or a description of the failure to commit.
-    fn atomically<T>(&self, writes: impl FnOnce() -> Result<T, String>) -> Result<T, String>;
+    fn atomically<T>(&self, writes: impl FnOnce() -> StoreResult<T>) -> StoreResult<T>;
 }

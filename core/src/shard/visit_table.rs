@@ -21,25 +21,25 @@ use crate::shard::protocol::{DayTally, DaysAnswer};
 use crate::visits::day::Day;
 use crate::visits::sketch::Sketch;
 use crate::visits::visitor::{visitor_id, Salt};
-use crate::{CoreError, Counter, Key, Namespace};
+use crate::{CoreError, Counter, Key, Namespace, StoreResult};
 
 /// What [`VisitStore::each_sketch`] hands each stored sketch to: its day and bytes.
-pub type EachSketch<'a> = dyn FnMut(Day, &[u8]) -> Result<(), String> + 'a;
+pub type EachSketch<'a> = dyn FnMut(Day, &[u8]) -> StoreResult<()> + 'a;
 
 /// Where a shard keeps its finished days, visitor sketches and salts.
 pub trait VisitStore {
     /// The salt of `day`, made from the platform's random source the first time it is asked
     /// for; the salts of days [`SALT_DAYS`] or more before `day` are deleted then.
-    fn day_salt(&self, day: Day) -> Result<Salt, String>;
+    fn day_salt(&self, day: Day) -> StoreResult<Salt>;
     /// Deletes the salts of the days before `day`; answers the oldest day whose salt is left.
-    fn forget_salts_before(&self, day: Day) -> Result<Option<Day>, String>;
+    fn forget_salts_before(&self, day: Day) -> StoreResult<Option<Day>>;
     /// The stored sketch of `ns`/`key` on `day`.
-    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> Result<Option<Vec<u8>>, String>;
+    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> StoreResult<Option<Vec<u8>>>;
     /// Stores the sketch of `ns`/`key` on `day`.
-    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> Result<(), String>;
+    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> StoreResult<()>;
     /// The finished days of `ns`/`key` from `from` to `to`, in order (its latest day is in its
     /// counter's row).
-    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> Result<Vec<DayCount>, String>;
+    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> StoreResult<Vec<DayCount>>;
     /// Hands `each` the sketches of `ns`/`key` from `from` to `to`, in order, one at a time
     /// (a period's sketches are never all held at once).
     fn each_sketch(
@@ -48,11 +48,11 @@ pub trait VisitStore {
         key: &Key,
         days: (Day, Day),
         each: &mut EachSketch<'_>,
-    ) -> Result<(), String>;
+    ) -> StoreResult<()>;
     /// Counts the visitors of `hashes` on `ns`/`key` and `day`: at once here, at the commit in
     /// a call's [`crate::shard::group_commit::PendingWrites`] (each key and day's sketch then
     /// written once a call).
-    fn add_visitors(&self, ns: &Namespace, key: &Key, day: Day, hashes: &[u64]) -> Result<(), String>
+    fn add_visitors(&self, ns: &Namespace, key: &Key, day: Day, hashes: &[u64]) -> StoreResult<()>
     where
         Self: Sized,
     {
@@ -99,7 +99,7 @@ pub fn count_visitors(
     key: &Key,
     day: Day,
     hashes: &[u64],
-) -> Result<(), String> {
+) -> StoreResult<()> {
     if hashes.is_empty() {
         return Ok(());
     }

@@ -282,8 +282,7 @@ impl Response {
     }
 
     /// A header's value (the first, if added several times).
-    #[cfg(test)]
-    fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 

@@ -50,7 +50,7 @@ impl Shard {
             Ok(Route::Refused(error)) => {
                 let results = vec![OpResult::Failed { error }; request.ops.len()];
                 serde_json::to_string(&ShardResponse { results })
-                    .map_or_else(|e| rejected(CoreError::storage(e.to_string())), JsValue::from)
+                    .map_or_else(|e| rejected(CoreError::storage(e.to_string().into())), JsValue::from)
             }
             Ok(Route::AfterHandOvers) => {
                 let object = Rc::clone(&self.object);
@@ -58,7 +58,7 @@ impl Shard {
                     async move { hand_over::run_placed(&object, request).await.map(JsValue::from) },
                 )
             }
-            Err(detail) => rejected(CoreError::storage(detail)),
+            Err(detail) => rejected(CoreError::storage(detail.into())),
         }
     }
 
@@ -93,7 +93,7 @@ impl Shard {
     #[wasm_bindgen(js_name = adoptPaged)]
     pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> JsValue {
         match hand_over::adopt(&self.object, parcels, Migration { from, to }) {
-            Err(detail) => rejected(CoreError::storage(detail)),
+            Err(detail) => rejected(CoreError::storage(detail.into())),
             Ok(lapses_at) if !self.object.alarm_due_by(lapses_at) => {
                 let object = Rc::clone(&self.object);
                 request_task::run(async move {
@@ -116,7 +116,7 @@ impl Shard {
         object
             .hand_overs
             .settle(&object.store, Migration { from, to })
-            .map_err(|detail| JsValue::from_str(&detail))
+            .map_err(|detail| JsValue::from_str(&detail.to_string()))
     }
 
     /// Tells this shard its index and, while a change of count is under way, starts its alarm
@@ -171,7 +171,7 @@ impl Shard {
                     object.open_stream(ns, key, &client, &read)
                 }))
             }
-            Err(detail) => Err(refusal(CoreError::storage(detail))),
+            Err(detail) => Err(refusal(CoreError::storage(detail.into()))),
         }
     }
 
@@ -267,7 +267,7 @@ impl Shard {
             .object
             .store
             .export_page(after.as_ref(), ns, bounds, now_ms())
-            .map_err(|d| JsValue::from_str(&d))?;
+            .map_err(|d| JsValue::from_str(&d.to_string()))?;
         serde_json::to_string(&page).map_err(|e| JsValue::from_str(&e.to_string()))
     }
 
@@ -303,7 +303,7 @@ impl Shard {
     /// A failure to count the stored rows.
     #[wasm_bindgen(js_name = stats)]
     pub fn stats_rpc(&self, shard: u32) -> std::result::Result<String, JsValue> {
-        let stats = self.object.stats(shard).map_err(|detail| JsValue::from_str(&detail))?;
+        let stats = self.object.stats(shard).map_err(|detail| JsValue::from_str(&detail.to_string()))?;
         serde_json::to_string(&stats).map_err(|e| JsValue::from_str(&e.to_string()))
     }
 }

@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 
 use edgecount_core::hashing::{key_set, KeySet};
 use edgecount_core::shard::migration::Migration;
-use edgecount_core::{Key, Namespace, ShardId};
+use edgecount_core::{Key, Namespace, ShardId, StoreResult};
 use worker::console_error;
 
 use crate::shard::sql_store::SqlShardStore;
@@ -90,7 +90,7 @@ impl HandOverState {
     ///
     /// # Errors
     /// A storage failure.
-    pub fn settle(&self, store: &SqlShardStore, change: Migration) -> Result<(), String> {
+    pub fn settle(&self, store: &SqlShardStore, change: Migration) -> StoreResult<()> {
         store.settle_change(change)?;
         if self.interrupted.get() == Some(change) {
             if let Some(migration) = self.migration {
@@ -107,7 +107,7 @@ impl HandOverState {
     ///
     /// # Errors
     /// A failure to store it.
-    pub fn learn_shard(&self, store: &SqlShardStore, shard: u32) -> Result<(), String> {
+    pub fn learn_shard(&self, store: &SqlShardStore, shard: u32) -> StoreResult<()> {
         if self.shard.get() == Some(shard) {
             return Ok(());
         }
@@ -130,7 +130,7 @@ impl HandOverState {
     ///
     /// # Errors
     /// A storage failure.
-    pub fn keys_to_move(&self, store: &SqlShardStore, shard: u32) -> Result<u64, String> {
+    pub fn keys_to_move(&self, store: &SqlShardStore, shard: u32) -> StoreResult<u64> {
         let Some(migration) = self.migration.filter(|_| self.pending()) else { return Ok(0) };
         if let Some(left) = self.leaving_left.get() {
             return Ok(left);

@@ -36,7 +36,7 @@ const ON_NAME: &str = "ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
 /// A table `t`'s rows of the name `r` (in a subquery over the names).
 const WHERE_NAME: &str = "WHERE t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
 
-type Result<T> = std::result::Result<T, String>;
+type Result<T> = edgecount_core::StoreResult<T>;
 
 /// How far this shard has got with the change of count under way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -549,6 +549,6 @@ fn entry(row: &[SqlStorageValue]) -> Result<ParcelEntry> {
             expires_at_ms: number(expires),
             written_at_ms: number(written).unwrap_or(0),
         }),
-        other => Err(format!("unexpected cache row shape: {} columns", other.len())),
+        other => Err(format!("unexpected cache row shape: {} columns", other.len()).into()),
     }
 }

@@ -18,7 +18,7 @@ use edgecount_core::shard::protocol::{OpResult, ShardRequest, ShardStats};
 use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::shard::watchers::{self, Watchers};
 use edgecount_core::shard::Atomic;
-use edgecount_core::{CoreError, Key, Namespace, ShardEngine};
+use edgecount_core::{CoreError, Key, Namespace, ShardEngine, StoreResult};
 use futures_util::StreamExt;
 use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env, Result, State, Storage};
@@ -178,7 +178,7 @@ impl ShardObject {
         let now = now_ms();
         let (answer, reclaim_by) = match self.run_now(request, now) {
             Ok(ran) => ran,
-            Err(detail) => return rejected(CoreError::storage(detail)),
+            Err(detail) => return rejected(CoreError::storage(detail.into())),
         };
         if self.alarm_due_by(reclaim_by) {
             return JsValue::from(answer);
@@ -288,14 +288,14 @@ impl ShardObject {
         let refused = self
             .store
             .atomically(|| self.store.import(parcels, respect_owners, cache_bytes, now_ms()))
-            .map_err(|detail| JsValue::from_str(&detail))?;
+            .map_err(|detail| JsValue::from_str(&detail.to_string()))?;
         let entries = parcels.iter().any(|p| p.cache.is_some());
         self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)), entries);
         self.reclaim_by(parcels.iter().filter_map(Parcel::lapses_at).min()).await?;
         Ok(refused)
     }
 
-    pub(crate) fn stats(&self, shard: u32) -> std::result::Result<ShardStats, String> {
+    pub(crate) fn stats(&self, shard: u32) -> StoreResult<ShardStats> {
         let stats = self.store.uncounted(|| self.engine.borrow_mut().stats(&self.store, now_ms()));
         let keys_to_move = self.store.uncounted(|| self.hand_overs.keys_to_move(&self.store, shard))?;
         let (rows_read, rows_written) = self.store.rows_counted();

@@ -15,7 +15,7 @@ use edgecount_core::shard::idempotency::{request_digest, IdempotencyRecord, Idem
 use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::Atomic;
 use edgecount_core::visits::day::Day;
-use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp};
+use edgecount_core::{CacheStore, Counter, CounterStore, Key, Namespace, ShardOp, StorageError, StoreResult};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue, State};
@@ -212,13 +212,28 @@ pub(super) struct CounterRow {
     pub(super) day_count: Option<i64>,
 }
 
-/// The columns of `counters` that make a [`CounterRow`], as a `SELECT` lists them.
-const COUNTER_COLUMNS: &str =
-    "CAST(value AS TEXT) AS value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count";
+/// The [`CounterRow`]'s fields of the counter `c`, in [`FoundRow`]'s order after the key's
+/// place: one list for both statements that read counters as JSON.
+macro_rules! counter_fields {
+    () => {
+        "CAST(c.value AS TEXT), c.version, c.ttl_seconds, c.expires_at_ms, c.created_ms, c.settings, \
+         c.day, c.day_count"
+    };
+}
+
+/// A counter row as [`CounterStore::load`] and `load_many` read it, one JSON array: the key's
+/// place in the list asked, then the [`CounterRow`]'s fields in order.
+type FoundRow =
+    (usize, String, u64, Option<u32>, Option<u64>, Option<u64>, Option<String>, Option<i32>, Option<i64>);
+
+fn found_row(row: FoundRow) -> (usize, CounterRow) {
+    let (place, value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count) = row;
+    (place, CounterRow { value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count })
+}
 
 impl CounterRow {
     /// The counter the row stores.
-    pub(super) fn counter(self) -> std::result::Result<Counter, String> {
+    pub(super) fn counter(self) -> StoreResult<Counter> {
         let value = self.value.parse().map_err(|_| format!("stored value {:?} is not an i64", self.value))?;
         let settings = self
             .settings
@@ -283,13 +298,13 @@ pub(super) const ROWS_PER_STATEMENT: usize = 200;
 
 /// Rows as one JSON array of arrays, bound as one text that the statement reads with
 /// `json_each`. Integers stay exact: SQLite reads JSON integers as 64-bit integers.
-pub(super) fn json_rows(rows: &impl serde::Serialize) -> std::result::Result<SqlStorageValue, String> {
-    serde_json::to_string(rows).map(SqlStorageValue::String).map_err(|e| e.to_string())
+pub(super) fn json_rows(rows: &impl serde::Serialize) -> StoreResult<SqlStorageValue> {
+    serde_json::to_string(rows).map(SqlStorageValue::String).map_err(|e| e.to_string().into())
 }
 
 /// `keys` as one JSON array of `[ns, key]`, for `json_each`: a row of a statement over them is
 /// led by its key's place in it (`CAST(r.key AS INTEGER)`).
-pub(super) fn json_names(keys: &[(Namespace, Key)]) -> std::result::Result<SqlStorageValue, String> {
+pub(super) fn json_names(keys: &[(Namespace, Key)]) -> StoreResult<SqlStorageValue> {
     let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
     json_rows(&names)
 }
@@ -310,15 +325,13 @@ pub(super) fn rows_statement(insert: &str, columns: usize, rows: usize, on_confl
 
 /// Writes `rows` with `write`, [`ROWS_PER_STATEMENT`] at a time, in order, up to the first
 /// failure (the call's transaction undoes the statements before it).
-fn in_statements<T>(
-    rows: &[T],
-    write: impl FnMut(&[T]) -> std::result::Result<(), String>,
-) -> std::result::Result<(), String> {
+fn in_statements<T>(rows: &[T], write: impl FnMut(&[T]) -> StoreResult<()>) -> StoreResult<()> {
     rows.chunks(ROWS_PER_STATEMENT).try_for_each(write)
 }
 
-pub(super) fn describe(error: &worker::Error) -> String {
-    error.to_string()
+/// A failure of a SQL call, as the storage failure it is.
+pub(super) fn describe(error: &worker::Error) -> StorageError {
+    error.to_string().into()
 }
 
 impl SqlShardStore {
@@ -423,7 +436,7 @@ impl SqlShardStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn kept_placement(&self) -> std::result::Result<Option<Kept>, String> {
+    pub fn kept_placement(&self) -> StoreResult<Option<Kept>> {
         #[derive(Deserialize)]
         struct Row {
             shards: u32,
@@ -442,7 +455,7 @@ impl SqlShardStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn keep_placement(&self, kept: Kept) -> std::result::Result<(), String> {
+    pub fn keep_placement(&self, kept: Kept) -> StoreResult<()> {
         self.write(
             "INSERT INTO placement (id, shards, from_shards) VALUES (0, ?, ?) ON CONFLICT (id) \
              DO UPDATE SET shards = excluded.shards, from_shards = excluded.from_shards",
@@ -498,7 +511,7 @@ impl SqlShardStore {
         &self,
         query: &str,
         bindings: Vec<SqlStorageValue>,
-    ) -> std::result::Result<Vec<Vec<SqlStorageValue>>, String> {
+    ) -> StoreResult<Vec<Vec<SqlStorageValue>>> {
         let cursor = self.sql.exec(query, bindings).map_err(|e| describe(&e))?;
         let rows = cursor.raw().collect::<std::result::Result<_, _>>().map_err(|e| describe(&e))?;
         self.tally(&cursor);
@@ -517,11 +530,7 @@ impl SqlShardStore {
 
     /// Runs a statement that answers no rows, for its effect alone; a failure as its
     /// description.
-    pub(super) fn write(
-        &self,
-        query: &str,
-        bindings: Vec<SqlStorageValue>,
-    ) -> std::result::Result<(), String> {
+    pub(super) fn write(&self, query: &str, bindings: Vec<SqlStorageValue>) -> StoreResult<()> {
         self.change(query, bindings).map(drop).map_err(|e| describe(&e))
     }
 
@@ -532,10 +541,7 @@ impl SqlShardStore {
 
     /// A record in the legacy table for `scope`: one whose request was a write to the same
     /// key, compared by the digest of that request like a current record.
-    fn load_legacy_record(
-        &self,
-        scope: &RecordScope,
-    ) -> std::result::Result<Option<IdempotencyRecord>, String> {
+    fn load_legacy_record(&self, scope: &RecordScope) -> StoreResult<Option<IdempotencyRecord>> {
         #[derive(Deserialize)]
         struct Row {
             fingerprint: String,
@@ -567,7 +573,7 @@ impl CounterStore for SqlShardStore {
     /// Looks at the counters due by `now_ms` (see [`RECLAIM_AFTER`]), at most `most`, by the
     /// index: removes those expired, and moves the rest on to their expiry. Rows read so follow
     /// the rows reclaimed or moved on, never the table.
-    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> std::result::Result<u64, String> {
+    fn remove_expired_counters(&self, now_ms: u64, most: u64) -> StoreResult<u64> {
         const DUE: &str = "SELECT ns, key FROM counters WHERE reclaim_after_ms <= ?1 \
                            ORDER BY reclaim_after_ms LIMIT ?2";
         let bindings = || vec![integer(Some(now_ms)), integer(Some(most))];
@@ -592,7 +598,7 @@ impl CounterStore for SqlShardStore {
     }
 
     /// The earliest time a counter is due (by the index): at or before the next expiry.
-    fn next_counter_expiry(&self) -> std::result::Result<Option<u64>, String> {
+    fn next_counter_expiry(&self) -> StoreResult<Option<u64>> {
         let next = self
             .count(
                 "SELECT MIN(reclaim_after_ms) AS n FROM counters WHERE reclaim_after_ms IS NOT NULL",
@@ -605,41 +611,41 @@ impl CounterStore for SqlShardStore {
     /// The kept total, as both figures: telling the lapsed counters the alarm has not yet
     /// removed (within [`edgecount_core::shard::alarm_schedule::MIN_ALARM_GAP_MS`]) from the
     /// live ones would read the table.
-    fn count_counters(&self, _now_ms: u64) -> std::result::Result<(u64, u64), String> {
+    fn count_counters(&self, _now_ms: u64) -> StoreResult<(u64, u64)> {
         let stored =
             self.count("SELECT counters AS n FROM totals WHERE id = 0", vec![]).map_err(|e| describe(&e))?;
         Ok((stored, stored))
     }
 
-    fn load(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<Counter>, String> {
-        let rows: Vec<CounterRow> = self
-            .rows(
-                &format!("SELECT {COUNTER_COLUMNS} FROM counters WHERE ns = ? AND key = ?"),
-                vec![text(ns.as_str()), text(key.as_str())],
-            )
-            .map_err(|e| describe(&e))?;
-        rows.into_iter().next().map(CounterRow::counter).transpose()
+    /// One row as one JSON text: a single value across the boundary, not a JavaScript object
+    /// read a field at a time (a read of a counter memory does not hold pays this on each call).
+    fn load(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<Counter>> {
+        let rows = self.raw_rows(
+            concat!(
+                "SELECT json_array(0, ",
+                counter_fields!(),
+                ") FROM counters AS c WHERE c.ns = ?1 AND c.key = ?2"
+            ),
+            vec![text(ns.as_str()), text(key.as_str())],
+        )?;
+        match rows.first().and_then(|row| row.first()) {
+            None => Ok(None),
+            Some(SqlStorageValue::String(row)) => {
+                let row: FoundRow = serde_json::from_str(row).map_err(|e| e.to_string())?;
+                found_row(row).1.counter().map(Some)
+            }
+            Some(other) => Err(format!("a counter row read as {other:?}, not JSON text").into()),
+        }
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] keys: the keys go in as one JSON array, and the
     /// rows found come back as one JSON text (one value across the boundary, not a JavaScript
     /// object per row with a crossing per field), each row led by its key's place in the list.
-    fn load_many(&self, keys: &[(Namespace, Key)]) -> std::result::Result<Vec<Option<Counter>>, String> {
+    fn load_many(&self, keys: &[(Namespace, Key)]) -> StoreResult<Vec<Option<Counter>>> {
         #[derive(Deserialize)]
         struct Found {
             rows: String,
         }
-        type FoundRow = (
-            usize,
-            String,
-            u64,
-            Option<u32>,
-            Option<u64>,
-            Option<u64>,
-            Option<String>,
-            Option<i32>,
-            Option<i64>,
-        );
         let mut counters = vec![None; keys.len()];
         for (chunk, slots) in keys.chunks(ROWS_PER_STATEMENT).zip(counters.chunks_mut(ROWS_PER_STATEMENT)) {
             let names: Vec<(&str, &str)> =
@@ -648,28 +654,18 @@ impl CounterStore for SqlShardStore {
             // primary key, whatever the planner would guess for a table-valued function.
             let found: Vec<Found> = self
                 .rows(
-                    "SELECT json_group_array(json_array(r.key, CAST(c.value AS TEXT), c.version, \
-                     c.ttl_seconds, c.expires_at_ms, c.created_ms, c.settings, c.day, c.day_count)) AS rows \
-                     FROM json_each(?1) AS r CROSS JOIN counters AS c \
-                     ON c.ns = r.value ->> 0 AND c.key = r.value ->> 1",
+                    concat!(
+                        "SELECT json_group_array(json_array(r.key, ",
+                        counter_fields!(),
+                        ")) AS rows FROM json_each(?1) AS r CROSS JOIN counters AS c \
+                         ON c.ns = r.value ->> 0 AND c.key = r.value ->> 1"
+                    ),
                     vec![json_rows(&names)?],
                 )
                 .map_err(|e| describe(&e))?;
             let rows = found.into_iter().next().map_or_else(|| "[]".to_owned(), |found| found.rows);
             let rows: Vec<FoundRow> = serde_json::from_str(&rows).map_err(|e| e.to_string())?;
-            for (place, value, version, ttl_seconds, expires_at_ms, created_ms, settings, day, day_count) in
-                rows
-            {
-                let row = CounterRow {
-                    value,
-                    version,
-                    ttl_seconds,
-                    expires_at_ms,
-                    created_ms,
-                    settings,
-                    day,
-                    day_count,
-                };
+            for (place, row) in rows.into_iter().map(found_row) {
                 let slot = slots.get_mut(place).ok_or_else(|| {
                     format!("a found row names key {place}, beyond the {} asked", chunk.len())
                 })?;
@@ -679,13 +675,13 @@ impl CounterStore for SqlShardStore {
         Ok(counters)
     }
 
-    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> std::result::Result<(), String> {
+    fn save(&self, ns: &Namespace, key: &Key, counter: &Counter) -> StoreResult<()> {
         self.save_all(&[(ns.clone(), key.clone(), *counter)])
     }
 
     /// One statement per [`ROWS_PER_STATEMENT`] counters: the rows travel as one JSON array,
     /// one binding, instead of six bindings per row.
-    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> std::result::Result<(), String> {
+    fn save_all(&self, counters: &[(Namespace, Key, Counter)]) -> StoreResult<()> {
         in_statements(counters, |chunk| {
             let rows = chunk
                 .iter()
@@ -707,7 +703,7 @@ impl CounterStore for SqlShardStore {
                         c.today.map(|t| t.count),
                     ))
                 })
-                .collect::<std::result::Result<Vec<_>, String>>()?;
+                .collect::<StoreResult<Vec<_>>>()?;
             self.write(
                 &rows_statement(
                     "INSERT INTO counters \
@@ -726,30 +722,27 @@ impl CounterStore for SqlShardStore {
         })
     }
 
-    fn remove(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+    fn remove(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         self.write(
             "DELETE FROM counters WHERE ns = ? AND key = ?",
             vec![text(ns.as_str()), text(key.as_str())],
         )
     }
 
-    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> std::result::Result<(), String> {
+    fn finish_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> StoreResult<()> {
         self.add_finished_day(ns, key, day)
     }
 }
 
 impl Atomic for SqlShardStore {
-    fn atomically<T>(
-        &self,
-        writes: impl FnOnce() -> std::result::Result<T, String>,
-    ) -> std::result::Result<T, String> {
+    fn atomically<T>(&self, writes: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
         self.transactions.atomically(writes)
     }
 }
 
 impl IdempotencyStore for SqlShardStore {
     /// One statement per [`ROWS_PER_STATEMENT`] records, as for counters.
-    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> std::result::Result<(), String> {
+    fn save_records(&self, records: &[(RecordScope, IdempotencyRecord)]) -> StoreResult<()> {
         in_statements(records, |chunk| {
             let rows: Vec<_> = chunk
                 .iter()
@@ -780,7 +773,7 @@ impl IdempotencyStore for SqlShardStore {
         })
     }
 
-    fn records_generation(&self) -> std::result::Result<Option<u64>, String> {
+    fn records_generation(&self) -> StoreResult<Option<u64>> {
         #[derive(Deserialize)]
         struct Row {
             since_ms: u64,
@@ -800,7 +793,7 @@ impl IdempotencyStore for SqlShardStore {
 
     /// Also drops the legacy table: the first generation began when this release first
     /// opened the shard, after every legacy record was written.
-    fn start_records_generation(&self, now_ms: u64) -> std::result::Result<(), String> {
+    fn start_records_generation(&self, now_ms: u64) -> StoreResult<()> {
         let statements = [
             format!("DROP TABLE IF EXISTS {EARLIER_RECORDS}"),
             format!("ALTER TABLE {RECORDS} RENAME TO {EARLIER_RECORDS}"),
@@ -814,7 +807,7 @@ impl IdempotencyStore for SqlShardStore {
         self.write("UPDATE records_generation SET since_ms = ? WHERE id = 0", vec![integer(Some(now_ms))])
     }
 
-    fn load_record(&self, scope: &RecordScope) -> std::result::Result<Option<IdempotencyRecord>, String> {
+    fn load_record(&self, scope: &RecordScope) -> StoreResult<Option<IdempotencyRecord>> {
         #[derive(Deserialize)]
         struct Row {
             request_digest: String,
@@ -851,21 +844,13 @@ impl IdempotencyStore for SqlShardStore {
         Ok(Some(IdempotencyRecord { request_digest, result: row.result, created_at_ms: row.created_at_ms }))
     }
 
-    fn save_record(
-        &self,
-        scope: &RecordScope,
-        record: &IdempotencyRecord,
-    ) -> std::result::Result<(), String> {
+    fn save_record(&self, scope: &RecordScope, record: &IdempotencyRecord) -> StoreResult<()> {
         self.save_records(&[(scope.clone(), record.clone())])
     }
 }
 
 impl CacheStore for SqlShardStore {
-    fn scan_newest_entries(
-        &self,
-        most: u64,
-        each: &mut dyn FnMut(StoredEntry) -> bool,
-    ) -> std::result::Result<(), String> {
+    fn scan_newest_entries(&self, most: u64, each: &mut dyn FnMut(StoredEntry) -> bool) -> StoreResult<()> {
         // Newest first, ties broken by name, so that "an entry and every one listed after it"
         // is the one range of `remove_entries_from`. `length(value)` reads a BLOB's size without
         // loading it; the CAST counts the content type in bytes.
@@ -899,7 +884,7 @@ impl CacheStore for SqlShardStore {
 
     /// One pass over the table, with the charge as [`entry_charge`] reckons it; no entry is
     /// loaded (`length` of a BLOB reads its size).
-    fn stored_entries(&self) -> std::result::Result<(u64, u64), String> {
+    fn stored_entries(&self) -> StoreResult<(u64, u64)> {
         #[derive(Deserialize)]
         struct Figures {
             entries: u64,
@@ -918,7 +903,7 @@ impl CacheStore for SqlShardStore {
         Ok(figures.first().map_or((0, 0), |f| (f.entries, f.bytes.unwrap_or(0))))
     }
 
-    fn remove_entries_from(&self, entry: &StoredEntry) -> std::result::Result<u64, String> {
+    fn remove_entries_from(&self, entry: &StoredEntry) -> StoreResult<u64> {
         self.change(
             "DELETE FROM cache_entries WHERE (written_at_ms, ns, key) <= (?, ?, ?)",
             vec![integer(Some(entry.written_at_ms)), text(entry.ns.as_str()), text(entry.key.as_str())],
@@ -926,7 +911,7 @@ impl CacheStore for SqlShardStore {
         .map_err(|e| describe(&e))
     }
 
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<Option<EntryValue>, String> {
+    fn load_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<EntryValue>> {
         let cursor = self
             .sql
             .exec(
@@ -941,7 +926,7 @@ impl CacheStore for SqlShardStore {
         };
         let row = row.map_err(|e| describe(&e))?;
         let [value, SqlStorageValue::String(content_type), expires_at_ms] = row.as_slice() else {
-            return Err(format!("unexpected cache row shape: {} columns", row.len()));
+            return Err(format!("unexpected cache row shape: {} columns", row.len()).into());
         };
         Ok(Some(EntryValue {
             value: blob(value),
@@ -958,7 +943,7 @@ impl CacheStore for SqlShardStore {
         content_type: &str,
         expires_at_ms: Option<u64>,
         now_ms: u64,
-    ) -> std::result::Result<(), String> {
+    ) -> StoreResult<()> {
         self.write(
             "INSERT INTO cache_entries (ns, key, value, content_type, expires_at_ms, written_at_ms) \
                  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET \
@@ -975,7 +960,7 @@ impl CacheStore for SqlShardStore {
         )
     }
 
-    fn remove_entry(&self, ns: &Namespace, key: &Key) -> std::result::Result<(), String> {
+    fn remove_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
         self.write(
             "DELETE FROM cache_entries WHERE ns = ? AND key = ?",
             vec![text(ns.as_str()), text(key.as_str())],

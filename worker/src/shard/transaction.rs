@@ -3,6 +3,7 @@
 //! write it made is rolled back.
 
 use edgecount_core::shard::Atomic;
+use edgecount_core::StoreResult;
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 use wasm_bindgen::JsCast;
 use worker::State;
@@ -32,7 +33,7 @@ impl Transactions {
 }
 
 impl Atomic for Transactions {
-    fn atomically<T>(&self, writes: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    fn atomically<T>(&self, writes: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
         let Some(storage) = &self.storage else {
             return Err("the shard's storage is not available".into());
         };
@@ -44,7 +45,7 @@ impl Atomic for Transactions {
             started = true;
             let written = writes();
             // Throwing is how the callback asks for the rollback.
-            let thrown = written.as_ref().err().map(|detail| JsValue::from_str(detail));
+            let thrown = written.as_ref().err().map(|detail| JsValue::from_str(&detail.to_string()));
             outcome = Some(written);
             thrown.map_or(Ok(JsValue::UNDEFINED), Err)
         };
@@ -56,7 +57,7 @@ impl Atomic for Transactions {
             // transaction is rolled back; the trap goes on up, as it would have without it,
             // since this instance cannot be trusted to go on.
             (Err(thrown), None) if started => wasm_bindgen::throw_val(thrown),
-            (Err(thrown), _) => Err(format!("the transaction failed: {thrown:?}")),
+            (Err(thrown), _) => Err(format!("the transaction failed: {thrown:?}").into()),
             (Ok(_), None) => Err("the transaction did not run its writes".into()),
         }
     }

@@ -10,7 +10,7 @@ use edgecount_core::{CoreError, Counter, CounterStore, Key, Namespace};
 use crate::shard::sql_store::SqlShardStore;
 use crate::shard::visit_store;
 
-type Result<T> = std::result::Result<T, String>;
+type Result<T> = edgecount_core::StoreResult<T>;
 
 impl SqlShardStore {
     /// Up to `most` names after `after` (only those of `ns`, if given) with what they hold live

@@ -12,7 +12,7 @@ use edgecount_core::shard::migration::{Parcel, ParcelSketch};
 use edgecount_core::shard::visit_table::{EachSketch, VisitStore, MAX_SKETCH_DAYS, SALT_DAYS};
 use edgecount_core::visits::day::Day;
 use edgecount_core::visits::visitor::Salt;
-use edgecount_core::{Key, Namespace};
+use edgecount_core::{Key, Namespace, StoreResult};
 use serde::Deserialize;
 use worker::{Result, SqlStorageValue};
 
@@ -119,7 +119,7 @@ pub(super) fn fill_parcels(
     store: &SqlShardStore,
     keys: &[(Namespace, Key)],
     parcels: &mut [Parcel],
-) -> std::result::Result<(), String> {
+) -> StoreResult<()> {
     if !store.holds_days.get() {
         return Ok(());
     }
@@ -147,7 +147,7 @@ pub(super) fn fill_parcels(
     )?;
     for row in rows {
         let [SqlStorageValue::Integer(place), SqlStorageValue::Integer(day), sketch] = row.as_slice() else {
-            return Err("unexpected sketch row shape".to_owned());
+            return Err("unexpected sketch row shape".into());
         };
         let parcel = usize::try_from(*place).ok().and_then(|place| parcels.get_mut(place));
         let day = Day(i32::try_from(*day).map_err(|_| "a stored day out of range")?);
@@ -164,7 +164,7 @@ pub(super) fn fill_parcels(
 pub(super) fn parcel_weights(
     store: &SqlShardStore,
     keys: &[(Namespace, Key)],
-) -> std::result::Result<Vec<(usize, u64)>, String> {
+) -> StoreResult<Vec<(usize, u64)>> {
     if !store.holds_days.get() {
         return Ok(Vec::new());
     }
@@ -191,10 +191,7 @@ pub(super) fn parcel_weights(
 ///
 /// # Errors
 /// A description of the storage failure.
-pub(super) fn save_parcel_days(
-    store: &SqlShardStore,
-    parcels: &[&Parcel],
-) -> std::result::Result<(), String> {
+pub(super) fn save_parcel_days(store: &SqlShardStore, parcels: &[&Parcel]) -> StoreResult<()> {
     if parcels.iter().any(|p| !p.days.is_empty() || !p.sketches.is_empty()) {
         store.holds_days.set(true);
     }
@@ -234,12 +231,7 @@ impl SqlShardStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub(super) fn add_finished_day(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        day: DayCount,
-    ) -> std::result::Result<(), String> {
+    pub(super) fn add_finished_day(&self, ns: &Namespace, key: &Key, day: DayCount) -> StoreResult<()> {
         self.holds_days.set(true);
         let mut bindings = names(ns, key);
         bindings.extend([day_value(day.day), SqlStorageValue::Integer(day.count)]);
@@ -256,10 +248,10 @@ impl SqlShardStore {
 }
 
 impl VisitStore for SqlShardStore {
-    fn day_salt(&self, day: Day) -> std::result::Result<Salt, String> {
+    fn day_salt(&self, day: Day) -> StoreResult<Salt> {
         let rows = self.raw_rows("SELECT salt FROM visitor_salts WHERE day = ?", vec![day_value(day)])?;
         if let Some(salt) = rows.first().and_then(|row| row.first()).map(blob) {
-            return salt.try_into().map_err(|_| "a stored salt is not 32 bytes".to_owned());
+            return salt.try_into().map_err(|_| "a stored salt is not 32 bytes".into());
         }
         let mut salt: Salt = [0; 32];
         fill_random(&mut salt);
@@ -272,7 +264,7 @@ impl VisitStore for SqlShardStore {
         Ok(salt)
     }
 
-    fn forget_salts_before(&self, day: Day) -> std::result::Result<Option<Day>, String> {
+    fn forget_salts_before(&self, day: Day) -> StoreResult<Option<Day>> {
         #[derive(Deserialize)]
         struct Oldest {
             day: Option<i32>,
@@ -283,12 +275,7 @@ impl VisitStore for SqlShardStore {
         Ok(oldest.first().and_then(|o| o.day).map(Day))
     }
 
-    fn load_sketch(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        day: Day,
-    ) -> std::result::Result<Option<Vec<u8>>, String> {
+    fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> StoreResult<Option<Vec<u8>>> {
         let mut bindings = names(ns, key);
         bindings.push(day_value(day));
         let rows = self
@@ -296,13 +283,7 @@ impl VisitStore for SqlShardStore {
         Ok(rows.first().and_then(|row| row.first()).map(blob))
     }
 
-    fn save_sketch(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        day: Day,
-        sketch: &[u8],
-    ) -> std::result::Result<(), String> {
+    fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> StoreResult<()> {
         self.holds_days.set(true);
         let mut bindings = names(ns, key);
         bindings.extend([day_value(day), SqlStorageValue::Blob(sketch.to_vec())]);
@@ -313,13 +294,7 @@ impl VisitStore for SqlShardStore {
         )
     }
 
-    fn stored_days(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        from: Day,
-        to: Day,
-    ) -> std::result::Result<Vec<DayCount>, String> {
+    fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> StoreResult<Vec<DayCount>> {
         #[derive(Deserialize)]
         struct Row {
             day: i32,
@@ -342,7 +317,7 @@ impl VisitStore for SqlShardStore {
         key: &Key,
         (from, to): (Day, Day),
         each: &mut EachSketch<'_>,
-    ) -> std::result::Result<(), String> {
+    ) -> StoreResult<()> {
         let mut bindings = names(ns, key);
         bindings.extend([day_value(from), day_value(to)]);
         let cursor = self
@@ -357,7 +332,7 @@ impl VisitStore for SqlShardStore {
         for row in cursor.raw() {
             let row = row.map_err(|e| describe(&e))?;
             let [SqlStorageValue::Integer(day), sketch] = row.as_slice() else {
-                return Err("unexpected sketch row shape".to_owned());
+                return Err("unexpected sketch row shape".into());
             };
             each(Day(i32::try_from(*day).map_err(|_| "a stored day out of range")?), &blob(sketch))?;
         }
