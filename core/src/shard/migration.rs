@@ -160,8 +160,10 @@ pub const MAX_PARCELS_PER_CALL: usize = 200;
 pub const MAX_RECORDS_PER_CALL: usize = 1_000;
 
 /// Where a key's records continue: after this kind and Idempotency-Key, in that order (the
-/// order of the records tables' primary key).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// order of the records tables' primary key). Ordered as those tables order them: by kind,
+/// then Idempotency-Key, byte by byte (SQLite's `BINARY` order is how Rust compares strings;
+/// the derive compares the fields in their order here).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct RecordsAfter {
     pub kind: String,
     pub idempotency_key: String,
@@ -172,12 +174,6 @@ impl RecordsAfter {
     #[must_use]
     pub fn start() -> Self {
         Self { kind: String::new(), idempotency_key: String::new() }
-    }
-
-    /// The cursor as the records tables order it: by kind, then Idempotency-Key, byte by byte
-    /// (SQLite's `BINARY` order, as Rust compares strings).
-    fn key(&self) -> (&str, &str) {
-        (&self.kind, &self.idempotency_key)
     }
 }
 
@@ -269,7 +265,7 @@ pub fn progress(
         .ok_or("a page of records that is not the last parcel of its call, or holds none")?;
     // A page of the first key asked for continues its records after `after`, and must end past
     // it; a page of a later key starts them.
-    if parcels.len() == 1 && after.is_some_and(|after| next.key() <= after.key()) {
+    if parcels.len() == 1 && after.is_some_and(|after| next <= *after) {
         return Err("a page of records that does not end past the one before".into());
     }
     Ok((parcels.len() - 1, Some(next)))

@@ -250,8 +250,9 @@ async fn take_over(
     // Memory knows every key that arrived while the object runs (unless it had to forget them
     // at its bound: a key then goes on arriving, to no effect).
     let known_arrived = |name: &(Namespace, Key)| object.hand_overs.arrived.borrow().contains(name);
+    let stored_through = |name: &(Namespace, Key)| object.hand_overs.stored_through(name);
     let takes = by_old_home.iter().map(|(old, names)| {
-        carry(names, known_arrived, move |rest, after| async move {
+        carry(names, known_arrived, stored_through, move |rest, after| async move {
             let parcels =
                 shard_client::hand_over(&object.env, *old, rest, after.as_ref(), migration).await.map_err(
                     |error| error.as_string().unwrap_or_else(|| format!("shard {old} handed nothing over")),
@@ -270,10 +271,12 @@ async fn take_over(
 /// records continuing after the cursor, if any) and answers them. A key that `arrived` says is
 /// at its new home already is asked for no further, however many of its pages are still to
 /// come: another take-over, or its old home's alarm, brought it in meanwhile, and the new home
-/// ignores any later copy of it.
+/// ignores any later copy of it. A key whose records `stored_through` says are stored further
+/// than this take-over has carried them goes on after that page.
 async fn carry<'k, Moved>(
     keys: &'k [(Namespace, Key)],
     arrived: impl Fn(&(Namespace, Key)) -> bool,
+    stored_through: impl Fn(&(Namespace, Key)) -> Option<RecordsAfter>,
     mut call: impl FnMut(&'k [(Namespace, Key)], Option<RecordsAfter>) -> Moved,
 ) -> Result<(), String>
 where
@@ -285,8 +288,9 @@ where
             rest = &rest[1..];
             after = None;
         }
-        if rest.is_empty() {
-            return Ok(());
+        let Some(first) = rest.first() else { return Ok(()) };
+        if let Some(stored) = stored_through(first).filter(|stored| after.as_ref() < Some(stored)) {
+            after = Some(stored);
         }
         let asked = &rest[..rest.len().min(MAX_PARCELS_PER_CALL)];
         let parcels = call(asked, after.clone()).await?;
@@ -311,6 +315,13 @@ fn adopt_parcels(
     let entries_arrived = parcels.iter().any(|p| p.cache.is_some());
     object.engine.borrow_mut().forget_keys(arrived.iter().map(|(ns, key)| (ns, key)), entries_arrived);
     object.hand_overs.remember_arrived(parcels.iter().filter(|p| !p.records_follow).map(|p| (&p.ns, &p.key)));
+    for page in parcels.iter().filter(|p| p.records_follow) {
+        if let Some(last) = page.records.last() {
+            let through =
+                RecordsAfter { kind: last.kind.clone(), idempotency_key: last.idempotency_key.clone() };
+            object.hand_overs.remember_page(&(page.ns.clone(), page.key.clone()), through);
+        }
+    }
     Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
 }
 
@@ -518,6 +529,7 @@ async fn send_away(
         carry(
             names,
             |_| false,
+            |_| None,
             |rest, after| async move {
                 let parcels = object.store.parcels(rest, after.as_ref(), now_ms())?;
                 shard_client::adopt(&object.env, *home, &parcels, migration)
@@ -589,6 +601,7 @@ mod tests {
         let carried = carry(
             &keys,
             |key| arrived.borrow().contains(key),
+            |_| None,
             |asked, after| {
                 calls.borrow_mut().push((asked.to_vec(), after));
                 let answer = if calls.borrow().len() == 1 {
@@ -614,6 +627,7 @@ mod tests {
         let carried = carry(
             &keys,
             |_| false,
+            |_| None,
             |_, _| {
                 *calls.borrow_mut() += 1;
                 let answer = match *calls.borrow() {
@@ -625,5 +639,33 @@ mod tests {
         );
         assert_eq!(run(carried), Ok(()));
         assert_eq!(calls.into_inner(), 3);
+    }
+
+    #[test]
+    fn a_take_over_goes_on_after_the_furthest_page_another_stored() {
+        let keys = vec![name(0)];
+        let through = |n: usize| RecordsAfter { kind: "counter".into(), idempotency_key: format!("{n:08}") };
+        let stored = RefCell::new(None);
+        let calls = RefCell::new(Vec::new());
+        let carried = carry(
+            &keys,
+            |_| false,
+            |_| stored.borrow().clone(),
+            |_, after| {
+                calls.borrow_mut().push(after.clone());
+                let answer = match calls.borrow().len() {
+                    // Page 1; meanwhile other take-overs store pages 2 to 5.
+                    1 => {
+                        *stored.borrow_mut() = Some(through(5));
+                        vec![page(0, 1)]
+                    }
+                    2 => vec![page(0, 6)],
+                    _ => vec![whole(0)],
+                };
+                async move { Ok::<_, String>(answer) }
+            },
+        );
+        assert_eq!(run(carried), Ok(()));
+        assert_eq!(calls.into_inner(), vec![None, Some(through(5)), Some(through(6))]);
     }
 }

@@ -4,8 +4,8 @@
 
 use std::cell::{Cell, RefCell};
 
-use edgecount_core::hashing::{key_set, KeySet};
-use edgecount_core::shard::migration::Migration;
+use edgecount_core::hashing::{key_map, key_set, KeyMap, KeySet};
+use edgecount_core::shard::migration::{Migration, RecordsAfter};
 use edgecount_core::{Key, Namespace, ShardId, StoreResult};
 use worker::console_error;
 
@@ -15,6 +15,9 @@ use crate::shard::sql_store::SqlShardStore;
 pub(super) const SWEEP_PAGE: u64 = 500;
 /// Arrived keys remembered in memory (beyond it, storage is asked again): a bound on the set.
 const MAX_REMEMBERED_ARRIVALS: usize = 100_000;
+/// Keys still arriving whose furthest stored page is remembered (beyond it, a take-over of
+/// another such key starts from its first page, as after a restart): a bound on the map.
+const MAX_REMEMBERED_PAGES: usize = 10_000;
 
 /// Where a shard is in the change of count under way.
 pub struct HandOverState {
@@ -36,6 +39,14 @@ pub struct HandOverState {
     pub(super) arrived: RefCell<KeySet<(Namespace, Key)>>,
     /// How many times [`Self::arrived`] was emptied, at its bound.
     pub(super) forgotten: Cell<u64>,
+    /// Of keys whose records arrive in pages, the last record of the furthest page stored
+    /// here. Every take-over of such a key asks for the page after it, whichever take-over (or
+    /// the old home's alarm) stored it: a busy key written to by many requests at once then
+    /// moves as fast as one take-over, instead of each starting from the first page and sharing
+    /// the old home's time until none finishes. What a stored page held stays stored until it
+    /// has lapsed (a record lives at least a window from when it is stored, see
+    /// `sql_store::RECORDS`), so starting after it loses nothing.
+    stored_through: RefCell<KeyMap<(Namespace, Key), RecordsAfter>>,
     /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
     pub(super) keys_per_alarm: usize,
     /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
@@ -79,6 +90,7 @@ impl HandOverState {
             cursor: RefCell::new(None),
             arrived: RefCell::new(key_set()),
             forgotten: Cell::new(0),
+            stored_through: RefCell::new(key_map()),
             keys_per_alarm: keys_per_alarm.max(1),
             leaving_left: Cell::new(None),
         }
@@ -148,14 +160,40 @@ impl HandOverState {
         }
     }
 
+    /// Where a take-over of `name` goes on from, if a page of its records is stored here.
+    pub(super) fn stored_through(&self, name: &(Namespace, Key)) -> Option<RecordsAfter> {
+        self.stored_through.borrow().get(name).cloned()
+    }
+
+    /// Remembers that `name`'s records are stored here through `last`, unless a further page
+    /// is, the key has arrived, or the map is at its bound.
+    pub(super) fn remember_page(&self, name: &(Namespace, Key), last: RecordsAfter) {
+        if self.arrived.borrow().contains(name) {
+            return;
+        }
+        let mut stored = self.stored_through.borrow_mut();
+        let room = stored.len() < MAX_REMEMBERED_PAGES;
+        match stored.get_mut(name) {
+            Some(furthest) if *furthest < last => *furthest = last,
+            Some(_) => {}
+            None if room => {
+                stored.insert(name.clone(), last);
+            }
+            None => {}
+        }
+    }
+
     pub(super) fn remember_arrived<'a>(&self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
         let mut arrived = self.arrived.borrow_mut();
+        let mut stored = self.stored_through.borrow_mut();
         for (ns, key) in keys {
+            let name = (ns.clone(), key.clone());
+            stored.remove(&name);
             if arrived.len() >= MAX_REMEMBERED_ARRIVALS {
                 arrived.clear();
                 self.forgotten.set(self.forgotten.get() + 1);
             }
-            arrived.insert((ns.clone(), key.clone()));
+            arrived.insert(name);
         }
     }
 }
