@@ -115,14 +115,30 @@ async function writeUnder4(dir: string, ops: object[]): Promise<void> {
 /**
  * 20 writers, each sending `rounds` single increments to random keys: through the current
  * deployment or the previous one, some with an Idempotency-Key and sent twice. Answers the
- * increments acknowledged per key (a repeat of a keyed write counts once).
+ * increments acknowledged per key (a repeat of a keyed write counts once). Meanwhile 4 readers
+ * read random keys and check that none reads less than `before` (each counter's value when
+ * the writers started) and the increments acknowledged before the read was sent.
  */
 async function writers(
   service: Service,
   rounds: number,
   change: string,
+  before: number[],
 ): Promise<number[]> {
   const acknowledged = new Array<number>(KEYS).fill(0);
+  let writing = true;
+  const reader = async () => {
+    while (writing) {
+      const i = Math.floor(Math.random() * KEYS);
+      const least = before[i] + acknowledged[i];
+      const read = await service.fetch(
+        `/v1/counters/${NS}/${key(i)}?consistency=strong`,
+      );
+      expect(read.status).toBe(200);
+      expect((await read.json()).value, key(i)).toBeGreaterThanOrEqual(least);
+    }
+  };
+  const reading = Array.from({ length: 4 }, reader);
   const writer = async (w: number) => {
     for (let round = 0; round < rounds; round++) {
       const i = Math.floor(Math.random() * KEYS);
@@ -152,6 +168,8 @@ async function writers(
     }
   };
   await Promise.all(Array.from({ length: 20 }, (_, w) => writer(w)));
+  writing = false;
+  await Promise.all(reading);
   return acknowledged;
 }
 
@@ -211,7 +229,7 @@ it("grows 4 -> 7 and shrinks back to 4 online, every counter exact and every key
     });
     const before = await totals(moving);
     expect(before.keys_to_move).toBeGreaterThan(KEYS / 10);
-    const acknowledged = await writers(moving, 60, `${from}-${to}`);
+    const acknowledged = await writers(moving, 60, `${from}-${to}`, expected);
     acknowledged.forEach((n, i) => (expected[i] += n));
     // One-way increments through both deployments: each isolate flushes its sums under a
     // receipt, which the previous deployment's shards forward to the keys' new homes.
@@ -318,7 +336,9 @@ it("refuses to declare a change over while keys are still to move", async () => 
       expect(write.status).toBe(500);
       const refusal = (await write.json()).error;
       expect(refusal.code).toBe("misconfigured");
-      expect(refusal.message).toContain("Set EDGECOUNT_SHARDS_FROM=4 back");
+      expect(refusal.message).toContain(
+        "Set EDGECOUNT_SHARDS=7 and EDGECOUNT_SHARDS_FROM=4 back",
+      );
     }
     await early.stop();
 
@@ -339,6 +359,104 @@ it("refuses to declare a change over while keys are still to move", async () => 
     await over.stop();
   });
 });
+
+/** The shard a deployment of `shards` shards places each of `keys` under. */
+async function homesUnder(shards: number, keys: string[]): Promise<number[]> {
+  const probe = await startService({
+    vars: { EDGECOUNT_SHARDS: String(shards) },
+  });
+  const homes = [];
+  for (const name of keys) {
+    const read = await probe.fetch(`/v1/counters/${NS}/${name}`);
+    await read.text();
+    homes.push(Number(read.headers.get("x-edgecount-shard")));
+  }
+  await probe.stop();
+  return homes;
+}
+
+it("keeps a change's arrivals while a deployment declaring another runs: a key deleted at its new home stays deleted", async () => {
+  await withStateDir("reversed", async (dir) => {
+    // Names that move to shard 0 when 7 shards become 4: shard-0 is the shard any deployment
+    // opens first (it keeps the count), whatever the count it declares.
+    const names = Array.from({ length: 400 }, (_, i) => `zz-${i}`);
+    const under7 = await homesUnder(7, names);
+    const leaving = names.filter((_, i) => under7[i] >= 4);
+    const under4 = await homesUnder(4, leaving);
+    const targets = leaving.filter((_, i) => under4[i] === 0);
+    expect(targets.length).toBeGreaterThan(10);
+    // Many more keys sort before them, so the old homes' sweeps (a key an alarm) are far
+    // from reaching them: the old homes still hold their copies when the change is left.
+    const FILLERS = 4000;
+    const fillers = Array.from({ length: FILLERS }, (_, i) => key(i));
+    const writes = [...fillers, ...targets].map((name) => ({
+      op: "incr",
+      ns: NS,
+      key: name,
+    }));
+    const first = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7" },
+    });
+    expect((await batch(first.fetch, writes)).every((r) => r.value)).toBe(true);
+    await first.stop();
+
+    const shrinking = {
+      EDGECOUNT_SHARDS: "4",
+      EDGECOUNT_SHARDS_FROM: "7",
+      EDGECOUNT_HAND_OVER_KEYS: "1",
+    };
+    const moving = await startService({ persistDir: dir, vars: shrinking });
+    // Each delete takes its key over at shard-0, then deletes it there.
+    const deletes = targets.map((name) => ({
+      op: "delete",
+      ns: NS,
+      key: name,
+    }));
+    const deleted = await batch(moving.fetch, deletes);
+    expect(deleted.every((r) => !r.error)).toBe(true);
+    await moving.stop();
+
+    // The change declared the other way round, the deployment that declared it still rolling
+    // out beside it: the keeper of the count refuses the new one, and the shards, under a
+    // change this deployment does not declare, refuse the previous one's ops.
+    const reversed = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "7", EDGECOUNT_SHARDS_FROM: "4" },
+      previousDeployment: shrinking,
+    });
+    const refused = await reversed.fetch(`/v1/counters/${NS}/${targets[0]}`);
+    expect(refused.status).toBe(500);
+    expect((await refused.json()).error.code).toBe("misconfigured");
+    for (const name of targets) {
+      const read = await reversed.fetchPrevious(
+        `/v1/counters/${NS}/${name}?consistency=strong`,
+      );
+      expect(read.status).toBe(500);
+      expect((await read.json()).error.message).toContain(
+        "Set EDGECOUNT_SHARDS=4 and EDGECOUNT_SHARDS_FROM=7 back",
+      );
+    }
+    await reversed.stop();
+
+    // Declared again, the change goes on where it was left: shard-0 still knows the deleted
+    // keys arrived, and takes neither its old homes' stale copies nor their hand-overs.
+    const resumed = await startService({
+      persistDir: dir,
+      vars: { EDGECOUNT_SHARDS: "4", EDGECOUNT_SHARDS_FROM: "7" },
+    });
+    const reads = targets.map((name) => ({ op: "get", ns: NS, key: name }));
+    const zeros = targets.map(() => 0);
+    expect((await batch(resumed.fetch, reads)).map((r) => r.value)).toEqual(
+      zeros,
+    );
+    expect((await settled(resumed)).stored_counters).toBe(FILLERS);
+    expect((await batch(resumed.fetch, reads)).map((r) => r.value)).toEqual(
+      zeros,
+    );
+    await resumed.stop();
+  });
+}, 120_000);
 
 it("refuses a change declared from a count the keys are not under", async () => {
   await withStateDir("guard", async (dir) => {
@@ -420,6 +538,44 @@ it("streams a counter that has not reached its new home yet", async () => {
     expect(decoder.decode(value)).toBe('data: {"value":9}\n\n');
     await live.reader.cancel();
     await settled(moving);
+    await moving.stop();
+  });
+});
+
+it("reads keys that have not arrived where they are, without taking them over", async () => {
+  await withStateDir("reads", async (dir) => {
+    const ops = Array.from({ length: 300 }, (_, i) => ({
+      op: "incr",
+      ns: NS,
+      key: key(i),
+      by: i + 1,
+    }));
+    await writeUnder4(dir, ops);
+    // One key per alarm: most keys have not moved when they are read.
+    const moving = await startService({
+      persistDir: dir,
+      vars: {
+        EDGECOUNT_SHARDS: "7",
+        EDGECOUNT_SHARDS_FROM: "4",
+        EDGECOUNT_HAND_OVER_KEYS: "1",
+      },
+    });
+    const reads = ops.map(({ key }) => ({ op: "get", ns: NS, key }));
+    const absent = { op: "get", ns: NS, key: "never-written" };
+    const read = await batch(moving.fetch, [...reads, absent]);
+    expect(read.map((r) => r.value)).toEqual([...ops.map((op) => op.by), 0]);
+    // Each key stored once still, bar the few the alarm is handing over: a read took none over.
+    expect((await totals(moving)).stored_counters).toBeLessThan(300 + 10);
+    // A write takes its key over, and the key is read here from then on.
+    const write = await moving.fetch(`/v1/counters/${NS}/${key(7)}/incr`, {
+      method: "POST",
+    });
+    expect((await write.json()).value).toBe(9);
+    expect(await moving.value(NS, key(7))).toBe(9n);
+    await settled(moving);
+    expect((await batch(moving.fetch, reads)).map((r) => r.value)).toEqual(
+      ops.map((op, i) => op.by + (i === 7 ? 1 : 0)),
+    );
     await moving.stop();
   });
 });

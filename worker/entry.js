@@ -87,13 +87,16 @@ export class Shard extends DurableObject {
     return guardedAsync(() => this.#current().placement(placement));
   }
 
-  // A change of the shard count (see worker/src/shard/hand_over.rs).
-  handOver(keys, from, to) {
-    return guarded(() => this.#current().handOver(keys, from, to));
+  // A change of the shard count (see worker/src/shard/hand_over.rs). The two calls that carry
+  // keys are named for the protocol that pages a key's records: a shard of a release with
+  // another protocol has neither name, so a call between the two releases fails, and is tried
+  // again later, instead of being misread.
+  handOverPaged(keys, after, from, to) {
+    return guarded(() => this.#current().handOverPaged(keys, after, from, to));
   }
 
-  adopt(parcels, from, to) {
-    return guardedAsync(() => this.#current().adopt(parcels, from, to));
+  adoptPaged(parcels, from, to) {
+    return guardedAsync(() => this.#current().adoptPaged(parcels, from, to));
   }
 
   settleChange(from, to) {

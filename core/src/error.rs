@@ -73,8 +73,8 @@ pub enum CoreError {
     ChangeUnfinished { from: u32, to: u32, unfinished: u32 },
     #[error(
         "This shard is in the middle of the change of shard count from {from} to {to}, which this \
-         deployment no longer declares; nothing was read or written. Set EDGECOUNT_SHARDS_FROM={from} \
-         back until keys_to_move in /v1/stats is 0."
+         deployment does not declare; nothing was read or written. Set EDGECOUNT_SHARDS={to} and \
+         EDGECOUNT_SHARDS_FROM={from} back until keys_to_move in /v1/stats is 0."
     )]
     ChangeInterrupted { from: u32, to: u32 },
     /// Storage failed; `detail` is for the operator's logs, never shown to clients.

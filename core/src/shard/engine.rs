@@ -310,13 +310,20 @@ impl ShardEngine {
     }
 
     /// Forgets what memory holds of `keys`, whose rows changed outside the engine (taken over
-    /// from another shard, imported), so that the next op reads storage: their counters, and
-    /// the cache index as a whole, which does not know the sizes of entries stored for them.
-    pub fn forget_keys<'a>(&mut self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
+    /// from another shard, imported), so that the next op reads storage: their counters and,
+    /// when `entries_stored` says cache entries were among the rows, the cache index as a
+    /// whole, which does not know their sizes.
+    pub fn forget_keys<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>,
+        entries_stored: bool,
+    ) {
         for (ns, key) in keys {
             self.counters.forget(ns, key);
         }
-        self.cache.unload();
+        if entries_stored {
+            self.cache.unload();
+        }
     }
 
     /// Forgets `keys`, whose rows storage has just deleted (handed over to another shard):
@@ -767,7 +774,7 @@ mod tests {
         let arrived = names("d");
         store.save_entry(&arrived.0, &arrived.1, b"v", content_type.as_str(), None, 5).unwrap();
         let kept = names("c");
-        engine.forget_keys([(&arrived.0, &arrived.1), (&kept.0, &kept.1)]);
+        engine.forget_keys([(&arrived.0, &arrived.1), (&kept.0, &kept.1)], true);
         assert_eq!(engine.stats(&store, 6).unwrap().cache_entries, 2, "counted by storage");
         assert_eq!(store.entry_scans.get(), scans);
         let (ns, key) = names("absent");

@@ -8,11 +8,19 @@
 //! 1. The new home asks the old one for the key's [`Parcel`] (its counter, cache entry and
 //!    per-key idempotency records), or the old home offers it unasked from its alarm. Reading
 //!    a parcel changes nothing.
-//! 2. The new home stores the parcel and an *arrival* mark for the key in one turn, so both are
-//!    durable together. A parcel for a key already marked is ignored: the key has been live
-//!    here since, and the copy is older.
+//! 2. The new home stores the parcel and an *arrival* mark for the key in one transaction, so
+//!    both are durable together. A parcel for a key already marked is ignored: the key has been
+//!    live here since, and the copy is older.
 //! 3. Only once the new home has answered that it holds the key does the old home delete its
 //!    copy.
+//!
+//! A key's records travel in pages of at most [`MAX_RECORDS_PER_CALL`]: a key written with a
+//! fresh Idempotency-Key ten times a second holds some 864,000 in their day. Every page but the
+//! last is a parcel of records alone ([`Parcel::records_follow`]), which the new home stores
+//! without marking the key; the last page carries the rest of the key with it, and the key
+//! arrives with that one. Records stored before the key arrives are never read (its ops wait
+//! for its arrival), and storing a page again stores the same records, so a move cut short
+//! between pages is simply started again.
 //!
 //! Between step 1 and step 3 the old copy cannot change: the old home applies no op to a key
 //! that is not its own under the new count, and forwards such ops (from isolates still on the
@@ -95,10 +103,14 @@ pub struct Parcel {
     pub counter: Option<Counter>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<ParcelEntry>,
-    /// The key's per-op idempotency records (a request-wide receipt's record stays where the
-    /// request was applied; see [`crate::shard::receipt`]).
+    /// The key's per-op idempotency records, or a page of them (a request-wide receipt's record
+    /// stays where the request was applied; see [`crate::shard::receipt`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub records: Vec<ParcelRecord>,
+    /// Whether more of the key's records follow in the next call: the parcel is a page of
+    /// records and nothing else, and the key has not arrived with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub records_follow: bool,
     /// The counter's finished days (its latest is in `counter`), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub days: Vec<DayCount>,
@@ -135,13 +147,35 @@ pub struct ParcelRecord {
     pub created_at_ms: u64,
 }
 
-/// Bytes of parcels one hand-over call carries at most (a single parcel larger than this still
-/// travels, alone): well within what one Durable Object call may carry, whatever the cache
-/// values.
+/// Bytes of parcels one hand-over call carries at most, their records aside (a single parcel
+/// larger than this still travels, alone): well within what one Durable Object call may carry,
+/// whatever the cache values.
 pub const MAX_PARCEL_BYTES_PER_CALL: usize = 4 * 1024 * 1024;
 
 /// Keys one hand-over call carries at most.
 pub const MAX_PARCELS_PER_CALL: usize = 200;
+
+/// Idempotency records one hand-over call carries at most, of all its keys: at most 128 bytes
+/// of Idempotency-Key, a digest and a small answer each, so a page stays under about 0.5 MB.
+pub const MAX_RECORDS_PER_CALL: usize = 1_000;
+
+/// Where a key's records continue: after this kind and Idempotency-Key, in that order (the
+/// order of the records tables' primary key). Ordered as those tables order them: by kind,
+/// then Idempotency-Key, byte by byte (SQLite's `BINARY` order is how Rust compares strings;
+/// the derive compares the fields in their order here).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RecordsAfter {
+    pub kind: String,
+    pub idempotency_key: String,
+}
+
+impl RecordsAfter {
+    /// Before a key's first record.
+    #[must_use]
+    pub fn start() -> Self {
+        Self { kind: String::new(), idempotency_key: String::new() }
+    }
+}
 
 impl Parcel {
     /// When the first thing the parcel holds lapses: its counter's or cache entry's expiry, or
@@ -173,56 +207,83 @@ impl Parcel {
             counter: None,
             cache: None,
             records: Vec::new(),
+            records_follow: false,
             days: Vec::new(),
             sketches: Vec::new(),
         }
     }
-
-    /// About how many bytes the parcel takes as JSON: names, a counter's fields, the cache
-    /// value in base64 and the records, plus a fixed overhead.
-    #[must_use]
-    pub fn weight(&self) -> usize {
-        let entry =
-            self.cache.as_ref().map_or(0, |e| e.value.len().div_ceil(3) * 4 + e.content_type.len() + 64);
-        let records: usize = self
-            .records
-            .iter()
-            .map(|r| r.kind.len() + r.idempotency_key.len() + r.request_digest.len() + r.result.len() + 96)
-            .sum();
-        let sketches: usize = self.sketches.iter().map(|s| s.sketch.len().div_ceil(3) * 4 + 32).sum();
-        self.ns.as_str().len()
-            + self.key.as_str().len()
-            + 256
-            + entry
-            + records
-            + self.days.len() * 40
-            + sketches
-    }
 }
 
-/// Splits `parcels` into runs that each fit one hand-over call
-/// ([`MAX_PARCELS_PER_CALL`], [`MAX_PARCEL_BYTES_PER_CALL`]).
-#[must_use]
-pub fn loads(parcels: Vec<Parcel>) -> Vec<Vec<Parcel>> {
-    let mut loads: Vec<Vec<Parcel>> = Vec::new();
-    let mut weight = 0;
-    for parcel in parcels {
-        let parcel_weight = parcel.weight();
-        match loads.last_mut() {
-            Some(load)
-                if load.len() < MAX_PARCELS_PER_CALL
-                    && weight + parcel_weight <= MAX_PARCEL_BYTES_PER_CALL =>
-            {
-                load.push(parcel);
-                weight += parcel_weight;
-            }
-            _ => {
-                loads.push(vec![parcel]);
-                weight = parcel_weight;
-            }
-        }
+/// Refuses parcels that one hand-over call may not carry: more than [`MAX_PARCELS_PER_CALL`]
+/// keys or [`MAX_RECORDS_PER_CALL`] records.
+///
+/// # Errors
+/// Which bound they pass.
+pub fn within_one_call(parcels: &[Parcel]) -> Result<(), String> {
+    let records: usize = parcels.iter().map(|p| p.records.len()).sum();
+    if parcels.len() > MAX_PARCELS_PER_CALL || records > MAX_RECORDS_PER_CALL {
+        return Err(format!(
+            "{} parcels and {records} records in one call, past {MAX_PARCELS_PER_CALL} and {MAX_RECORDS_PER_CALL}",
+            parcels.len()
+        ));
     }
-    loads
+    Ok(())
+}
+
+/// What one hand-over call moved of `asked`, the keys it was given in order (see the module
+/// documentation), the first one's records continuing `after`: how many of them, from the
+/// first, arrived with it, and where the next call picks up the records of the one after them
+/// when a page of its records came.
+///
+/// # Errors
+/// Parcels out of protocol: past [`within_one_call`], none, more than asked, other keys or in
+/// another order, or a page of records that is not the call's last parcel, holds none, or
+/// ends at or before `after` (the move would not advance).
+pub fn progress(
+    asked: &[(Namespace, Key)],
+    after: Option<&RecordsAfter>,
+    parcels: &[Parcel],
+) -> Result<(usize, Option<RecordsAfter>), String> {
+    within_one_call(parcels)?;
+    let named_in_order =
+        parcels.iter().zip(asked).all(|(parcel, (ns, key))| parcel.ns == *ns && parcel.key == *key);
+    let Some(last) = parcels.last().filter(|_| named_in_order && parcels.len() <= asked.len()) else {
+        return Err("the old shard answered parcels for other keys".into());
+    };
+    let paged = parcels.iter().filter(|p| p.records_follow).count();
+    if paged == 0 {
+        return Ok((parcels.len(), None));
+    }
+    let next = last
+        .records
+        .last()
+        .filter(|_| paged == 1 && last.records_follow)
+        .map(|record| RecordsAfter {
+            kind: record.kind.clone(),
+            idempotency_key: record.idempotency_key.clone(),
+        })
+        .ok_or("a page of records that is not the last parcel of its call, or holds none")?;
+    // A page of the first key asked for continues its records after `after`, and must end past
+    // it; a page of a later key starts them.
+    if parcels.len() == 1 && after.is_some_and(|after| next <= *after) {
+        return Err("a page of records that does not end past the one before".into());
+    }
+    Ok((parcels.len() - 1, Some(next)))
+}
+
+/// How many of a call's keys travel whole, records and all, given how many records each holds
+/// (counted up to one past [`MAX_RECORDS_PER_CALL`]), from the first: as many as one call's
+/// records take. None when the first key alone holds more: its records then go in pages.
+#[must_use]
+pub fn whole_keys(record_counts: impl IntoIterator<Item = usize>) -> usize {
+    let mut carried = 0_usize;
+    record_counts
+        .into_iter()
+        .take_while(|&records| {
+            carried = carried.saturating_add(records);
+            carried <= MAX_RECORDS_PER_CALL
+        })
+        .count()
 }
 
 #[cfg(test)]
@@ -283,40 +344,134 @@ mod tests {
         assert_eq!(seen, (0..40).collect::<Vec<_>>());
     }
 
-    fn parcel(i: usize, value_bytes: usize) -> Parcel {
-        let (ns, key) = names(i);
-        Parcel {
-            cache: Some(ParcelEntry {
-                value: vec![7; value_bytes],
-                content_type: "application/octet-stream".into(),
-                expires_at_ms: None,
-                written_at_ms: 1,
-            }),
-            ..Parcel::empty(ns, key)
+    fn record(i: usize) -> ParcelRecord {
+        ParcelRecord {
+            kind: "counter".into(),
+            idempotency_key: format!("{i:08}"),
+            request_digest: "0".repeat(32),
+            result: "{}".into(),
+            created_at_ms: 1,
         }
     }
 
-    #[test]
-    fn the_weight_bounds_the_json() {
-        for bytes in [0, 1, 2, 3, 1000, 1 << 20] {
-            let p = parcel(1, bytes);
-            assert!(serde_json::to_string(&p).unwrap().len() <= p.weight(), "{bytes}");
+    /// What an old home holding `records[i]` records of key `i` answers a call for `asked`
+    /// (indexes of keys) with its first key's records continuing `after`, as
+    /// `migration_store` pages them.
+    fn answer(records: &[usize], asked: &[usize], after: Option<&RecordsAfter>) -> Vec<Parcel> {
+        let parcel = |i: usize, from: usize| {
+            let (ns, key) = names(i);
+            let page: Vec<ParcelRecord> = (from..records[i]).take(MAX_RECORDS_PER_CALL).map(record).collect();
+            let records_follow = from + page.len() < records[i];
+            Parcel { records: page, records_follow, ..Parcel::empty(ns, key) }
+        };
+        let from = after.map_or(0, |after| after.idempotency_key.parse::<usize>().unwrap() + 1);
+        let counts = asked.iter().map(|&i| records[i].min(MAX_RECORDS_PER_CALL + 1));
+        match whole_keys(counts) {
+            _ if from > 0 => vec![parcel(asked[0], from)],
+            0 => vec![parcel(asked[0], 0)],
+            whole => asked[..whole].iter().map(|&i| parcel(i, 0)).collect(),
         }
     }
 
     proptest! {
         #[test]
-        fn loads_keep_every_parcel_in_order_within_the_bounds(sizes in prop::collection::vec(0usize..3_000_000, 0..40)) {
-            let parcels: Vec<Parcel> = sizes.iter().enumerate().map(|(i, &s)| parcel(i, s)).collect();
-            let loads = loads(parcels.clone());
-            let flat: Vec<Parcel> = loads.iter().flatten().cloned().collect();
-            prop_assert_eq!(flat, parcels);
-            for load in &loads {
-                prop_assert!(!load.is_empty() && load.len() <= MAX_PARCELS_PER_CALL);
-                let weight: usize = load.iter().map(Parcel::weight).sum();
-                prop_assert!(load.len() == 1 || weight <= MAX_PARCEL_BYTES_PER_CALL);
+        fn every_key_arrives_once_with_all_its_records_in_calls_within_the_page(
+            records in prop::collection::vec(prop_oneof![0usize..3, 0usize..3_500], 1..12),
+        ) {
+            let keys: Vec<(Namespace, Key)> = (0..records.len()).map(names).collect();
+            let (mut rest, mut after) = (0, None);
+            let mut delivered = vec![0; records.len()];
+            let mut arrived = Vec::new();
+            while rest < keys.len() {
+                let asked: Vec<usize> = (rest..keys.len()).collect();
+                let parcels = answer(&records, &asked, after.as_ref());
+                let carried: usize = parcels.iter().map(|p| p.records.len()).sum();
+                prop_assert!(carried <= MAX_RECORDS_PER_CALL);
+                for (parcel, &i) in parcels.iter().zip(&asked) {
+                    delivered[i] += parcel.records.len();
+                }
+                let (came, next) = progress(&keys[rest..], after.as_ref(), &parcels).unwrap();
+                arrived.extend(rest..rest + came);
+                rest += came;
+                after = next;
             }
+            prop_assert_eq!(arrived, (0..keys.len()).collect::<Vec<_>>());
+            prop_assert_eq!(delivered, records);
         }
+    }
+
+    #[test]
+    fn keys_travel_whole_while_their_records_fit_one_call() {
+        assert_eq!(whole_keys([0, 0, 0]), 3);
+        assert_eq!(whole_keys([400, 600, 1]), 2);
+        assert_eq!(whole_keys([MAX_RECORDS_PER_CALL + 1, 0]), 0, "the first key's records go in pages");
+        assert_eq!(whole_keys([]), 0);
+    }
+
+    #[test]
+    fn progress_refuses_answers_that_would_not_advance_or_name_other_keys() {
+        let keys: Vec<(Namespace, Key)> = (0..3).map(names).collect();
+        let empty = |i: usize| Parcel::empty(names(i).0, names(i).1);
+        let page = |i: usize| Parcel { records: vec![record(7)], records_follow: true, ..empty(i) };
+        assert_eq!(progress(&keys, None, &[empty(0), empty(1)]), Ok((2, None)));
+        let after = RecordsAfter { kind: "counter".into(), idempotency_key: format!("{:08}", 7) };
+        assert_eq!(progress(&keys, None, &[empty(0), page(1)]), Ok((1, Some(after))));
+        assert!(progress(&keys, None, &[]).is_err(), "nothing moved");
+        assert!(progress(&keys, None, &[empty(1)]).is_err(), "another key");
+        assert!(progress(&keys[..1], None, &[empty(0), empty(1)]).is_err(), "more than asked");
+        assert!(progress(&keys, None, &[page(0), empty(1)]).is_err(), "a page before the last parcel");
+        let empty_page = Parcel { records_follow: true, ..empty(0) };
+        assert!(progress(&keys, None, &[empty_page]).is_err(), "an empty page");
+        let too_many = Parcel { records: vec![record(1); MAX_RECORDS_PER_CALL + 1], ..empty(0) };
+        assert!(progress(&keys, None, &[too_many]).is_err(), "past the page");
+    }
+
+    #[test]
+    fn progress_refuses_a_page_that_does_not_end_past_the_cursor() {
+        let keys: Vec<(Namespace, Key)> = (0..2).map(names).collect();
+        let page = |ends_at: usize| Parcel {
+            records: vec![record(ends_at)],
+            records_follow: true,
+            ..Parcel::empty(names(0).0, names(0).1)
+        };
+        let at = |i: usize| RecordsAfter { kind: "counter".into(), idempotency_key: format!("{i:08}") };
+        assert_eq!(progress(&keys, Some(&at(7)), &[page(8)]), Ok((0, Some(at(8)))));
+        // Answered again and again, the same page would have the call asked for ever.
+        assert!(progress(&keys, Some(&at(7)), &[page(7)]).is_err(), "the same page again");
+        assert!(progress(&keys, Some(&at(7)), &[page(3)]).is_err(), "an earlier page");
+        // The last page of a key, then a page of the next: the cursor starts again.
+        let whole = Parcel::empty(names(0).0, names(0).1);
+        let next = Parcel {
+            records: vec![record(2)],
+            records_follow: true,
+            ..Parcel::empty(names(1).0, names(1).1)
+        };
+        assert_eq!(progress(&keys, Some(&at(7)), &[whole, next]), Ok((1, Some(at(2)))));
+    }
+
+    #[test]
+    fn a_page_of_the_longest_records_stays_under_half_a_megabyte() {
+        let longest = ParcelRecord {
+            kind: "counter".into(),
+            idempotency_key: "k".repeat(128),
+            request_digest: "f".repeat(32),
+            // A counter write's answer with every field at its widest.
+            result: format!(
+                r#"{{"value":{},"version":{},"ttl":{},"expires_at_ms":{},"exists":true}}"#,
+                i64::MIN,
+                u64::MAX,
+                u64::MAX,
+                u64::MAX
+            ),
+            created_at_ms: u64::MAX,
+        };
+        let (ns, key) = names(1);
+        let page = Parcel {
+            records: vec![longest; MAX_RECORDS_PER_CALL],
+            records_follow: true,
+            ..Parcel::empty(ns, key)
+        };
+        assert!(serde_json::to_string(&page).unwrap().len() < 512 * 1024);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use edgecount_core::edge::rate_limit::ClientId;
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
-use edgecount_core::shard::migration::{Migration, Parcel};
+use edgecount_core::shard::migration::{Migration, Parcel, RecordsAfter};
 use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::protocol::{Placed, ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::shard::refusal::Refusal;
@@ -162,12 +162,14 @@ extern "C" {
     #[wasm_bindgen(method, js_name = placement)]
     fn placement(this: &ShardRpc, placement: &str) -> js_sys::Promise;
 
-    /// Resolves to the JSON parcels of the JSON keys (see `Shard::hand_over_rpc`).
-    #[wasm_bindgen(method, js_name = handOver)]
-    fn hand_over(this: &ShardRpc, keys: &str, from: u32, to: u32) -> js_sys::Promise;
+    /// Resolves to the JSON parcels of the JSON keys, the first one's records continuing after
+    /// the JSON cursor (see `Shard::hand_over_rpc`; a shard of another release lacks the name).
+    #[wasm_bindgen(method, js_name = handOverPaged)]
+    fn hand_over(this: &ShardRpc, keys: &str, after: &str, from: u32, to: u32) -> js_sys::Promise;
 
-    /// Resolves once the JSON parcels are stored (see `Shard::adopt_rpc`).
-    #[wasm_bindgen(method, js_name = adopt)]
+    /// Resolves once the JSON parcels are stored (see `Shard::adopt_rpc`; a shard of another
+    /// release lacks the name).
+    #[wasm_bindgen(method, js_name = adoptPaged)]
     fn adopt(this: &ShardRpc, parcels: &str, from: u32, to: u32) -> js_sys::Promise;
 
     /// Resolves once the shard has forgotten a change declared over.
@@ -230,8 +232,8 @@ pub async fn handed_over(env: &Env, shard: ShardId, change: Migration) -> Result
     Ok(answer.as_bool() == Some(true))
 }
 
-/// The parcels of `keys` from their old home `shard`, as many as one answer carries (at least
-/// one), in order.
+/// What the next hand-over call carries of `keys` from their old home `shard`, the first
+/// one's records continuing `after` (see `SqlShardStore::parcels`).
 ///
 /// # Errors
 /// A rejected call (its message), or an answer out of protocol.
@@ -239,11 +241,13 @@ pub async fn hand_over(
     env: &Env,
     shard: ShardId,
     keys: &[(Namespace, Key)],
+    after: Option<&RecordsAfter>,
     change: Migration,
 ) -> Result<Vec<Parcel>, JsValue> {
     let rpc = shard_to_shard_stub(env, shard)?;
     let keys = serde_json::to_string(keys).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    let answer = answer_of(JsFuture::from(rpc.hand_over(&keys, change.from, change.to))).await?;
+    let after = serde_json::to_string(&after).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let answer = answer_of(JsFuture::from(rpc.hand_over(&keys, &after, change.from, change.to))).await?;
     let text = answer.as_string().ok_or_else(|| JsValue::from_str("a hand-over answered no text"))?;
     serde_json::from_str(&text).map_err(|e| JsValue::from_str(&e.to_string()))
 }

@@ -62,14 +62,26 @@ impl Shard {
         }
     }
 
-    /// The parcels of the keys named in the JSON `[[ns, key], ...]`, as JSON, as many as one
-    /// answer carries (see [`hand_over`]); reading them changes nothing.
+    /// What the next hand-over call carries of the keys named in the JSON `[[ns, key], ...]`,
+    /// the first one's records continuing after the JSON `after` (see [`hand_over`]); reading
+    /// them changes nothing.
+    ///
+    /// Named for the protocol that pages a key's records, as is [`Self::adopt_rpc`]: a shard
+    /// of a release with another protocol (whose parcels carry all of a key's records, and
+    /// which would store a page of them as the whole key) has neither name, so a call between
+    /// the two releases fails and is tried again later, never misread.
     ///
     /// # Errors
-    /// A malformed list, or a storage failure.
-    #[wasm_bindgen(js_name = handOver)]
-    pub fn hand_over_rpc(&self, keys: &str, from: u32, to: u32) -> std::result::Result<String, JsValue> {
-        hand_over::hand_over(&self.object, keys, Migration { from, to })
+    /// A malformed list or cursor, or a storage failure.
+    #[wasm_bindgen(js_name = handOverPaged)]
+    pub fn hand_over_rpc(
+        &self,
+        keys: &str,
+        after: &str,
+        from: u32,
+        to: u32,
+    ) -> std::result::Result<String, JsValue> {
+        hand_over::hand_over(&self.object, keys, after, Migration { from, to })
             .map_err(|detail| JsValue::from_str(&detail))
     }
 
@@ -78,7 +90,7 @@ impl Shard {
     /// held until they are durable, lets the old home delete its copies. A promise when the
     /// alarm has to be set first; rejected for malformed parcels, no change under way, or a
     /// storage failure.
-    #[wasm_bindgen(js_name = adopt)]
+    #[wasm_bindgen(js_name = adoptPaged)]
     pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> JsValue {
         match hand_over::adopt(&self.object, parcels, Migration { from, to }) {
             Err(detail) => rejected(CoreError::storage(detail.into())),

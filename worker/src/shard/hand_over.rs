@@ -1,9 +1,12 @@
 //! A shard's part in a change of the shard count (see [`edgecount_core::shard::migration`] for
 //! the steps and why they are safe to repeat):
 //!
-//! - **Taking over.** Before running an op on a key that moves here, the shard asks the key's
-//!   old home for its parcel and stores it with the key's arrival mark; ops on other keys, or
-//!   on keys already arrived, run at once.
+//! - **Taking over.** Before running a request that writes a key that moves here, the shard
+//!   asks the key's old home for its parcel and stores it with the key's arrival mark; ops on
+//!   other keys, or on keys already arrived, run at once.
+//! - **Reading where held.** A request that only reads is read at the old homes of its keys
+//!   that have not arrived, which hold them unchanged until they are handed over: a call, and
+//!   no write, where a take-over would cost both.
 //! - **Forwarding.** A request from an isolate still placing keys under another count is split
 //!   by the keys' homes under this deployment's count: the part that is this shard's runs here,
 //!   the rest goes to the other homes, and the answers are put back in order. A forwarded op is
@@ -15,13 +18,12 @@
 //!   after the new home has answered that it holds the key. A sweep that ends with nothing left
 //!   is kept as done.
 
+use std::future::Future;
 use std::rc::Rc;
 
-use edgecount_core::hashing::key_set;
+use edgecount_core::hashing::{key_set, KeySet};
 use edgecount_core::partition::shard_for;
-use edgecount_core::shard::migration::{
-    self, Migration, Parcel, MAX_PARCELS_PER_CALL, MAX_PARCEL_BYTES_PER_CALL,
-};
+use edgecount_core::shard::migration::{self, Migration, Parcel, RecordsAfter, MAX_PARCELS_PER_CALL};
 use edgecount_core::shard::protocol::{Placed, ShardCall, ShardRequest, ShardResponse};
 use edgecount_core::shard::receipt;
 use edgecount_core::shard::Atomic;
@@ -53,10 +55,11 @@ const RETRY_AFTER_MS: u64 = 1_000;
 pub enum Route {
     Here,
     /// Once storage has said which of its moving keys have arrived and the rest are taken
-    /// over, or once forwarded.
+    /// over (read at their old homes, for a request that only reads), or once forwarded.
     AfterHandOvers,
-    /// Not at all: the shard is in the middle of a change this deployment no longer declares,
-    /// where a key not yet moved would read 0 at its new home and its writes be lost.
+    /// Not at all: the shard is in the middle of a change this deployment no longer declares
+    /// (it declares none, or another), where a key not yet moved would read 0 at its new home
+    /// and its writes be lost, or a stale copy be taken for it.
     Refused(CoreError),
 }
 
@@ -128,10 +131,62 @@ pub async fn run_placed(object: &Rc<ShardObject>, request: ShardRequest) -> Resu
     }
 }
 
-/// Runs a request whose keys are all this shard's, taking over those that have not arrived.
+/// Runs a request whose keys are all this shard's: one that writes once the keys that have not
+/// arrived are taken over, one that only reads with those keys read where they are.
 async fn run_owned(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
-    take_over_keys_of(object, request).await?;
-    object.run_here(request).await
+    if request.ops.iter().any(|call| call.op.is_write()) {
+        take_over_keys_of(object, request).await?;
+        return object.run_here(request).await;
+    }
+    read_where_held(object, request).await
+}
+
+/// Runs a request that only reads keys that are all this shard's, reading each key that has not
+/// arrived at its old home: the old home holds its copy unchanged until this shard has stored
+/// it, and a read changes nothing, so this costs a call and no write where a take-over costs
+/// both. A key that arrived while its old home was answering (the old home may have handed it
+/// over and deleted its copy meanwhile) is read again here.
+async fn read_where_held(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<String, JsValue> {
+    let Some(migration) = object.hand_overs.migration else { return object.run_here(request).await };
+    let Some(own) = object.hand_overs.shard.get() else {
+        // Not told its own index, the shard cannot tell its part from its old homes': it takes
+        // the keys over instead, as for a write, rather than read 0 for keys it does not hold.
+        take_over_keys_of(object, request).await?;
+        return object.run_here(request).await;
+    };
+    let storage = |detail: String| JsValue::from_str(&detail);
+    let missing = unarrived(object, migration, &request.ops).map_err(storage)?;
+    if missing.is_empty() {
+        return object.run_here(request).await;
+    }
+    let missing: KeySet<(Namespace, Key)> = missing.into_iter().collect();
+    let groups = migration::grouped(0..request.ops.len(), |&place| {
+        let call = &request.ops[place];
+        let (ns, key) = call.op.target();
+        if missing.contains(&name_of(call)) {
+            migration.old_home(ns, key)
+        } else {
+            ShardId(own)
+        }
+    });
+    let unanswered = vec![None; request.ops.len()];
+    gather(object, request, groups, unanswered, |home, part| async move {
+        if home.0 != own {
+            // Every key of this part had not arrived when it was sent; memory learns of each
+            // that arrives meanwhile, unless it forgets what it knew.
+            let state = &object.hand_overs;
+            let forgotten = state.forgotten.get();
+            let results = shard_client::execute_request(&object.env, home, &part).await;
+            let arrived_meanwhile = state.forgotten.get() != forgotten
+                || part.ops.iter().any(|call| state.arrived.borrow().contains(&name_of(call)));
+            if !arrived_meanwhile {
+                return results.map_err(|_| JsValue::from_str("a key's old shard did not answer a read"));
+            }
+            take_over_keys_of(object, &part).await?;
+        }
+        results_of(&object.run_here(&part).await?)
+    })
+    .await
 }
 
 /// Takes over the keys of `request` (all this shard's) that move here and have not arrived.
@@ -158,16 +213,10 @@ fn unarrived(
         return Ok(candidates);
     }
     let names: Vec<(&Namespace, &Key)> = candidates.iter().map(|(ns, key)| (ns, key)).collect();
-    let places = object.store.unarrived(&names, migration)?;
-    let mut missing_at = vec![false; candidates.len()];
-    for place in places {
-        if let Some(missing) = missing_at.get_mut(place) {
-            *missing = true;
-        }
-    }
-    let (missing, arrived): (Vec<_>, Vec<_>) =
-        candidates.into_iter().zip(missing_at).partition(|(_, missing)| *missing);
-    object.hand_overs.remember_arrived(arrived.iter().map(|(name, _)| name));
+    let arrived_at = object.store.arrived(&names, migration)?;
+    let (arrived, missing): (Vec<_>, Vec<_>) =
+        candidates.into_iter().zip(arrived_at).partition(|(_, arrived)| *arrived);
+    object.hand_overs.remember_arrived(arrived.iter().map(|((ns, key), _)| (ns, key)));
     Ok(missing.into_iter().map(|(name, _)| name).collect())
 }
 
@@ -198,78 +247,121 @@ async fn take_over(
     keys: Vec<(Namespace, Key)>,
 ) -> Result<(), JsValue> {
     let by_old_home = migration::grouped(keys, |(ns, key)| migration.old_home(ns, key));
-    let takes = by_old_home.iter().map(|(old, names)| async move {
-        for chunk in names.chunks(MAX_PARCELS_PER_CALL) {
-            let mut rest = chunk;
-            while !rest.is_empty() {
-                let parcels = shard_client::hand_over(&object.env, *old, rest, migration).await?;
-                let named_in_order = parcels
-                    .iter()
-                    .zip(rest)
-                    .all(|(parcel, (ns, key))| parcel.ns == *ns && parcel.key == *key);
-                if parcels.is_empty() || parcels.len() > rest.len() || !named_in_order {
-                    return Err(JsValue::from_str("the old shard answered parcels for other keys"));
-                }
-                let lapses_at = adopt_parcels(object, &parcels, migration)
-                    .map_err(|detail| JsValue::from_str(&detail))?;
-                object.reclaim_by(lapses_at).await?;
-                rest = &rest[parcels.len()..];
-            }
-        }
-        Ok(())
+    // Memory knows every key that arrived while the object runs (unless it had to forget them
+    // at its bound: a key then goes on arriving, to no effect).
+    let known_arrived = |name: &(Namespace, Key)| object.hand_overs.arrived.borrow().contains(name);
+    let stored_through = |name: &(Namespace, Key)| object.hand_overs.stored_through(name);
+    let takes = by_old_home.iter().map(|(old, names)| {
+        carry(names, known_arrived, stored_through, move |rest, after| async move {
+            let parcels =
+                shard_client::hand_over(&object.env, *old, rest, after.as_ref(), migration).await.map_err(
+                    |error| error.as_string().unwrap_or_else(|| format!("shard {old} handed nothing over")),
+                )?;
+            let lapses_at = adopt_parcels(object, &parcels, migration)?;
+            object.reclaim_by(lapses_at).await.map_err(|_| "setting the alarm failed".to_owned())?;
+            Ok(parcels)
+        })
     });
-    request_task::join_every(takes).await.into_iter().collect()
+    let taken: Result<(), String> = request_task::join_every(takes).await.into_iter().collect();
+    taken.map_err(|detail| JsValue::from_str(&detail))
 }
 
-/// Stores `parcels` unless their keys have arrived, and forgets what memory held of them;
-/// answers when the first thing they hold lapses, which the alarm must reclaim by then.
+/// Moves `keys`, all of one old home and one new, in as many calls as they take: `call` moves
+/// the parcels of the keys it is given (at most [`MAX_PARCELS_PER_CALL`], the first one's
+/// records continuing after the cursor, if any) and answers them. A key that `arrived` says is
+/// at its new home already is asked for no further, however many of its pages are still to
+/// come: another take-over, or its old home's alarm, brought it in meanwhile, and the new home
+/// ignores any later copy of it. A key whose records `stored_through` says are stored further
+/// than this take-over has carried them goes on after that page.
+async fn carry<'k, Moved>(
+    keys: &'k [(Namespace, Key)],
+    arrived: impl Fn(&(Namespace, Key)) -> bool,
+    stored_through: impl Fn(&(Namespace, Key)) -> Option<RecordsAfter>,
+    mut call: impl FnMut(&'k [(Namespace, Key)], Option<RecordsAfter>) -> Moved,
+) -> Result<(), String>
+where
+    Moved: Future<Output = Result<Vec<Parcel>, String>>,
+{
+    let (mut rest, mut after) = (keys, None);
+    loop {
+        while rest.first().is_some_and(&arrived) {
+            rest = &rest[1..];
+            after = None;
+        }
+        let Some(first) = rest.first() else { return Ok(()) };
+        if let Some(stored) = stored_through(first).filter(|stored| after.as_ref() < Some(stored)) {
+            after = Some(stored);
+        }
+        let asked = &rest[..rest.len().min(MAX_PARCELS_PER_CALL)];
+        let parcels = call(asked, after.clone()).await?;
+        let (came, next) = migration::progress(asked, after.as_ref(), &parcels)?;
+        rest = &rest[came..];
+        after = next;
+    }
+}
+
+/// Stores what `parcels` carry of keys that have not arrived, and forgets what memory held of
+/// those that arrive; answers when the first thing they hold lapses, which the alarm must
+/// reclaim by then.
 fn adopt_parcels(
     object: &ShardObject,
     parcels: &[Parcel],
     migration: Migration,
 ) -> Result<Option<u64>, String> {
     // Wholly or not at all: a failure leaves the sender to send the parcels again.
-    let adopted = object.store.atomically(|| object.store.adopt(parcels, migration))?;
-    object.engine.borrow_mut().forget_keys(adopted.iter().map(|(ns, key)| (ns, key)));
-    let names: Vec<(Namespace, Key)> = parcels.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
-    object.hand_overs.remember_arrived(&names);
+    let arrived = object.store.atomically(|| object.store.adopt(parcels, migration))?;
+    // The cache index learns of entries that arrived by being built again (before the next
+    // cache write); keys without one leave it as it is.
+    let entries_arrived = parcels.iter().any(|p| p.cache.is_some());
+    object.engine.borrow_mut().forget_keys(arrived.iter().map(|(ns, key)| (ns, key)), entries_arrived);
+    object.hand_overs.remember_arrived(parcels.iter().filter(|p| !p.records_follow).map(|p| (&p.ns, &p.key)));
+    for page in parcels.iter().filter(|p| p.records_follow) {
+        if let Some(last) = page.records.last() {
+            let through =
+                RecordsAfter { kind: last.kind.clone(), idempotency_key: last.idempotency_key.clone() };
+            object.hand_overs.remember_page(&(page.ns.clone(), page.key.clone()), through);
+        }
+    }
     Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
 }
 
-/// The `handOver` call: the parcels of the JSON `[[ns, key], ...]`, as JSON.
+/// The `handOverPaged` call: what the next call carries of the JSON `[[ns, key], ...]` (see
+/// [`crate::shard::sql_store::SqlShardStore::parcels`]), the first key's records continuing
+/// after the JSON `after` (`null` for from the start), as JSON.
 ///
 /// # Errors
 /// A malformed or too long list, or a storage failure.
-pub fn hand_over(object: &ShardObject, keys: &str, change: Migration) -> Result<String, String> {
+pub fn hand_over(object: &ShardObject, keys: &str, after: &str, change: Migration) -> Result<String, String> {
     same_change(object, change)?;
     let keys: Vec<(Namespace, Key)> =
         serde_json::from_str(keys).map_err(|e| format!("malformed keys: {e}"))?;
+    let after: Option<RecordsAfter> =
+        serde_json::from_str(after).map_err(|e| format!("malformed cursor: {e}"))?;
     if keys.len() > MAX_PARCELS_PER_CALL {
         return Err(format!("at most {MAX_PARCELS_PER_CALL} keys per hand-over"));
     }
-    let parcels = object.store.parcels(&keys, MAX_PARCEL_BYTES_PER_CALL)?;
+    let parcels = object.store.parcels(&keys, after.as_ref(), now_ms())?;
     serde_json::to_string(&parcels).map_err(|e| e.to_string())
 }
 
-/// The `adopt` call: stores the JSON parcels; answers when the first thing they hold lapses.
+/// The `adoptPaged` call: stores the JSON parcels; answers when the first thing they hold lapses.
 ///
 /// # Errors
 /// Malformed or too many parcels, no change under way, or a storage failure.
 pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<Option<u64>, String> {
     same_change(object, change)?;
-    let migration = change;
     let parcels: Vec<Parcel> =
         serde_json::from_str(parcels).map_err(|e| format!("malformed parcels: {e}"))?;
-    if parcels.len() > MAX_PARCELS_PER_CALL {
-        return Err(format!("at most {MAX_PARCELS_PER_CALL} parcels per call"));
-    }
-    adopt_parcels(object, &parcels, migration)
+    migration::within_one_call(&parcels)?;
+    adopt_parcels(object, &parcels, change)
 }
 
 /// Refuses a hand-over between shards that are not under the same change: a shard still on
-/// the previous configuration would go on applying ops to a key it handed over.
+/// the previous configuration would go on applying ops to a key it handed over. A shard that
+/// another change interrupted takes part in none (see [`Route::Refused`]).
 fn same_change(object: &ShardObject, change: Migration) -> Result<(), String> {
-    if object.hand_overs.migration == Some(change) {
+    let state = &object.hand_overs;
+    if state.migration == Some(change) && state.interrupted.get().is_none() {
         Ok(())
     } else {
         Err(format!("this shard is not under the change from {} to {} shards", change.from, change.to))
@@ -292,40 +384,70 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
         .map(|(home, places)| (home, places.into_iter().filter(|&place| !was_applied(place)).collect()))
         .filter(|(_, places): &(ShardId, Vec<usize>)| !places.is_empty())
         .collect();
-    let share = request.answer_budget.map(|budget| budget / groups.len().max(1) as u64);
-    let own = object.hand_overs.shard.get();
-    let sends = groups.iter().map(|(home, places)| {
-        let part = ShardRequest {
-            ops: places.iter().map(|&place| request.ops[place].clone()).collect(),
-            answer_budget: share,
-            receipt: request.receipt.as_ref().map(|whole| receipt::forwarded(whole, *home)),
-            placed: Some(Placed { shards: object.shards, shard: home.0 }),
-        };
-        async move {
-            if own == Some(home.0) {
-                let answer = run_owned(object, &part).await?;
-                let answer: ShardResponse =
-                    serde_json::from_str(&answer).map_err(|e| JsValue::from_str(&e.to_string()))?;
-                Ok(answer.results)
-            } else {
-                shard_client::execute_request(&object.env, *home, &part)
-                    .await
-                    .map_err(|_| JsValue::from_str("the key's new shard did not answer a forwarded call"))
-            }
-        }
-    });
-    let answers: Vec<Result<Vec<OpResult>, JsValue>> = request_task::join_every(sends).await;
-    let mut results: Vec<Option<OpResult>> = (0..request.ops.len())
+    let answered: Vec<Option<OpResult>> = (0..request.ops.len())
         .map(|place| was_applied(place).then(|| OpResult::Replayed { first: Box::new(OpResult::Stored) }))
         .collect();
+    let own = object.hand_overs.shard.get();
+    gather(object, request, groups, answered, |home, part| async move {
+        if own == Some(home.0) {
+            results_of(&run_owned(object, &part).await?)
+        } else {
+            shard_client::execute_request(&object.env, home, &part)
+                .await
+                .map_err(|_| JsValue::from_str("the key's new shard did not answer a forwarded call"))
+        }
+    })
+    .await
+}
+
+/// Runs each group of `request`'s ops (its places, and the shard they go to) through `run`, all
+/// at once, each with its share of the answer budget and placed under this deployment's count,
+/// and answers the results in the request's order over `answered`, which holds those answered
+/// already.
+async fn gather<Ran>(
+    object: &ShardObject,
+    request: &ShardRequest,
+    groups: Vec<(ShardId, Vec<usize>)>,
+    mut answered: Vec<Option<OpResult>>,
+    run: impl Fn(ShardId, ShardRequest) -> Ran,
+) -> Result<String, JsValue>
+where
+    Ran: Future<Output = Result<Vec<OpResult>, JsValue>>,
+{
+    let share = request.answer_budget.map(|budget| budget / groups.len().max(1) as u64);
+    let runs = groups.iter().map(|(home, places)| {
+        run(
+            *home,
+            ShardRequest {
+                ops: places.iter().map(|&place| request.ops[place].clone()).collect(),
+                answer_budget: share,
+                receipt: request.receipt.as_ref().map(|whole| receipt::forwarded(whole, *home)),
+                placed: Some(Placed { shards: object.shards, shard: home.0 }),
+            },
+        )
+    });
+    let answers: Vec<Result<Vec<OpResult>, JsValue>> = request_task::join_every(runs).await;
     for ((_, places), answer) in groups.iter().zip(answers) {
         for (&place, result) in places.iter().zip(answer?) {
-            results[place] = Some(result);
+            answered[place] = Some(result);
         }
     }
-    let results: Option<Vec<OpResult>> = results.into_iter().collect();
+    let results: Option<Vec<OpResult>> = answered.into_iter().collect();
     let results = results.ok_or_else(|| JsValue::from_str("a forwarded call answered too few results"))?;
     serde_json::to_string(&ShardResponse { results }).map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
+/// The name an op is about.
+fn name_of(call: &ShardCall) -> (Namespace, Key) {
+    let (ns, key) = call.op.target();
+    (ns.clone(), key.clone())
+}
+
+/// The results of a JSON [`ShardResponse`] this shard answered.
+fn results_of(answer: &str) -> Result<Vec<OpResult>, JsValue> {
+    let answer: ShardResponse =
+        serde_json::from_str(answer).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    Ok(answer.results)
 }
 
 /// The alarm's part: hands over a few pages of leaving keys, and answers when the alarm should
@@ -403,23 +525,147 @@ async fn send_away(
 ) -> Result<(), String> {
     let by_home = migration::grouped(keys, |(ns, key)| shard_for(ns, key, migration.to));
     for (home, names) in &by_home {
-        for chunk in names.chunks(MAX_PARCELS_PER_CALL) {
-            let mut rest = chunk;
-            while !rest.is_empty() {
-                let parcels = object.store.parcels(rest, MAX_PARCEL_BYTES_PER_CALL)?;
+        // Only the new home knows which keys arrived: it ignores the pages of those that did.
+        carry(
+            names,
+            |_| false,
+            |_| None,
+            |rest, after| async move {
+                let parcels = object.store.parcels(rest, after.as_ref(), now_ms())?;
                 shard_client::adopt(&object.env, *home, &parcels, migration)
                     .await
                     .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
-                let (sent, left) = rest.split_at(parcels.len());
-                object.store.atomically(|| object.store.release(sent))?;
+                let sent: Vec<(Namespace, Key)> = parcels
+                    .iter()
+                    .filter(|p| !p.records_follow)
+                    .map(|p| (p.ns.clone(), p.key.clone()))
+                    .collect();
+                object.store.atomically(|| object.store.release(&sent))?;
                 let counted = &object.hand_overs.leaving_left;
                 counted.set(counted.get().map(|count| count.saturating_sub(sent.len() as u64)));
                 // Their rows are gone: memory drops them, and the cache index keeps the rest.
                 object.engine.borrow_mut().forget_released(sent.iter().map(|(ns, key)| (ns, key)));
-                object.end_streams(sent);
-                rest = left;
-            }
-        }
+                object.end_streams(&sent);
+                Ok(parcels)
+            },
+        )
+        .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use edgecount_core::shard::migration::ParcelRecord;
+
+    use super::*;
+
+    fn name(i: usize) -> (Namespace, Key) {
+        (Namespace::new("moving").unwrap(), Key::new(&format!("key-{i}")).unwrap())
+    }
+
+    fn whole(i: usize) -> Parcel {
+        let (ns, key) = name(i);
+        Parcel::empty(ns, key)
+    }
+
+    /// A page of key `i`'s records, its last one `ends_at`.
+    fn page(i: usize, ends_at: usize) -> Parcel {
+        let record = ParcelRecord {
+            kind: "counter".into(),
+            idempotency_key: format!("{ends_at:08}"),
+            request_digest: "0".repeat(32),
+            result: "{}".into(),
+            created_at_ms: 1,
+        };
+        Parcel { records: vec![record], records_follow: true, ..whole(i) }
+    }
+
+    /// Runs a carry whose calls answer at once to its end.
+    fn run(carried: impl Future<Output = Result<(), String>>) -> Result<(), String> {
+        match pin!(carried).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(done) => done,
+            Poll::Pending => panic!("calls that answer at once left the carry waiting"),
+        }
+    }
+
+    #[test]
+    fn a_take_over_asks_for_no_more_pages_of_a_key_that_arrived_meanwhile() {
+        let keys = vec![name(0), name(1)];
+        let arrived = RefCell::new(Vec::new());
+        let calls = RefCell::new(Vec::new());
+        let carried = carry(
+            &keys,
+            |key| arrived.borrow().contains(key),
+            |_| None,
+            |asked, after| {
+                calls.borrow_mut().push((asked.to_vec(), after));
+                let answer = if calls.borrow().len() == 1 {
+                    // A page of key 0; meanwhile another take-over brings key 0 in whole.
+                    arrived.borrow_mut().push(name(0));
+                    vec![page(0, 1)]
+                } else {
+                    vec![whole(1)]
+                };
+                async move { Ok::<_, String>(answer) }
+            },
+        );
+        assert_eq!(run(carried), Ok(()));
+        let calls = calls.into_inner();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[1], (vec![name(1)], None), "key 0's next page was not asked for");
+    }
+
+    #[test]
+    fn a_carry_pages_a_key_that_has_not_arrived_to_its_end() {
+        let keys = vec![name(0)];
+        let calls = RefCell::new(0);
+        let carried = carry(
+            &keys,
+            |_| false,
+            |_| None,
+            |_, _| {
+                *calls.borrow_mut() += 1;
+                let answer = match *calls.borrow() {
+                    n @ 1..=2 => vec![page(0, n)],
+                    _ => vec![whole(0)],
+                };
+                async move { Ok::<_, String>(answer) }
+            },
+        );
+        assert_eq!(run(carried), Ok(()));
+        assert_eq!(calls.into_inner(), 3);
+    }
+
+    #[test]
+    fn a_take_over_goes_on_after_the_furthest_page_another_stored() {
+        let keys = vec![name(0)];
+        let through = |n: usize| RecordsAfter { kind: "counter".into(), idempotency_key: format!("{n:08}") };
+        let stored = RefCell::new(None);
+        let calls = RefCell::new(Vec::new());
+        let carried = carry(
+            &keys,
+            |_| false,
+            |_| stored.borrow().clone(),
+            |_, after| {
+                calls.borrow_mut().push(after.clone());
+                let answer = match calls.borrow().len() {
+                    // Page 1; meanwhile other take-overs store pages 2 to 5.
+                    1 => {
+                        *stored.borrow_mut() = Some(through(5));
+                        vec![page(0, 1)]
+                    }
+                    2 => vec![page(0, 6)],
+                    _ => vec![whole(0)],
+                };
+                async move { Ok::<_, String>(answer) }
+            },
+        );
+        assert_eq!(run(carried), Ok(()));
+        assert_eq!(calls.into_inner(), vec![None, Some(through(5)), Some(through(6))]);
+    }
 }

@@ -3,11 +3,16 @@
 //! took over (`arrivals`, each marked with the change it arrived in), and how far its own
 //! hand-overs have got (`hand_overs`).
 //!
-//! A parcel is stored whole in one turn with its arrival mark, so both are durable together or
-//! not at all; a parcel for a key already marked is ignored.
+//! A key's parcel is stored with its arrival mark in one transaction, so both are durable
+//! together or not at all, after any pages of its records that came before it; parcels and
+//! pages for a key already marked are ignored.
 
 use edgecount_core::shard::cache_table::CacheStore;
-use edgecount_core::shard::migration::{Migration, Parcel, ParcelEntry, ParcelRecord};
+use edgecount_core::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
+use edgecount_core::shard::migration::{
+    self, Migration, Parcel, ParcelEntry, ParcelRecord, RecordsAfter, MAX_PARCEL_BYTES_PER_CALL,
+    MAX_RECORDS_PER_CALL,
+};
 use edgecount_core::{Counter, CounterStore, Key, Namespace};
 use serde::Deserialize;
 use worker::SqlStorageValue;
@@ -28,6 +33,8 @@ const NAMED: &str = "json_each(?1) AS r";
 const PLACE: &str = "CAST(r.key AS INTEGER) AS place";
 /// Joins a table `t` to the names.
 const ON_NAME: &str = "ON t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
+/// A table `t`'s rows of the name `r` (in a subquery over the names).
+const WHERE_NAME: &str = "WHERE t.ns = r.value ->> 0 AND t.key = r.value ->> 1";
 
 type Result<T> = edgecount_core::StoreResult<T>;
 
@@ -133,45 +140,132 @@ impl SqlShardStore {
         self.write("UPDATE hand_overs SET done_from = ?, done_to = ? WHERE id = 0", counts_of(migration))
     }
 
-    /// The places in `keys` of those not yet taken over in `migration`.
+    /// Whether each of `keys` has arrived in `migration`: is marked, or holds a counter or cache
+    /// entry here. A key's new home stores neither before the key arrives, so one it holds
+    /// arrived, if not in this change then in the same change declared over once already (its
+    /// mark forgotten then, once every old home had handed its keys over) and now declared
+    /// again. Marks are forgotten at no other time: a shard whose change is still under way,
+    /// opened under another, forgets none and runs nothing (see
+    /// [`crate::shard::hand_over_state::HandOverState::open`]), so a copy its old home still
+    /// holds is never taken for a key that arrived here and was written since.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn unarrived(&self, keys: &[(&Namespace, &Key)], migration: Migration) -> Result<Vec<usize>> {
+    pub fn arrived(&self, keys: &[(&Namespace, &Key)], migration: Migration) -> Result<Vec<bool>> {
         #[derive(Deserialize)]
         struct Place {
             place: usize,
         }
         let names: Vec<(&str, &str)> = keys.iter().map(|(ns, key)| (ns.as_str(), key.as_str())).collect();
-        let places: Vec<Place> = self
+        // Those that arrived are read, usually the fewer.
+        let arrived: Vec<Place> = self
             .rows(
-                "SELECT CAST(r.key AS INTEGER) AS place FROM json_each(?1) AS r WHERE NOT EXISTS \
-                 (SELECT 1 FROM arrivals AS a WHERE a.ns = r.value ->> 0 AND a.key = r.value ->> 1 \
-                 AND a.from_shards = ?2 AND a.to_shards = ?3)",
+                &format!(
+                    "SELECT {PLACE} FROM {NAMED} WHERE EXISTS (SELECT 1 FROM arrivals AS t {WHERE_NAME} \
+                     AND t.from_shards = ?2 AND t.to_shards = ?3) \
+                     OR EXISTS (SELECT 1 FROM counters AS t {WHERE_NAME}) \
+                     OR EXISTS (SELECT 1 FROM cache_entries AS t {WHERE_NAME})"
+                ),
                 [vec![json_rows(&names)?], counts_of(migration)].concat(),
             )
             .map_err(|e| describe(&e))?;
-        Ok(places.into_iter().map(|p| p.place).collect())
+        let mut has_arrived = vec![false; keys.len()];
+        for Place { place } in arrived {
+            *has_arrived.get_mut(place).ok_or("an arrival of no asked key")? = true;
+        }
+        Ok(has_arrived)
     }
 
-    /// The parcels of `keys`, in order, as many as fit `budget` bytes of
-    /// [`Parcel::weight`] (the first one always). Sizes are read first, so values past the
-    /// budget are never loaded.
+    /// What the next hand-over call carries of `keys` (see [`edgecount_core::shard::migration`]),
+    /// their idempotency records live at `now_ms` with them: the parcels of as many as fit one
+    /// call, or, for a first key with more records than one call carries, a page of its records
+    /// (its whole parcel with the last page). `after` is where the first key's records continue,
+    /// when the call before carried a page of them.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn parcels(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<Vec<Parcel>> {
-        self.parcels_with(keys, budget, true)
-    }
-
-    /// [`Self::parcels`], with the keys' idempotency records or without them (an export's).
-    pub(super) fn parcels_with(
+    pub fn parcels(
         &self,
         keys: &[(Namespace, Key)],
-        budget: usize,
-        with_records: bool,
+        after: Option<&RecordsAfter>,
+        now_ms: u64,
     ) -> Result<Vec<Parcel>> {
-        let keys = &keys[..self.fitting(keys, budget, with_records)?];
+        // A lapsed record is never replayed, so it stays behind; so does the earlier of two
+        // records of one scope (one in each generation), which lapsed before the later was made.
+        let live = now_ms.saturating_sub(IDEMPOTENCY_WINDOW_MS);
+        let Some(first) = keys.first() else { return Ok(Vec::new()) };
+        if let Some(after) = after {
+            return self.paged_parcel(first, after, live);
+        }
+        let keys = &keys[..self.fitting(keys, MAX_PARCEL_BYTES_PER_CALL)?];
+        let counts = self.record_counts(keys, live)?;
+        let whole = migration::whole_keys(counts.iter().copied());
+        if whole == 0 {
+            return self.paged_parcel(first, &RecordsAfter::start(), live);
+        }
+        let mut parcels = self.parcels_with(&keys[..whole])?;
+        if counts[..whole].iter().any(|&n| n > 0) {
+            let records: Vec<Placed<ParcelRecord>> = self
+                .rows(
+                    &format!("{} UNION ALL {}", records_of(RECORDS), records_of(EARLIER_RECORDS)),
+                    vec![json_names(&keys[..whole])?, integer(Some(live))],
+                )
+                .map_err(|e| describe(&e))?;
+            for Placed { place, row } in records {
+                parcels.get_mut(place).ok_or("a record of no asked key")?.records.push(row);
+            }
+        }
+        Ok(parcels)
+    }
+
+    /// The first key's next page of records (live since `live`) after `after` and, if it is the
+    /// last, the rest of its parcel with it.
+    fn paged_parcel(
+        &self,
+        (ns, key): &(Namespace, Key),
+        after: &RecordsAfter,
+        live: u64,
+    ) -> Result<Vec<Parcel>> {
+        // Each table from the cursor on, merged in order.
+        let page = |table: &str| {
+            format!(
+                "SELECT 0 AS place, kind, idempotency_key, request_digest, result, created_at_ms FROM {table} \
+                 WHERE ns = ?1 AND key = ?2 AND {PER_KEY_RECORDS} AND created_at_ms > ?3 \
+                 AND (kind, idempotency_key) > (?4, ?5)"
+            )
+        };
+        let records: Vec<Placed<ParcelRecord>> = self
+            .rows(
+                &format!(
+                    "{} UNION ALL {} ORDER BY kind, idempotency_key LIMIT ?6",
+                    page(RECORDS),
+                    page(EARLIER_RECORDS)
+                ),
+                vec![
+                    text(ns.as_str()),
+                    text(key.as_str()),
+                    integer(Some(live)),
+                    text(&after.kind),
+                    text(&after.idempotency_key),
+                    integer(Some(MAX_RECORDS_PER_CALL as u64 + 1)),
+                ],
+            )
+            .map_err(|e| describe(&e))?;
+        let mut records: Vec<ParcelRecord> = records.into_iter().map(|placed| placed.row).collect();
+        if records.len() > MAX_RECORDS_PER_CALL {
+            records.truncate(MAX_RECORDS_PER_CALL);
+            let page = Parcel { records, records_follow: true, ..Parcel::empty(ns.clone(), key.clone()) };
+            return Ok(vec![page]);
+        }
+        let mut parcels = self.parcels_with(&[(ns.clone(), key.clone())])?;
+        if let Some(parcel) = parcels.first_mut() {
+            parcel.records = records;
+        }
+        Ok(parcels)
+    }
+
+    /// The parcels of `keys`, in order, without their idempotency records.
+    pub(super) fn parcels_with(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Parcel>> {
         let mut parcels: Vec<Parcel> =
             keys.iter().map(|(ns, key)| Parcel::empty(ns.clone(), key.clone())).collect();
         if keys.is_empty() {
@@ -205,63 +299,67 @@ impl SqlShardStore {
             let parcel = usize::try_from(place).ok().and_then(|place| parcels.get_mut(place));
             parcel.ok_or("a cache row of no asked key")?.cache = Some(entry(columns)?);
         }
-        if !with_records {
-            return Ok(parcels);
-        }
-        // Both generations of records, the current first: a scope in both was applied again
-        // after its earlier record lapsed, and only the newer record travels.
-        for table in RECORD_TABLES {
-            let records: Vec<Placed<ParcelRecord>> = self
-                .rows(
-                    &format!(
-                        "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
-                         FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS}"
-                    ),
-                    vec![names()?],
-                )
-                .map_err(|e| describe(&e))?;
-            for Placed { place, row } in records {
-                let parcel = parcels.get_mut(place).ok_or("a record of no asked key")?;
-                let same = |r: &ParcelRecord| r.kind == row.kind && r.idempotency_key == row.idempotency_key;
-                if !parcel.records.iter().any(same) {
-                    parcel.records.push(row);
-                }
-            }
-        }
         Ok(parcels)
     }
 
-    /// How many of `keys`, from the first, have parcels within `budget` bytes (at least one).
-    fn fitting(&self, keys: &[(Namespace, Key)], budget: usize, with_records: bool) -> Result<usize> {
+    /// How many per-key records live since `live` each of `keys` holds, counted up to one past
+    /// what a call carries: enough to tell whether they fit, without reading a busy key's all.
+    fn record_counts(&self, keys: &[(Namespace, Key)], live: u64) -> Result<Vec<usize>> {
+        #[derive(Deserialize)]
+        struct Count {
+            place: usize,
+            records: usize,
+        }
+        let counted = |table: &str| {
+            format!(
+                "(SELECT COUNT(*) FROM (SELECT 1 FROM {table} AS t {WHERE_NAME} AND t.{PER_KEY_RECORDS} \
+                 AND t.created_at_ms > ?3 LIMIT ?2))"
+            )
+        };
+        // Only keys that hold any come back: most hold none.
+        let rows: Vec<Count> = self
+            .rows(
+                &format!(
+                    "SELECT place, records FROM (SELECT {PLACE}, {} + {} AS records FROM {NAMED}) WHERE records > 0",
+                    counted(RECORDS),
+                    counted(EARLIER_RECORDS)
+                ),
+                vec![json_names(keys)?, integer(Some(MAX_RECORDS_PER_CALL as u64 + 1)), integer(Some(live))],
+            )
+            .map_err(|e| describe(&e))?;
+        let mut counts = vec![0; keys.len()];
+        for Count { place, records } in rows {
+            *counts.get_mut(place).ok_or("a count of no asked key")? = records;
+        }
+        Ok(counts)
+    }
+
+    /// How many of `keys`, from the first, have parcels within `budget` bytes, their records
+    /// aside (at least one).
+    pub(super) fn fitting(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<usize> {
+        if keys.len() <= 1 {
+            return Ok(keys.len());
+        }
         #[derive(Deserialize)]
         struct Size {
             place: usize,
             bytes: u64,
         }
-        // As Parcel::weight counts them: a value in base64, and the content type; each record's
-        // texts plus 96.
-        let sizes = |query: &str| -> Result<Vec<Size>> {
-            self.rows(query, vec![json_names(keys)?]).map_err(|e| describe(&e))
-        };
+        // About what the JSON takes: a value in base64 and the content type, the days and
+        // sketches, names, and a counter's fields with the rest in a fixed 256.
         let mut weights: Vec<usize> =
             keys.iter().map(|(ns, key)| ns.as_str().len() + key.as_str().len() + 256).collect();
-        let entries = sizes(&format!(
-            "SELECT {PLACE}, (length(t.value) + 2) / 3 * 4 + length(CAST(t.content_type AS BLOB)) + 64 AS bytes \
-             FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
-        ))?;
-        let mut records = Vec::new();
-        if with_records {
-            for table in RECORD_TABLES {
-                records.extend(sizes(&format!(
-                    "SELECT {PLACE}, SUM(length(CAST(t.kind AS BLOB)) + length(CAST(t.idempotency_key AS BLOB)) \
-                     + length(CAST(t.request_digest AS BLOB)) + length(CAST(t.result AS BLOB)) + 96) AS bytes \
-                     FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS} GROUP BY r.key"
-                ))?);
-            }
-        }
+        let entries: Vec<Size> = self
+            .rows(
+                &format!(
+                    "SELECT {PLACE}, (length(t.value) + 2) / 3 * 4 + length(CAST(t.content_type AS BLOB)) + 64 \
+                     AS bytes FROM {NAMED} JOIN cache_entries AS t {ON_NAME}"
+                ),
+                vec![json_names(keys)?],
+            )
+            .map_err(|e| describe(&e))?;
         let days = visit_store::parcel_weights(self, keys)?.into_iter();
-        let sizes = entries.into_iter().chain(records).map(|size| (size.place, size.bytes)).chain(days);
-        for (place, bytes) in sizes {
+        for (place, bytes) in entries.into_iter().map(|size| (size.place, size.bytes)).chain(days) {
             if let Some(weight) = weights.get_mut(place) {
                 *weight += usize::try_from(bytes).unwrap_or(usize::MAX);
             }
@@ -271,38 +369,23 @@ impl SqlShardStore {
             total = total.saturating_add(weight);
             total <= budget
         });
-        Ok(fitting.count().max(1).min(keys.len()))
+        Ok(fitting.count().max(1))
     }
 
-    /// Stores each parcel whose key has not arrived in `migration` yet, in place of anything
-    /// stored under its name, with the key's arrival mark; answers the keys stored. A few
-    /// statements for all of them (one per cache entry). A parcel that carries nothing replaces
-    /// nothing: under a change, a key's new home holds nothing of it before it arrives, unless
-    /// the change was already done once and declared over (then declared again, by a rollback
-    /// say), when what it holds is the key itself and its old home has nothing left.
+    /// Stores what `parcels` carry of each key that has not arrived in `migration` yet (see
+    /// [`Self::arrived`]): the records of every one, then the rest of those that carry their
+    /// last page, with their arrival marks; answers the keys that arrived. A few statements for
+    /// all of them (one per cache entry). Under a change a key's new home holds nothing of it
+    /// before it arrives but the pages of records that came before it: ops on it wait for its
+    /// arrival, and reads of it are read at its old home.
     ///
     /// # Errors
     /// A description of the storage failure.
     pub fn adopt(&self, parcels: &[Parcel], migration: Migration) -> Result<Vec<(Namespace, Key)>> {
         let names: Vec<(&Namespace, &Key)> = parcels.iter().map(|p| (&p.ns, &p.key)).collect();
+        let arrived = self.arrived(&names, migration)?;
         let fresh: Vec<&Parcel> =
-            self.unarrived(&names, migration)?.into_iter().map(|place| &parcels[place]).collect();
-        let adopted: Vec<(Namespace, Key)> = fresh.iter().map(|p| (p.ns.clone(), p.key.clone())).collect();
-        if adopted.is_empty() {
-            return Ok(adopted);
-        }
-        let replaced: Vec<(Namespace, Key)> =
-            fresh.iter().filter(|p| !p.holds_nothing()).map(|p| (p.ns.clone(), p.key.clone())).collect();
-        self.release(&replaced)?;
-        let counters: Vec<(Namespace, Key, Counter)> =
-            fresh.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
-        self.save_all(&counters)?;
-        visit_store::save_parcel_days(self, &fresh)?;
-        for parcel in &fresh {
-            if let Some(entry) = &parcel.cache {
-                self.save_parcel_entry(&parcel.ns, &parcel.key, entry)?;
-            }
-        }
+            parcels.iter().zip(arrived).filter(|(_, arrived)| !arrived).map(|(p, _)| p).collect();
         let records: Vec<_> = fresh
             .iter()
             .flat_map(|p| {
@@ -320,12 +403,30 @@ impl SqlShardStore {
             })
             .collect();
         for chunk in records.chunks(ROWS_PER_STATEMENT) {
-            let insert = "INSERT INTO idempotency_records \
-                          (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)";
-            self.write(&rows_statement(insert, 7, chunk.len(), ""), vec![json_rows(&chunk)?])?;
+            // A page stored again stores the same records.
+            self.write(
+                &rows_statement(
+                    "INSERT INTO idempotency_records \
+                     (ns, key, kind, idempotency_key, request_digest, result, created_at_ms)",
+                    7,
+                    chunk.len(),
+                    "ON CONFLICT (ns, key, kind, idempotency_key) DO NOTHING",
+                ),
+                vec![json_rows(&chunk)?],
+            )?;
+        }
+        let arriving: Vec<&Parcel> = fresh.into_iter().filter(|p| !p.records_follow).collect();
+        let counters: Vec<(Namespace, Key, Counter)> =
+            arriving.iter().filter_map(|p| Some((p.ns.clone(), p.key.clone(), p.counter?))).collect();
+        self.save_all(&counters)?;
+        visit_store::save_parcel_days(self, &arriving)?;
+        for parcel in &arriving {
+            if let Some(entry) = &parcel.cache {
+                self.save_parcel_entry(&parcel.ns, &parcel.key, entry)?;
+            }
         }
         let arrivals: Vec<_> =
-            adopted.iter().map(|(ns, key)| (ns, key, migration.from, migration.to)).collect();
+            arriving.iter().map(|p| (&p.ns, &p.key, migration.from, migration.to)).collect();
         for chunk in arrivals.chunks(ROWS_PER_STATEMENT) {
             self.write(
                 &rows_statement(
@@ -338,7 +439,7 @@ impl SqlShardStore {
                 vec![json_rows(&chunk)?],
             )?;
         }
-        Ok(adopted)
+        Ok(arriving.iter().map(|p| (p.ns.clone(), p.key.clone())).collect())
     }
 
     /// Stores a parcel's cache entry as `ns`/`key`, through the cache put's own upsert.
@@ -429,6 +530,14 @@ struct Placed<T> {
 /// The counts of `migration`, bound as two integers: the count left, then the one reached.
 fn counts_of(migration: Migration) -> Vec<SqlStorageValue> {
     vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))]
+}
+
+/// The per-key records of the names (`?1`) in `table` made after `?2`, each with its key's place.
+fn records_of(table: &str) -> String {
+    format!(
+        "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
+         FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS} AND t.created_at_ms > ?2"
+    )
 }
 
 /// A cache row (`value, content_type, expires_at_ms, written_at_ms`) as a parcel's entry.

@@ -289,7 +289,8 @@ impl ShardObject {
             .store
             .atomically(|| self.store.import(parcels, respect_owners, cache_bytes, now_ms()))
             .map_err(|detail| JsValue::from_str(&detail.to_string()))?;
-        self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)));
+        let entries = parcels.iter().any(|p| p.cache.is_some());
+        self.engine.borrow_mut().forget_keys(parcels.iter().map(|p| (&p.ns, &p.key)), entries);
         self.reclaim_by(parcels.iter().filter_map(Parcel::lapses_at).min()).await?;
         Ok(refused)
     }

@@ -29,7 +29,8 @@ impl SqlShardStore {
         let page = self.names_after(after, most.clamp(1, MAX_EXPORT_LINES))?;
         let names: Vec<(Namespace, Key)> =
             page.names.into_iter().filter(|(name, _)| ns.is_none_or(|ns| name.as_str() == ns)).collect();
-        let mut parcels = self.parcels_with(&names, budget.min(MAX_EXPORT_VALUE_BYTES), false)?;
+        let fitting = self.fitting(&names, budget.min(MAX_EXPORT_VALUE_BYTES))?;
+        let mut parcels = self.parcels_with(&names[..fitting])?;
         // Cut short by the budget: the next page starts after the last name carried.
         let resume_after = if parcels.len() < names.len() {
             parcels.last().map(|p| (p.ns.as_str().to_owned(), p.key.as_str().to_owned()))
