@@ -3,10 +3,10 @@
 //!
 //! Each handler validates everything it can before calling a shard, so bad input costs no shard
 //! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
-//! never older than the configured max age; every other op goes to the owning shard through the
-//! coalescer and is answered once it is durable, except one-way increments and decrements
-//! (`Prefer: respond-async` or `?async=1`), answered 202 at once and applied within the flush
-//! interval (see [`crate::isolate::one_way`]).
+//! never older than the configured max age, and other reads go straight to the owning shard;
+//! every write goes to it through the coalescer and is answered once it is durable, except
+//! one-way increments and decrements (`Prefer: respond-async` or `?async=1`), answered 202 at
+//! once and applied within the flush interval (see [`crate::isolate::one_way`]).
 
 use edgecount_core::edge::access::Right;
 use edgecount_core::edge::one_way::Counted;
@@ -28,7 +28,7 @@ use crate::http::respond;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, shard_calls, visitors};
+use crate::isolate::{hot_reads, one_way, shard_calls, shard_client, visitors};
 
 /// A counter as the API shows it, fields in the documented order.
 #[derive(Serialize)]
@@ -118,8 +118,12 @@ pub(crate) async fn current(
     } else {
         hot_reads::count_miss(config);
     }
+    // Straight to the shard, not through the coalescer: a read waiting behind a call in flight
+    // polled its slot on timers and ran the queue's bookkeeping, which cost more CPU than the
+    // shard calls it saved (reads over a million keys shared a call 16% of the time), and
+    // writes are what sharing a call is for (see `docs/hot-keys.md`).
     let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
-    match shard_calls::submit(cx, target.shard, op.into()).await? {
+    match shard_client::execute_one(cx.env, target.shard, op.into()).await? {
         OpResult::Value { value, exists, version } => {
             let read = CachedRead { value, exists, version, read_at_ms: now };
             if hot {
