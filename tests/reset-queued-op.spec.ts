@@ -59,7 +59,9 @@ it("takes back a queued op whose client hung up: it is never applied", async () 
   expect((await answer.json()).error.code).toBe("outcome_unknown");
   // Past the stalled call's lease: an op left queued would have gone out by now, or with the
   // next write to the shard at the latest (reads are not queued, so they would not carry it).
-  expect((await (await fetch(`${url}/v1/stats`)).json()).edge.shard_calls).toBe(1);
+  expect((await (await fetch(`${url}/v1/stats`)).json()).edge.shard_calls).toBe(
+    1,
+  );
   const next = await fetch(`${url}/v1/counters/${ns}/${first}/incr`, {
     method: "POST",
   });
