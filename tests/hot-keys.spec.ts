@@ -1,6 +1,11 @@
 // Hot keys at the edge: max-age caching, ETags, strong reads, and the staleness bound.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freshNamespace, startService, type Service } from "./service";
+import {
+  exactValue,
+  freshNamespace,
+  startService,
+  type Service,
+} from "./service";
 
 const MAX_AGE_S = 2;
 let service: Service;
@@ -165,5 +170,49 @@ describe("hot keys", () => {
     await sleep(2_100);
     const response = await service.fetch(path);
     expect(response.headers.get("cache-control")).toBe("no-cache");
+  });
+});
+
+describe("a read while a write of its shard is under way", () => {
+  // One shard, every key hot, kept reads refreshed only after 60 s, and the isolate's first
+  // shard call sent and then waited on as if its shard never answered (declared lost when its
+  // 10 s lease ends): the next write waits behind it for that long.
+  let stalled: Service;
+  beforeAll(async () => {
+    stalled = await startService({
+      vars: {
+        EDGECOUNT_SHARDS: "1",
+        EDGECOUNT_HOT_THRESHOLD: "0",
+        EDGECOUNT_HOT_MAX_AGE: "60",
+        EDGECOUNT_DRILL_STALLED_CALLS: "1",
+      },
+    });
+  });
+  afterAll(() => stalled.stop());
+
+  it("waits behind it, so a read after the write's answer sees the write", async () => {
+    const ns = freshNamespace("behind");
+    const path = `/v1/counters/${ns}/k`;
+    const edge = async () =>
+      (await (await stalled.fetch("/v1/stats")).json()).edge;
+    const until = async (done: (edge: any) => boolean) => {
+      for (let i = 0; i < 200 && !done(await edge()); i++) await sleep(25);
+      expect(done(await edge())).toBe(true);
+    };
+    const first = stalled.fetch(`${path}/incr`, { method: "POST" });
+    first.catch(() => {}); // awaited below
+    await until((e) => e.shard_calls === 1);
+    const second = stalled.fetch(`${path}/incr`, { method: "POST" });
+    await until((e) => e.ops_submitted === 2);
+    // Sent after the second increment, answered whenever: sent straight to the shard, it would
+    // read 1 at once and keep that, as the later read, over the increment's 2.
+    const concurrent = stalled.fetch(path);
+    const acknowledged = await second;
+    expect(acknowledged.status).toBe(200);
+    expect(exactValue(await acknowledged.text())).toBe(2n);
+    await concurrent;
+    const after = await stalled.fetch(path);
+    expect((await after.json()).value).toBe(2);
+    expect((await first).status).toBe(503); // outcome_unknown: it was applied
   });
 });

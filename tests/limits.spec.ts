@@ -290,7 +290,7 @@ describe("shard overload", () => {
   });
   afterAll(() => service.stop());
 
-  it("sheds writes past the queue limit with 503 shard_overloaded and Retry-After, and applies none of them; reads are not queued", async () => {
+  it("sheds ops past the queue limit with 503 shard_overloaded and Retry-After, and applies none of them", async () => {
     const ns = freshNamespace("overload");
     const incr = () =>
       service.fetch(`/v1/counters/${ns}/k/incr`, { method: "POST" });
@@ -301,18 +301,6 @@ describe("shard overload", () => {
     for (let i = 0; i < 200 && (await edge()).shard_calls < 1; i++)
       await new Promise((r) => setTimeout(r, 25));
     expect((await edge()).shard_calls).toBe(1);
-
-    // Reads go straight to the shard, not through the queue: with the queue full behind the
-    // stalled call, all of them are answered (through the queue, all but one would be shed).
-    const reads = await Promise.all(
-      Array.from({ length: 20 }, (_, i) =>
-        service.fetch(`/v1/counters/${ns}/read-${i}`),
-      ),
-    );
-    for (const answer of reads) {
-      expect(answer.status).toBe(200);
-      expect((await answer.json()).value).toBe(0);
-    }
 
     let acknowledged = 0;
     let shed = 0;

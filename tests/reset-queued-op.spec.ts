@@ -58,7 +58,7 @@ it("takes back a queued op whose client hung up: it is never applied", async () 
   expect(answer.status).toBe(503);
   expect((await answer.json()).error.code).toBe("outcome_unknown");
   // Past the stalled call's lease: an op left queued would have gone out by now, or with the
-  // next write to the shard at the latest (reads are not queued, so they would not carry it).
+  // next write to the shard at the latest.
   expect((await (await fetch(`${url}/v1/stats`)).json()).edge.shard_calls).toBe(
     1,
   );

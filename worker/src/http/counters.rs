@@ -3,8 +3,8 @@
 //!
 //! Each handler validates everything it can before calling a shard, so bad input costs no shard
 //! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
-//! never older than the configured max age, and other reads go straight to the owning shard;
-//! every write goes to it through the coalescer and is answered once it is durable, except
+//! never older than the configured max age, and other reads go straight to the owning shard
+//! unless this isolate has writes under way there; every write goes to it through the coalescer and is answered once it is durable, except
 //! one-way increments and decrements (`Prefer: respond-async` or `?async=1`), answered 202 at
 //! once and applied within the flush interval (see [`crate::isolate::one_way`]).
 
@@ -118,12 +118,18 @@ pub(crate) async fn current(
     } else {
         hot_reads::count_miss(config);
     }
-    // Straight to the shard, not through the coalescer: a read waiting behind a call in flight
-    // polled its slot on timers and ran the queue's bookkeeping, which cost more CPU than the
-    // shard calls it saved (reads over a million keys shared a call 16% of the time), and
-    // writes are what sharing a call is for (see `docs/hot-keys.md`).
-    let op = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() };
-    match shard_client::execute_one(cx.env, target.shard, op.into()).await? {
+    // Straight to the shard, not through the coalescer, unless this isolate has writes under
+    // way there (see `shard_calls::busy`): a read waiting behind a call in flight polled its
+    // slot on timers and ran the queue's bookkeeping, which cost more CPU than the shard calls
+    // it saved (reads over a million keys shared a call 16% of the time), and writes are what
+    // sharing a call is for (see `docs/hot-keys.md`).
+    let call: ShardCall = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() }.into();
+    let answer = if shard_calls::busy(target.shard) {
+        shard_calls::submit(cx, target.shard, call).await?
+    } else {
+        shard_client::execute_one(cx.env, target.shard, call).await?
+    };
+    match answer {
         OpResult::Value { value, exists, version } => {
             let read = CachedRead { value, exists, version, read_at_ms: now };
             if hot {

@@ -58,6 +58,18 @@ const CALL_LEASE_MS: u64 = 10_000;
 const FIRST_RECHECK_MS: u64 = 1;
 const MAX_RECHECK_MS: u64 = 64;
 
+/// Whether this isolate has a call to `shard` in flight or ops queued for it. A read sent
+/// straight to the shard then could overtake a write sent before it and answered after it,
+/// and leave its older value in the isolate's kept reads in place of the write's; queued
+/// behind the write, it reads what the write left.
+#[must_use]
+pub fn busy(shard: ShardId) -> bool {
+    state::with(|s| {
+        let queues = s.shard_calls.borrow();
+        queues.lease_ends_ms(shard).is_some() || queues.queued(shard) > 0
+    })
+}
+
 /// Ready once the slot's outcome is delivered, or after `bound_ms`. Awaited only by the request
 /// that started the call carrying the op: that call is a task of the same request, so the
 /// wake-up stays within the request.
