@@ -32,7 +32,7 @@ use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter};
 use edgecount_core::edge::single_flight::SingleFlight;
 use edgecount_core::hashing::{KeyHashing, KeyMap};
 use edgecount_core::shard::protocol::ShardStats;
-use edgecount_core::{EdgeCache, HotKeys};
+use edgecount_core::{EdgeCache, HotKeys, ShardId};
 use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 
 use crate::http::api_error::ApiError;
@@ -76,6 +76,10 @@ pub struct IsolateState {
     /// (`isolate::shard_calls`): one request's op goes out in another's call, so the queues
     /// belong to no request.
     pub shard_calls: RefCell<Coalescer<Waiter>>,
+    /// How many writes this isolate has submitted to each shard and not yet seen answered
+    /// (`isolate::shard_calls::busy`): a read of that shard waits behind them. A shard leaves
+    /// the map with its last write, so it holds at most one entry a shard.
+    pub writes_under_way: RefCell<HashMap<ShardId, usize>>,
     /// The shards' statistics being asked for or kept (`isolate::shard_stats`): one asking
     /// answers every request of the isolate for `EDGECOUNT_STATS_MAX_AGE_MS`.
     pub shard_stats: RefCell<Option<SingleFlight<Rc<Vec<ShardStats>>, ApiError>>>,

@@ -58,16 +58,42 @@ const CALL_LEASE_MS: u64 = 10_000;
 const FIRST_RECHECK_MS: u64 = 1;
 const MAX_RECHECK_MS: u64 = 64;
 
-/// Whether this isolate has a call to `shard` in flight or ops queued for it. A read sent
+/// Whether this isolate has writes to `shard` submitted and not yet answered. A read sent
 /// straight to the shard then could overtake a write sent before it and answered after it,
 /// and leave its older value in the isolate's kept reads in place of the write's; queued
-/// behind the write, it reads what the write left.
+/// behind the write, it reads what the write left. Reads under way do not count: a read
+/// queued behind reads alone would only wait.
 #[must_use]
 pub fn busy(shard: ShardId) -> bool {
-    state::with(|s| {
-        let queues = s.shard_calls.borrow();
-        queues.lease_ends_ms(shard).is_some() || queues.queued(shard) > 0
-    })
+    state::with(|s| s.writes_under_way.borrow().contains_key(&shard))
+}
+
+/// A write submitted to its shard, counted in [`busy`] until its submission ends, however it
+/// ends (answered, given up, or dropped with a cancelled request).
+struct WriteUnderWay(ShardId);
+
+impl WriteUnderWay {
+    fn begin(shard: ShardId) -> Self {
+        state::with(|s| *s.writes_under_way.borrow_mut().entry(shard).or_default() += 1);
+        Self(shard)
+    }
+}
+
+impl Drop for WriteUnderWay {
+    fn drop(&mut self) {
+        // As for `QueuedOp`: never inside the map's own borrow, and the state may be gone at
+        // the end of a native test's thread.
+        state::try_with(|s| {
+            if let Ok(mut under_way) = s.writes_under_way.try_borrow_mut() {
+                if let Some(count) = under_way.get_mut(&self.0) {
+                    *count -= 1;
+                    if *count == 0 {
+                        under_way.remove(&self.0);
+                    }
+                }
+            }
+        });
+    }
 }
 
 /// Ready once the slot's outcome is delivered, or after `bound_ms`. Awaited only by the request
@@ -167,6 +193,7 @@ pub fn stats() -> CoalesceStats {
 /// in time, which may have been applied.
 pub async fn submit<S: Site>(site: &S, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
     let is_write = call.op.is_write();
+    let _under_way = is_write.then(|| WriteUnderWay::begin(shard));
     let slot = Rc::new(Slot::default());
     let waiter = Waiter { call, slot: Rc::clone(&slot) };
     let arrival = state::with(|s| s.shard_calls.borrow_mut().arrive(shard, waiter, site.queue_limit()));

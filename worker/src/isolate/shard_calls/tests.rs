@@ -9,7 +9,7 @@ use std::task::{Poll, Waker};
 
 use edgecount_core::{Key, Namespace, OpResult, ShardCall, ShardId, ShardOp};
 
-use super::{stats, submit, Site, MAX_RECHECK_MS};
+use super::{busy, stats, submit, Site, MAX_RECHECK_MS};
 use crate::http::api_error::ApiError;
 use crate::isolate::request_task::executor;
 use crate::isolate::request_task::fake::{self, advance, now, run_reactions, Fake};
@@ -273,4 +273,27 @@ fn an_op_past_the_queue_limit_is_refused_at_once_and_never_sent() {
     advance(1);
     assert_eq!((shards.sent(), shards.ops_of(1)), (2, 1));
     assert_eq!(stats().refused, 1);
+}
+
+#[test]
+fn a_shard_is_busy_for_reads_while_a_write_to_it_is_under_way_and_only_then() {
+    let shards = Rc::new(Shards::default());
+    let read = request(&shards, get(), 100);
+    assert!(!busy(SHARD), "a read under way alone holds no read back");
+    let write = incr_request(&shards);
+    assert!(busy(SHARD), "a queued write holds reads back");
+    shards.answer(0, 7);
+    assert_eq!(read.outcome(), Some(Ok(value(7))));
+    assert!(busy(SHARD), "the write is in the next call, not yet answered");
+    advance(MAX_RECHECK_MS);
+    shards.answer(1, 8);
+    advance(MAX_RECHECK_MS);
+    assert_eq!(write.outcome(), Some(Ok(value(8))));
+    assert!(!busy(SHARD));
+    // A write whose request is dropped (its client hung up) is no longer under way either.
+    let abandoned = incr_request(&shards);
+    assert!(busy(SHARD));
+    abandoned.hang_up();
+    run_reactions();
+    assert!(!busy(SHARD));
 }
