@@ -157,7 +157,7 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
         // Not `edgecount_shard_calls_total`: that is the shards' own count, per shard.
         (
             "edgecount_edge_shard_calls_total",
-            "Shard calls this isolate made for queued single-key ops (writes, and reads behind them).",
+            "Shard calls this isolate made for queued single-key ops (writes, and reads queued with them).",
             coalescing.calls,
         ),
         (

@@ -76,8 +76,8 @@ pub struct IsolateState {
     /// (`isolate::shard_calls`): one request's op goes out in another's call, so the queues
     /// belong to no request.
     pub shard_calls: RefCell<Coalescer<Waiter>>,
-    /// How many writes this isolate has submitted to each shard and not yet seen answered
-    /// (`isolate::shard_calls::busy`): a read of that shard waits behind them. A shard leaves
+    /// How many single-key writes this isolate has submitted to each shard whose submission
+    /// has not ended (answered, given up or dropped; `isolate::shard_calls::busy`): a read of that shard waits behind them. A shard leaves
     /// the map with its last write, so it holds at most one entry a shard.
     pub writes_under_way: RefCell<HashMap<ShardId, usize>>,
     /// The shards' statistics being asked for or kept (`isolate::shard_stats`): one asking

@@ -58,7 +58,7 @@ const CALL_LEASE_MS: u64 = 10_000;
 const FIRST_RECHECK_MS: u64 = 1;
 const MAX_RECHECK_MS: u64 = 64;
 
-/// Whether this isolate has writes to `shard` submitted and not yet answered. A read sent
+/// Whether this isolate has writes to `shard` submitted and not yet ended. A read sent
 /// straight to the shard then could overtake a write sent before it and answered after it,
 /// and leave its older value in the isolate's kept reads in place of the write's; queued
 /// behind the write, it reads what the write left. Reads under way do not count: a read

@@ -290,10 +290,14 @@ fn a_shard_is_busy_for_reads_while_a_write_to_it_is_under_way_and_only_then() {
     advance(MAX_RECHECK_MS);
     assert_eq!(write.outcome(), Some(Ok(value(8))));
     assert!(!busy(SHARD));
-    // A write whose request is dropped (its client hung up) is no longer under way either.
-    let abandoned = incr_request(&shards);
+    // Two writes under way: the shard stays busy until both have ended, and a write whose
+    // request is dropped (its client hung up) has ended.
+    let (abandoned, kept) = (incr_request(&shards), incr_request(&shards));
     assert!(busy(SHARD));
     abandoned.hang_up();
+    run_reactions();
+    assert!(busy(SHARD), "the other write is still under way");
+    kept.hang_up();
     run_reactions();
     assert!(!busy(SHARD));
 }
