@@ -2,12 +2,14 @@
 // that wait for their shard's call in flight go together in the next call.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import {
+  edgeStats,
   exactValue,
   freshNamespace,
   shardOfNewCounter,
   startService,
   type Service,
   type ShardStats,
+  untilEdge,
 } from "./service";
 
 let service: Service;
@@ -15,10 +17,6 @@ beforeAll(async () => {
   service = await startService();
 });
 afterAll(() => service.stop());
-
-/** The isolate's edge figures in `/v1/stats`. */
-const edgeStats = async (on: Service) =>
-  (await (await on.fetch("/v1/stats")).json()).edge;
 
 /** A counter's value read from its shard, never from the isolate's kept reads. */
 async function strongValue(on: Service, ns: string, key: string) {
@@ -115,27 +113,20 @@ it("increments that wait for their shard's call in flight go together in the nex
     const shardStats = async (): Promise<ShardStats> =>
       (await (await stalled.fetch("/v1/stats")).json()).shards[shard];
     const before = await shardStats();
-    const waitFor = async (done: (edge: any) => boolean) => {
-      for (let i = 0; i < 200; i++) {
-        if (done(await edgeStats(stalled))) return;
-        await new Promise((r) => setTimeout(r, 25));
-      }
-      throw new Error("the isolate's figures never got there");
-    };
 
     const sentAt = Date.now();
     const first = stalled.fetch(`/v1/counters/${ns}/hot/incr`, {
       method: "POST",
     });
     first.catch(() => {}); // awaited below; a failure before then is the test's, not this
-    await waitFor((edge) => edge.shard_calls === 1);
+    await untilEdge(stalled, (edge) => edge.shard_calls === 1);
     const waiting = Promise.all(
       Array.from({ length: 100 }, () =>
         stalled.fetch(`/v1/counters/${ns}/hot/incr`, { method: "POST" }),
       ),
     );
     waiting.catch(() => {});
-    await waitFor((edge) => edge.ops_submitted === 101);
+    await untilEdge(stalled, (edge) => edge.ops_submitted === 101);
     // All queued well before the lease ends (10 s after the first call was sent).
     expect(Date.now() - sentAt).toBeLessThan(9_000);
 

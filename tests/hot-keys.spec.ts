@@ -5,6 +5,7 @@ import {
   freshNamespace,
   startService,
   type Service,
+  untilEdge,
 } from "./service";
 
 const MAX_AGE_S = 2;
@@ -193,17 +194,11 @@ describe("a read while a write of its shard is under way", () => {
   it("waits behind it, so a read after the write's answer sees the write", async () => {
     const ns = freshNamespace("behind");
     const path = `/v1/counters/${ns}/k`;
-    const edge = async () =>
-      (await (await stalled.fetch("/v1/stats")).json()).edge;
-    const until = async (done: (edge: any) => boolean) => {
-      for (let i = 0; i < 200 && !done(await edge()); i++) await sleep(25);
-      expect(done(await edge())).toBe(true);
-    };
     const first = stalled.fetch(`${path}/incr`, { method: "POST" });
     first.catch(() => {}); // awaited below
-    await until((e) => e.shard_calls === 1);
+    await untilEdge(stalled, (e) => e.shard_calls === 1);
     const second = stalled.fetch(`${path}/incr`, { method: "POST" });
-    await until((e) => e.ops_submitted === 2);
+    await untilEdge(stalled, (e) => e.ops_submitted === 2);
     // Sent after the second increment, answered whenever: sent straight to the shard, it would
     // read 1 at once and keep that, as the later read, over the increment's 2.
     const concurrent = stalled.fetch(path);

@@ -2,7 +2,13 @@
 // RateLimit-*) and shard overload (503 shard_overloaded with Retry-After), each refusing
 // without applying.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freshNamespace, startService, type Service } from "./service";
+import {
+  edgeStats,
+  freshNamespace,
+  startService,
+  untilEdge,
+  type Service,
+} from "./service";
 
 /** How many times a test of a bucket's exact edges is tried, each time with a fresh client. */
 const ATTEMPTS = 5;
@@ -294,12 +300,10 @@ describe("shard overload", () => {
     const ns = freshNamespace("overload");
     const incr = () =>
       service.fetch(`/v1/counters/${ns}/k/incr`, { method: "POST" });
-    const edge = async () =>
-      (await (await service.fetch("/v1/stats")).json()).edge;
+    const edge = () => edgeStats(service);
     const stalled = incr();
     stalled.catch(() => {}); // awaited below
-    for (let i = 0; i < 200 && (await edge()).shard_calls < 1; i++)
-      await new Promise((r) => setTimeout(r, 25));
+    await untilEdge(service, (e) => e.shard_calls >= 1);
     expect((await edge()).shard_calls).toBe(1);
 
     let acknowledged = 0;

@@ -158,6 +158,23 @@ export async function startService(
   return service;
 }
 
+/** The isolate's edge figures in `/v1/stats` (asking sends no op to a shard). */
+export async function edgeStats(on: Service): Promise<Record<string, number>> {
+  return (await (await on.fetch("/v1/stats")).json()).edge;
+}
+
+/** Waits until the isolate's edge figures say `done`: at most 200 looks, 25 ms apart. */
+export async function untilEdge(
+  on: Service,
+  done: (edge: Record<string, number>) => boolean,
+): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (done(await edgeStats(on))) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error("the isolate's figures never got there");
+}
+
 /** The `value` field of a JSON body, exactly (JSON.parse would round it past 2^53). */
 export function exactValue(body: string): bigint {
   const match = /"value":(-?\d+)/.exec(body);
