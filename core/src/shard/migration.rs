@@ -175,6 +175,12 @@ impl RecordsAfter {
     pub fn start() -> Self {
         Self { kind: String::new(), idempotency_key: String::new() }
     }
+
+    /// Where records continue after `record`.
+    #[must_use]
+    pub fn past(record: &ParcelRecord) -> Self {
+        Self { kind: record.kind.clone(), idempotency_key: record.idempotency_key.clone() }
+    }
 }
 
 impl Parcel {
@@ -258,10 +264,7 @@ pub fn progress(
         .records
         .last()
         .filter(|_| paged == 1 && last.records_follow)
-        .map(|record| RecordsAfter {
-            kind: record.kind.clone(),
-            idempotency_key: record.idempotency_key.clone(),
-        })
+        .map(RecordsAfter::past)
         .ok_or("a page of records that is not the last parcel of its call, or holds none")?;
     // A page of the first key asked for continues its records after `after`, and must end past
     // it; a page of a later key starts them.

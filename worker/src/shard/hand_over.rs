@@ -317,9 +317,7 @@ fn adopt_parcels(
     object.hand_overs.remember_arrived(parcels.iter().filter(|p| !p.records_follow).map(|p| (&p.ns, &p.key)));
     for page in parcels.iter().filter(|p| p.records_follow) {
         if let Some(last) = page.records.last() {
-            let through =
-                RecordsAfter { kind: last.kind.clone(), idempotency_key: last.idempotency_key.clone() };
-            object.hand_overs.remember_page(&(page.ns.clone(), page.key.clone()), through);
+            object.hand_overs.remember_page(&(page.ns.clone(), page.key.clone()), RecordsAfter::past(last));
         }
     }
     Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
