@@ -1,6 +1,7 @@
 // Hot keys at the edge: max-age caching, ETags, strong reads, and the staleness bound.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  edgeStats,
   exactValue,
   freshNamespace,
   startService,
@@ -199,6 +200,11 @@ describe("a read while a write of its shard is under way", () => {
     await untilEdge(stalled, (e) => e.shard_calls === 1);
     const second = stalled.fetch(`${path}/incr`, { method: "POST" });
     await untilEdge(stalled, (e) => e.ops_submitted === 2);
+    expect((await edgeStats(stalled)).writes_under_way).toBe(2);
+    // A read of the key's days is never kept, so it goes straight to the shard, not behind them.
+    const days = await stalled.fetch(`${path}/days`);
+    expect(days.status).toBe(200);
+    expect((await edgeStats(stalled)).ops_submitted).toBe(2);
     // Sent after the second increment, answered whenever: sent straight to the shard, it would
     // read 1 at once and keep that, as the later read, over the increment's 2.
     const concurrent = stalled.fetch(path);
@@ -209,5 +215,6 @@ describe("a read while a write of its shard is under way", () => {
     const after = await stalled.fetch(path);
     expect((await after.json()).value).toBe(2);
     expect((await first).status).toBe(503); // outcome_unknown: it was applied
+    expect((await edgeStats(stalled)).writes_under_way).toBe(0);
   });
 });

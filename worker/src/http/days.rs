@@ -19,7 +19,7 @@ use crate::http::respond;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::shard_calls;
+use crate::isolate::shard_client;
 
 /// The day a count of `kind` on `target` lands in now, and with `unique` (increments only) the
 /// hash of its visitor: the client's address and user agent, never sent on or kept as they are.
@@ -113,7 +113,10 @@ pub async fn tally(
         .into());
     }
     let op = ShardOp::Days { ns: target.ns.clone(), key: target.key.clone(), from, to, unique };
-    let answer = match shard_calls::submit(cx, target.shard, op.into()).await? {
+    // Straight to the shard: days are never kept in this isolate, so a read of them cannot keep
+    // an older answer over a write's, and waiting in the write coalescer costs more CPU than
+    // the call it might share (see `counters::current`).
+    let answer = match shard_client::execute_one(cx.env, target.shard, op.into()).await? {
         OpResult::Days(answer) => *answer,
         OpResult::Failed { error } => return Err(error.into()),
         _ => return Err(ApiError::ShardUnavailable),

@@ -93,6 +93,9 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "ops_shed_overloaded": coalescing.refused,
         "ops_withdrawn": coalescing.withdrawn,
         "shard_calls_lost": coalescing.lost_calls,
+        // Single-key writes submitted and not yet ended: a counter's read of their shards waits
+        // behind them.
+        "writes_under_way": shard_calls::writes_under_way(),
         "one_way": one_way_stats(config),
         // Counts in public namespaces from known bots, answered and not counted.
         "bot_counts_not_counted": visitors::not_counted(),

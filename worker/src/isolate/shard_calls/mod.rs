@@ -68,6 +68,13 @@ pub fn busy(shard: ShardId) -> bool {
     state::with(|s| s.writes_under_way.borrow().contains_key(&shard))
 }
 
+/// Single-key writes this isolate has submitted and not yet ended, over every shard (for
+/// `/v1/stats`).
+#[must_use]
+pub fn writes_under_way() -> usize {
+    state::with(|s| s.writes_under_way.borrow().values().sum())
+}
+
 /// A write submitted to its shard, counted in [`busy`] until its submission ends, however it
 /// ends (answered, given up, or dropped with a cancelled request).
 struct WriteUnderWay(ShardId);
