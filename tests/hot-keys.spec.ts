@@ -194,16 +194,24 @@ describe("a read while a write of its shard is under way", () => {
 
   it("waits behind it, so a read after the write's answer sees the write", async () => {
     const ns = freshNamespace("behind");
-    const path = `/v1/counters/${ns}/k`;
+    // A name of three characters at least, as the compatible routes' info asks.
+    const path = `/v1/counters/${ns}/key`;
     const first = stalled.fetch(`${path}/incr`, { method: "POST" });
     first.catch(() => {}); // awaited below
     await untilEdge(stalled, (e) => e.shard_calls === 1);
     const second = stalled.fetch(`${path}/incr`, { method: "POST" });
     await untilEdge(stalled, (e) => e.ops_submitted === 2);
     expect((await edgeStats(stalled)).writes_under_way).toBe(2);
-    // A read of the key's days is never kept, so it goes straight to the shard, not behind them.
+    const metrics = await (await stalled.fetch("/metrics")).text();
+    expect(metrics).toMatch(/^edgecount_writes_under_way 2$/m);
+    // Reads of the key's days and of its info (a compatible route) are never kept, so they go
+    // straight to the shard, not behind them.
     const days = await stalled.fetch(`${path}/days`);
     expect(days.status).toBe(200);
+    // The info of the key the stalled call created, or 404 had it overtaken that call: either
+    // way answered at once, while the second increment still waits.
+    const info = await stalled.fetch(`/info/${ns}/key`);
+    expect([200, 404]).toContain(info.status);
     expect((await edgeStats(stalled)).ops_submitted).toBe(2);
     // Sent after the second increment, answered whenever: sent straight to the shard, it would
     // read 1 at once and keep that, as the later read, over the increment's 2.

@@ -11,8 +11,8 @@
 //! shard's JSON answer (base64 of its value, its content type and a fixed overhead); a read of
 //! days, a tally of each day it found (up to `EDGECOUNT_DAYS`, 3,660 at most, about 290 KB), at
 //! most what each costs ([`days_cost`]). A result that does not fit in what is left is
-//! answered `payload_too_large` in its place, and the ops after it still run: a call the edge
-//! coalesced from many reads of long periods stays under the cap.
+//! answered `payload_too_large` in its place, and the ops after it still run. A read of days
+//! travels in a call of its own, so its answer (at most about 290 KB) always fits.
 
 use crate::shard::cache_table::MAX_CACHE_VALUE_BYTES;
 use crate::shard::protocol::{DaysAnswer, OpResult};

@@ -113,9 +113,9 @@ pub async fn tally(
         .into());
     }
     let op = ShardOp::Days { ns: target.ns.clone(), key: target.key.clone(), from, to, unique };
-    // Straight to the shard: days are never kept in this isolate, so a read of them cannot keep
-    // an older answer over a write's, and waiting in the write coalescer costs more CPU than
-    // the call it might share (see `counters::current`).
+    // Straight to the shard, in a call of its own: days are never kept in this isolate, so a
+    // read of them cannot keep an older answer over a write's, which is what queueing a
+    // counter's read behind this isolate's writes is for (see `counters::current`).
     let answer = match shard_client::execute_one(cx.env, target.shard, op.into()).await? {
         OpResult::Days(answer) => *answer,
         OpResult::Failed { error } => return Err(error.into()),

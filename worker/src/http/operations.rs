@@ -199,6 +199,11 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
             "How soon accepted one-way writes are applied.",
             config.one_way.interval_ms,
         ),
+        (
+            "edgecount_writes_under_way",
+            "Single-key writes this isolate has submitted and not yet ended.",
+            shard_calls::writes_under_way() as u64,
+        ),
     ];
     for (name, help, value) in gauges {
         let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
