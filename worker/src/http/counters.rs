@@ -4,9 +4,10 @@
 //! Each handler validates everything it can before calling a shard, so bad input costs no shard
 //! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
 //! never older than the configured max age, and other reads go straight to the owning shard
-//! unless this isolate has writes under way there; every write goes to it through the coalescer and is answered once it is durable, except
-//! one-way increments and decrements (`Prefer: respond-async` or `?async=1`), answered 202 at
-//! once and applied within the flush interval (see [`crate::isolate::one_way`]).
+//! unless this isolate has writes under way there. Every write goes to it through the
+//! coalescer and is answered once it is durable, except one-way increments and decrements
+//! (`Prefer: respond-async` or `?async=1`), answered 202 at once and applied within the flush
+//! interval (see [`crate::isolate::one_way`]).
 
 use edgecount_core::edge::access::Right;
 use edgecount_core::edge::one_way::Counted;
