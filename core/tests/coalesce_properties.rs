@@ -91,8 +91,8 @@ impl World {
             }
             Event::CallEnds => {
                 if let Some(call) = self.in_flight.take() {
-                    self.coalescer.finish(SHARD, call);
-                    let woken = self.coalescer.waiting(SHARD).count();
+                    self.coalescer.end(SHARD, call, false);
+                    let woken = self.coalescer.queued(SHARD);
                     let live = self.live_queued();
                     assert!(woken >= live.len(), "a live queued waiter was not woken");
                     for _ in live {
@@ -106,7 +106,7 @@ impl World {
             Event::CallAbandoned => {
                 if let Some(call) = self.in_flight.take() {
                     // False when its lease had already run out and it was declared lost.
-                    self.coalescer.abandon(SHARD, call);
+                    self.coalescer.end(SHARD, call, true);
                     for _ in self.live_queued() {
                         self.runs();
                     }
@@ -150,7 +150,7 @@ proptest! {
         // Whatever happened, once the call in flight ends (or its lease runs out) and one new
         // request arrives, every op still queued goes out: cancelled requests strand nobody.
         if let Some(call) = world.in_flight.take() {
-            world.coalescer.finish(SHARD, call);
+            world.coalescer.end(SHARD, call, false);
         }
         world.now += LEASE_MS;
         world.apply(Event::Arrive);

@@ -98,7 +98,7 @@ pub enum Arrival<W> {
 }
 
 /// A call [`Coalescer::try_start`] started: the caller sends `ops` and reports back with
-/// [`Coalescer::finish`].
+/// [`Coalescer::end`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Started<W> {
     pub call: CallId,
@@ -107,11 +107,6 @@ pub struct Started<W> {
 }
 
 impl<W> Coalescer<W> {
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     #[must_use]
     pub fn stats(&self) -> CoalesceStats {
         self.stats
@@ -160,39 +155,19 @@ impl<W> Coalescer<W> {
     }
 
     /// `call` to `shard` is over: the shard goes idle, unless the call was already declared
-    /// lost and another has started. The caller then wakes the [`Coalescer::waiting`] ops so
-    /// that one of them starts the next call.
-    pub fn finish(&mut self, shard: ShardId, call: CallId) {
-        if let Some(queue) = self.queues.get_mut(&shard) {
-            if queue.in_flight.is_some_and(|f| f.call == call) {
-                queue.in_flight = None;
-            }
-            if queue.in_flight.is_none() && queue.waiting.is_empty() {
-                self.queues.remove(&shard);
-            }
+    /// lost and another has started; the ops still queued start the next call when they next
+    /// look. `lost`: it will never report back (the request whose task carried it was
+    /// cancelled, its client hung up, and the task with it), so the shard is free at once,
+    /// without waiting for the lease to end; its ops have an unknown outcome.
+    pub fn end(&mut self, shard: ShardId, call: CallId, lost: bool) {
+        let Some(queue) = self.queues.get_mut(&shard) else { return };
+        if queue.in_flight.is_some_and(|f| f.call == call) {
+            queue.in_flight = None;
+            self.stats.lost_calls += u64::from(lost);
         }
-    }
-
-    /// `call` to `shard` will never report back: the request whose task carried it was cancelled
-    /// (its client hung up) and the task with it. The shard is free at once, without waiting
-    /// for the lease to end; the call's ops have an unknown outcome. False if the call was no
-    /// longer in flight.
-    pub fn abandon(&mut self, shard: ShardId, call: CallId) -> bool {
-        let Some(queue) = self.queues.get_mut(&shard) else { return false };
-        if !queue.in_flight.is_some_and(|f| f.call == call) {
-            return false;
-        }
-        queue.in_flight = None;
-        self.stats.lost_calls += 1;
-        if queue.waiting.is_empty() {
+        if queue.in_flight.is_none() && queue.waiting.is_empty() {
             self.queues.remove(&shard);
         }
-        true
-    }
-
-    /// The waiters queued for `shard` (not yet sent), in arrival order.
-    pub fn waiting(&self, shard: ShardId) -> impl Iterator<Item = &W> {
-        self.queues.get(&shard).into_iter().flat_map(|q| q.waiting.iter().map(|(_, waiter)| waiter))
     }
 
     /// Takes a queued op back; `None` when it has already been sent in a call (its outcome then
@@ -220,13 +195,6 @@ impl<W> Coalescer<W> {
     pub fn queued(&self, shard: ShardId) -> usize {
         self.queues.get(&shard).map_or(0, |q| q.waiting.len())
     }
-
-    /// Shards with a call in flight or ops queued: bounded by the shard count, since idle
-    /// shards are forgotten.
-    #[must_use]
-    pub fn busy_shards(&self) -> usize {
-        self.queues.len()
-    }
 }
 
 #[cfg(test)]
@@ -244,7 +212,7 @@ mod tests {
 
     #[test]
     fn an_idle_shard_starts_a_call_with_the_first_op() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         queued(c.arrive(ShardId(0), 1, 10));
         let started = c.try_start(ShardId(0), 0, LEASE).unwrap();
         assert_eq!(started.ops, vec![1]);
@@ -255,7 +223,7 @@ mod tests {
 
     #[test]
     fn ops_arriving_during_a_call_go_together_in_order_in_the_next() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         let s = ShardId(3);
         queued(c.arrive(s, 0, 10));
         let first = c.try_start(s, 0, LEASE).unwrap();
@@ -263,21 +231,20 @@ mod tests {
             queued(c.arrive(s, i, 10));
             assert!(c.try_start(s, 1, LEASE).is_none(), "a call is in flight");
         }
-        c.finish(s, first.call);
-        let to_wake: Vec<u32> = c.waiting(s).copied().collect();
-        assert_eq!(to_wake, vec![1, 2, 3, 4]);
+        c.end(s, first.call, false);
+        assert_eq!(c.queued(s), 4);
         let second = c.try_start(s, 2, LEASE).unwrap();
         assert_eq!(second.ops, vec![1, 2, 3, 4]);
-        c.finish(s, second.call);
-        assert_eq!(c.waiting(s).count(), 0);
-        assert_eq!(c.busy_shards(), 0, "an idle shard is forgotten");
+        c.end(s, second.call, false);
+        assert_eq!(c.queued(s), 0);
+        assert!(c.queues.is_empty(), "an idle shard is forgotten");
         assert_eq!(c.stats(), CoalesceStats { ops: 5, calls: 2, coalesced: 3, ..CoalesceStats::default() });
         assert_eq!(c.stats().calls_saved(), 3);
     }
 
     #[test]
     fn a_full_queue_refuses_without_queueing() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         let s = ShardId(1);
         queued(c.arrive(s, 0, 2));
         c.try_start(s, 0, LEASE).unwrap();
@@ -292,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_waiter_that_gives_up_before_its_op_is_sent_takes_it_back() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         let s = ShardId(0);
         queued(c.arrive(s, 0, 10));
         let first = c.try_start(s, 0, LEASE).unwrap();
@@ -300,13 +267,13 @@ mod tests {
         queued(c.arrive(s, 2, 10));
         assert_eq!(c.withdraw(s, one), Some(1));
         assert_eq!(c.withdraw(s, one), None, "only once");
-        c.finish(s, first.call);
+        c.end(s, first.call, false);
         assert_eq!(c.try_start(s, 1, LEASE).unwrap().ops, vec![2], "the withdrawn op is not sent");
     }
 
     #[test]
     fn an_op_already_sent_cannot_be_withdrawn() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         let s = ShardId(0);
         let ticket = queued(c.arrive(s, 7, 10));
         c.try_start(s, 0, LEASE).unwrap();
@@ -317,21 +284,21 @@ mod tests {
     fn queued_ops_of_requests_that_never_run_again_go_with_the_next_arrival() {
         // Waiters 1 and 2 belong to cancelled requests: when the call ends they are woken but
         // never run. Nothing is stuck: the shard is idle, and the next arrival starts a call.
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         let s = ShardId(5);
         queued(c.arrive(s, 0, 10));
         let first = c.try_start(s, 0, LEASE).unwrap();
         queued(c.arrive(s, 1, 10));
         queued(c.arrive(s, 2, 10));
-        c.finish(s, first.call);
-        assert_eq!(c.waiting(s).count(), 2);
+        c.end(s, first.call, false);
+        assert_eq!(c.queued(s), 2);
         queued(c.arrive(s, 3, 10));
         assert_eq!(c.try_start(s, 5, LEASE).unwrap().ops, vec![1, 2, 3]);
     }
 
     #[test]
     fn a_call_that_never_reports_back_is_lost_after_its_lease() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         let s = ShardId(2);
         queued(c.arrive(s, 0, 10));
         let lost = c.try_start(s, 100, LEASE).unwrap();
@@ -343,27 +310,28 @@ mod tests {
         assert_eq!(c.stats().lost_calls, 1);
         // The lost call's late report does not free the shard while the new call runs.
         queued(c.arrive(s, 2, 10));
-        c.finish(s, lost.call);
-        assert_eq!(c.waiting(s).count(), 1);
+        c.end(s, lost.call, false);
+        assert_eq!(c.queued(s), 1);
         assert!(c.try_start(s, 100 + LEASE + 1, LEASE).is_none());
-        c.finish(s, next.call);
+        c.end(s, next.call, false);
         assert_eq!(c.try_start(s, 100 + LEASE + 2, LEASE).unwrap().ops, vec![2]);
     }
 
     #[test]
     fn an_abandoned_call_frees_its_shard_at_once_and_only_once() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         let s = ShardId(4);
         queued(c.arrive(s, 0, 10));
         let dead = c.try_start(s, 0, LEASE).unwrap();
         queued(c.arrive(s, 1, 10));
-        assert!(c.abandon(s, dead.call));
-        assert!(!c.abandon(s, dead.call), "already abandoned");
+        c.end(s, dead.call, true);
+        c.end(s, dead.call, true);
+        assert_eq!(c.stats().lost_calls, 1, "lost once");
         let next = c.try_start(s, 1, LEASE).unwrap();
         assert_eq!(next.ops, vec![1], "no need to wait for the lease");
         // A late report or abandonment of the dead call leaves the new one in flight.
-        c.finish(s, dead.call);
-        assert!(!c.abandon(s, dead.call));
+        c.end(s, dead.call, false);
+        c.end(s, dead.call, true);
         queued(c.arrive(s, 2, 10));
         assert!(c.try_start(s, 2, LEASE).is_none());
         assert_eq!(c.stats().lost_calls, 1);
@@ -371,11 +339,11 @@ mod tests {
 
     #[test]
     fn an_idle_shard_with_an_empty_queue_starts_nothing() {
-        let mut c: Coalescer<u32> = Coalescer::new();
+        let mut c: Coalescer<u32> = Coalescer::default();
         assert!(c.try_start(ShardId(0), 0, LEASE).is_none());
         let t = queued(c.arrive(ShardId(0), 1, 10));
         c.withdraw(ShardId(0), t);
         assert!(c.try_start(ShardId(0), 0, LEASE).is_none());
-        assert_eq!(c.busy_shards(), 0);
+        assert!(c.queues.is_empty(), "idle shards are forgotten");
     }
 }

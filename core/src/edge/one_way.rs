@@ -120,14 +120,6 @@ pub struct Counted {
     pub visitor: Option<u64>,
 }
 
-impl Counted {
-    /// `delta` with `ttl`, counted in no day and for no visitor.
-    #[must_use]
-    pub fn plain(ttl: Option<u32>, delta: i128) -> Self {
-        Self { ttl, delta, day: None, visitor: None }
-    }
-}
-
 /// The bytes a pending visitor is charged against [`OneWayLimits::max_bytes`]: its 8 and what
 /// the set holding it spends on it.
 pub const VISITOR_CHARGE_BYTES: u64 = 16;
@@ -316,11 +308,6 @@ impl OneWayBuffer {
             next_flusher: 0,
             stats: OneWayStats::default(),
         }
-    }
-
-    #[must_use]
-    pub fn limits(&self) -> OneWayLimits {
-        self.limits
     }
 
     #[must_use]
@@ -572,6 +559,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    impl Counted {
+        /// `delta` with `ttl`, counted in no day and for no visitor.
+        fn plain(ttl: Option<u32>, delta: i128) -> Self {
+            Self { ttl, delta, day: None, visitor: None }
+        }
+    }
 
     fn limits() -> OneWayLimits {
         OneWayLimits { interval_ms: 1_000, flush_ops: 100, max_keys: 3, max_bytes: 10_000 }

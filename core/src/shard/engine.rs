@@ -348,7 +348,12 @@ impl ShardEngine {
     }
 
     /// Runs one call at `now_ms`: a keyed write seen before is answered from its record.
-    fn execute_call(&mut self, store: &impl ShardTables, call: &ShardCall, now_ms: u64) -> OpResult {
+    fn execute_call<S: ShardTables>(
+        &mut self,
+        store: &PendingWrites<S>,
+        call: &ShardCall,
+        now_ms: u64,
+    ) -> OpResult {
         if let Err(error) = self.owner_permits(store, call, now_ms) {
             self.ops += 1;
             return OpResult::Failed { error };
@@ -382,9 +387,9 @@ impl ShardEngine {
 
     /// Whether a counter's owner key lets `call` through (see [`owner`]); checked before a
     /// replay too, so a refused caller learns nothing from another's record.
-    fn owner_permits(
+    fn owner_permits<S: ShardTables>(
         &mut self,
-        store: &impl ShardTables,
+        store: &PendingWrites<S>,
         call: &ShardCall,
         now_ms: u64,
     ) -> Result<(), CoreError> {
@@ -396,7 +401,15 @@ impl ShardEngine {
     }
 
     /// Runs one op at `now_ms`; a refused op reports its error and changes nothing.
-    fn execute(&mut self, store: &impl ShardTables, call: &ShardCall, now_ms: u64) -> OpResult {
+    fn execute<S: ShardTables>(
+        &mut self,
+        store: &PendingWrites<S>,
+        call: &ShardCall,
+        now_ms: u64,
+    ) -> OpResult {
+        // Cache entries are not buffered in a call (a put carries its value once): their ops
+        // go to the store itself.
+        let entries = store.store();
         let op = &call.op;
         self.ops += 1;
         self.commands.count(op);
@@ -416,11 +429,11 @@ impl ShardEngine {
                 self.counters.write(store, ns, key, CounterWrite::Set(*value), *ttl, now_ms)
             }
             ShardOp::Delete { .. } => self.counters.delete(store, ns, key, now_ms),
-            ShardOp::CacheGet { .. } => self.cache.get(store, ns, key, now_ms),
+            ShardOp::CacheGet { .. } => self.cache.get(entries, ns, key, now_ms),
             ShardOp::CachePut { value, content_type, ttl, .. } => {
-                self.cache.put(store, ns, key, value, content_type.as_str(), *ttl, now_ms)
+                self.cache.put(entries, ns, key, value, content_type.as_str(), *ttl, now_ms)
             }
-            ShardOp::CacheDelete { .. } => self.cache.delete(store, ns, key, now_ms),
+            ShardOp::CacheDelete { .. } => self.cache.delete(entries, ns, key, now_ms),
             ShardOp::Create { value, settings, admin_key, ttl, .. } => {
                 self.counters.create(store, ns, key, *value, *settings, admin_key.as_deref(), *ttl, now_ms)
             }
@@ -444,7 +457,7 @@ impl ShardEngine {
 /// when that day's salt is already gone (a count sent days late): a new salt would count them
 /// again.
 fn count_visitors(
-    store: &impl ShardTables,
+    store: &impl VisitStore,
     call: &ShardCall,
     result: OpResult,
     now_ms: u64,
@@ -492,6 +505,8 @@ mod tests {
     fn counters_and_cache_entries_with_one_name_are_separate() {
         let store = MapStore::default();
         let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
+        // One call's view of the store: its counter writes are seen by its later ops.
+        let call = PendingWrites::over(&store);
         let (ns, key) = (Namespace::new("n").unwrap(), Key::new("k").unwrap());
         let incr = ShardOp::Incr { ns: ns.clone(), key: key.clone(), by: 3, ttl: None };
         let put = ShardOp::CachePut {
@@ -502,16 +517,16 @@ mod tests {
             ttl: None,
         };
         assert_eq!(
-            engine.execute(&store, &ShardCall::from(incr.clone()), 0),
+            engine.execute(&call, &ShardCall::from(incr.clone()), 0),
             OpResult::Value { value: 3, exists: true, version: 1 }
         );
-        assert_eq!(engine.execute(&store, &ShardCall::from(put.clone()), 0), OpResult::Stored);
+        assert_eq!(engine.execute(&call, &ShardCall::from(put.clone()), 0), OpResult::Stored);
         assert_eq!(
-            engine.execute(&store, &ShardOp::Delete { ns: ns.clone(), key: key.clone() }.into(), 0),
+            engine.execute(&call, &ShardOp::Delete { ns: ns.clone(), key: key.clone() }.into(), 0),
             OpResult::Deleted { deleted: true }
         );
         assert_eq!(
-            engine.execute(&store, &ShardOp::CacheGet { ns, key }.into(), 0),
+            engine.execute(&call, &ShardOp::CacheGet { ns, key }.into(), 0),
             OpResult::Entry { value: b"v".to_vec(), content_type: "text/plain".into() }
         );
         assert_eq!(engine.stats(&store, 0).unwrap().ops, 4);
@@ -523,7 +538,7 @@ mod tests {
         let mut engine = ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 });
         let op = ShardOp::CacheGet { ns: Namespace::new("n").unwrap(), key: Key::new("k").unwrap() };
         assert_eq!(
-            engine.execute(&store, &ShardCall::from(op.clone()), 0),
+            engine.execute(&PendingWrites::over(&store), &ShardCall::from(op.clone()), 0),
             OpResult::Failed { error: CoreError::NotFound }
         );
     }
@@ -778,10 +793,13 @@ mod tests {
         assert_eq!(engine.stats(&store, 6).unwrap().cache_entries, 2, "counted by storage");
         assert_eq!(store.entry_scans.get(), scans);
         let (ns, key) = names("absent");
-        engine.execute(&store, &ShardOp::CacheDelete { ns, key }.into(), 7);
+        engine.execute(&PendingWrites::over(&store), &ShardOp::CacheDelete { ns, key }.into(), 7);
         assert_eq!(store.entry_scans.get(), scans + 1);
         let read = ShardOp::CacheGet { ns: kept.0, key: kept.1 };
-        assert!(matches!(engine.execute(&store, &ShardCall::from(read.clone()), 7), OpResult::Entry { .. }));
+        assert!(matches!(
+            engine.execute(&PendingWrites::over(&store), &ShardCall::from(read.clone()), 7),
+            OpResult::Entry { .. }
+        ));
         assert_eq!(engine.stats(&store, 8).unwrap().cache_entries, 2, "and by the index");
     }
 

@@ -16,7 +16,6 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::shard::cache_table::{CacheStore, EntryValue, StoredEntry};
 use crate::shard::counter::DayCount;
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::shard::visit_table::{count_visitors, EachSketch, VisitStore};
@@ -59,16 +58,18 @@ impl<'a, S: CounterStore + IdempotencyStore + VisitStore> PendingWrites<'a, S> {
         }
     }
 
-    /// Reads the stored counters of `keys` at once (one statement for many rows, where the
-    /// store has one), so that the call's ops find them here instead of reading storage one
-    /// key at a time. Fewer than two keys to read change nothing. A failure changes nothing
-    /// either: each op then reads its key itself and reports that read's failure.
+    /// The store under the pending writes, for what is not buffered: cache entries.
+    pub fn store(&self) -> &'a S {
+        self.store
+    }
+
+    /// Before the call's ops run, reads the stored counters of `keys` at once (one statement for
+    /// many rows, where the store has one), so that the ops find them here instead of reading
+    /// storage one key at a time. Fewer than two keys to read change nothing. A failure changes
+    /// nothing either: each op then reads its key itself and reports that read's failure.
     pub fn prefetch(&self, mut keys: Vec<(Namespace, Key)>) {
         keys.sort_unstable();
         keys.dedup();
-        keys.retain(|slot| {
-            !self.counters.borrow().contains_key(slot) && !self.prefetched.borrow().contains_key(slot)
-        });
         if keys.len() < 2 {
             return;
         }
@@ -179,40 +180,6 @@ impl<S: IdempotencyStore> IdempotencyStore for PendingWrites<'_, S> {
 
     fn start_records_generation(&self, now_ms: u64) -> StoreResult<()> {
         self.store.start_records_generation(now_ms)
-    }
-}
-
-impl<S: CacheStore> CacheStore for PendingWrites<'_, S> {
-    fn load_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<Option<EntryValue>> {
-        self.store.load_entry(ns, key)
-    }
-
-    fn save_entry(
-        &self,
-        ns: &Namespace,
-        key: &Key,
-        value: &[u8],
-        content_type: &str,
-        expires_at_ms: Option<u64>,
-        written_at_ms: u64,
-    ) -> StoreResult<()> {
-        self.store.save_entry(ns, key, value, content_type, expires_at_ms, written_at_ms)
-    }
-
-    fn remove_entry(&self, ns: &Namespace, key: &Key) -> StoreResult<()> {
-        self.store.remove_entry(ns, key)
-    }
-
-    fn scan_newest_entries(&self, most: u64, each: &mut dyn FnMut(StoredEntry) -> bool) -> StoreResult<()> {
-        self.store.scan_newest_entries(most, each)
-    }
-
-    fn remove_entries_from(&self, entry: &StoredEntry) -> StoreResult<u64> {
-        self.store.remove_entries_from(entry)
-    }
-
-    fn stored_entries(&self) -> StoreResult<(u64, u64)> {
-        self.store.stored_entries()
     }
 }
 

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::partition::{shard_for, ShardId};
 use crate::shard::counter::DayCount;
 use crate::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
-use crate::shard::protocol::{base64_bytes, ShardCall};
+use crate::shard::protocol::base64_bytes;
 use crate::visits::day::Day;
 use crate::{Counter, Key, Namespace};
 
@@ -65,16 +65,6 @@ impl Migration {
     pub fn leaves(&self, shard: ShardId, ns: &Namespace, key: &Key) -> bool {
         shard_for(ns, key, self.to) != shard
     }
-}
-
-/// A request's ops grouped by the shard that owns each under `shards`: each group's places in
-/// the request, in order, the groups in the order their first op comes.
-#[must_use]
-pub fn homes(calls: &[ShardCall], shards: u32) -> Vec<(ShardId, Vec<usize>)> {
-    grouped(0..calls.len(), |&place| {
-        let (ns, key) = calls[place].op.target();
-        shard_for(ns, key, shards)
-    })
 }
 
 /// `items` grouped by `shard_of` each, keeping their order within a group; the groups in the
@@ -292,7 +282,7 @@ pub fn whole_keys(record_counts: impl IntoIterator<Item = usize>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shard::protocol::ShardOp;
+    use crate::shard::protocol::{ShardCall, ShardOp};
     use proptest::prelude::*;
 
     fn names(i: usize) -> (Namespace, Key) {
@@ -327,14 +317,17 @@ mod tests {
     }
 
     #[test]
-    fn homes_keep_request_order_within_each_shard() {
+    fn grouping_by_home_keeps_request_order_within_each_shard() {
         let calls: Vec<ShardCall> = (0..40)
             .map(|i| {
                 let (ns, key) = names(i);
                 ShardOp::Incr { ns, key, by: 1, ttl: None }.into()
             })
             .collect();
-        let groups = homes(&calls, 7);
+        let groups = grouped(0..calls.len(), |&place| {
+            let (ns, key) = calls[place].op.target();
+            shard_for(ns, key, 7)
+        });
         let mut seen: Vec<usize> = groups.iter().flat_map(|(_, places)| places.clone()).collect();
         for (shard, places) in &groups {
             assert!(places.windows(2).all(|w| w[0] < w[1]));

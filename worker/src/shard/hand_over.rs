@@ -377,7 +377,11 @@ async fn forward(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<Str
         None => Vec::new(),
     };
     let was_applied = |place: usize| applied.get(place).copied().unwrap_or(false);
-    let groups: Vec<(ShardId, Vec<usize>)> = migration::homes(&request.ops, object.shards)
+    let homes = migration::grouped(0..request.ops.len(), |&place| {
+        let (ns, key) = request.ops[place].op.target();
+        shard_for(ns, key, object.shards)
+    });
+    let groups: Vec<(ShardId, Vec<usize>)> = homes
         .into_iter()
         .map(|(home, places)| (home, places.into_iter().filter(|&place| !was_applied(place)).collect()))
         .filter(|(_, places): &(ShardId, Vec<usize>)| !places.is_empty())

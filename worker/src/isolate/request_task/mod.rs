@@ -21,7 +21,7 @@
 //! A future ready in its first poll (most requests answered by the worker alone) costs no
 //! promise and no closure: [`run`] hands back its value itself.
 //!
-//! Timers work the same way: [`sleep`] and [`wake_after`] have the runtime's `setTimeout`
+//! Timers work the same way: [`sleep`] and [`executor::wake_after`] have the runtime's `setTimeout`
 //! resolve the promise that polls the task next, so a timer is one call into JavaScript, with no
 //! closure to make. Timers are never cleared: one that fires after the task was polled for
 //! another reason resolves a promise already resolved and polls nothing, and the runtime drops
@@ -100,12 +100,6 @@ impl Turns for JsTurns {
     }
 }
 
-/// Has the task being polled polled again within `ms` milliseconds, whatever else wakes it.
-/// Only for code polled by this executor (see the module's documentation).
-pub fn wake_after(ms: u64) {
-    executor::wake_after::<JsTurns>(ms);
-}
-
 /// Waits about `ms` milliseconds: until the task is next polled, which is after `ms` at the
 /// latest (sooner if something else wakes it, so only for waits that look again anyway).
 pub fn sleep(ms: u64) -> impl Future<Output = ()> {
@@ -159,18 +153,6 @@ pub async fn join_every<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<
     .await
 }
 
-/// A task on this executor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TaskId(u64);
-
-impl TaskId {
-    /// Its number on [`JsTurns`]' executor (for [`executor::abandon`]).
-    #[must_use]
-    pub(crate) fn number(self) -> u64 {
-        self.0
-    }
-}
-
 /// Runs `future` as the current request's task: its first poll happens now, in the caller's
 /// turn. Answers its outcome if that poll finished it (an error as a rejected promise), else a
 /// promise of the outcome.
@@ -181,13 +163,13 @@ pub fn run(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> 
     }
 }
 
-/// [`run`] where a promise is needed whatever happens; also answers the task's id, for
-/// [`abandon`].
+/// [`run`] where a promise is needed whatever happens; also answers the task's number on
+/// [`JsTurns`]' executor (for [`executor::abandon`]).
 pub fn spawn_with_id(
     future: impl Future<Output = Result<JsValue, JsValue>> + 'static,
-) -> (TaskId, js_sys::Promise) {
+) -> (u64, js_sys::Promise) {
     let (id, outcome) = executor::start::<JsTurns>(future);
-    (TaskId(id), promise_of(id, outcome))
+    (id, promise_of(id, outcome))
 }
 
 /// The promise of a task's outcome: settled already if its first poll finished it.
@@ -203,12 +185,6 @@ fn promise_of(id: u64, outcome: Option<Result<JsValue, JsValue>>) -> js_sys::Pro
         executor::await_outcome::<JsTurns>(id, settle);
     }
     outcome
-}
-
-/// Drops a task that will never be woken: one whose request the runtime cancelled while it
-/// awaited I/O of that request, which then never completes. Its promise stays unsettled.
-pub fn abandon(task: TaskId) {
-    executor::abandon::<JsTurns>(task.0);
 }
 
 /// Tasks on this isolate's executor now: requests being served and shard calls in flight. It

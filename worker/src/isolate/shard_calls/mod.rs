@@ -177,7 +177,7 @@ impl Site for RequestContext<'_> {
         });
         // Only fails if the request has ended, and then its tasks are cancelled with it.
         self.keep_alive(&promise);
-        id.number()
+        id
     }
 
     fn on_cancel(&self, handler: impl FnOnce() + 'static) {
@@ -285,9 +285,7 @@ impl CallInFlight {
     fn carries(&self, slot: &Rc<Slot>) -> bool {
         self.slots.iter().any(|(carried, _)| Rc::ptr_eq(carried, slot))
     }
-}
 
-impl CallInFlight {
     /// The call is over, one way or the other: hands each op that has no outcome yet
     /// `outcome(is_write)`, in op order (the first outcome stands), and frees the shard if this
     /// call still holds it; the ops still queued start the next call when they next look.
@@ -295,14 +293,7 @@ impl CallInFlight {
         for (slot, is_write) in &self.slots {
             slot.deliver_first(|| outcome(*is_write));
         }
-        state::with(|s| {
-            let mut coalescer = s.shard_calls.borrow_mut();
-            if abandoned {
-                coalescer.abandon(self.shard, self.id);
-            } else {
-                coalescer.finish(self.shard, self.id);
-            }
-        });
+        state::with(|s| s.shard_calls.borrow_mut().end(self.shard, self.id, abandoned));
     }
 }
 
