@@ -66,61 +66,89 @@ it("moves keys with several pages of records, every old Idempotency-Key still a 
   }
   await underOne.stop();
 
-  // One key per alarm: the keys move one by one, and the first write to one that has not
-  // arrived takes it over.
-  const moving = await startService({
+  // One key per alarm, and none at all while the drill holds the alarms: the first key is
+  // taken over by requests before any alarm hands a key over.
+  const changeVars = {
+    EDGECOUNT_SHARDS: "2",
+    EDGECOUNT_SHARDS_FROM: "1",
+    EDGECOUNT_HAND_OVER_KEYS: "1",
+    EDGECOUNT_STATS_MAX_AGE_MS: "0",
+  };
+  const previousDeployment = { EDGECOUNT_SHARDS: "1" };
+  const expectReplays = async (service: Service, key: string) => {
+    const replays = await batch(service, increments(key));
+    expect(replays.filter((r) => !r.replayed)).toEqual([]);
+    expect(replays.at(-1)).toEqual({
+      value: RECORDS,
+      exists: true,
+      replayed: true,
+    });
+    // The same Idempotency-Key with another request is still refused, and through the
+    // previous deployment (which forwards to the new home) still a replay.
+    const path = `/v1/counters/${NS}/${key}/incr`;
+    const headers = { "idempotency-key": `${key}-${PAGE + 7}` };
+    const other = await service.fetch(`${path}?by=2`, {
+      method: "POST",
+      headers,
+    });
+    expect(other.status).toBe(422);
+    expect((await other.json()).error.code).toBe("idempotency_mismatch");
+    const previous = await service.fetchPrevious(path, {
+      method: "POST",
+      headers,
+    });
+    expect(previous.status).toBe(200);
+    expect(previous.headers.get("idempotent-replayed")).toBe("true");
+    expect(await service.value(NS, key)).toBe(BigInt(RECORDS));
+  };
+  const stats = async (service: Service) =>
+    (await service.fetch("/v1/stats")).json();
+
+  const held = await startService({
     persistDir,
-    vars: {
-      EDGECOUNT_SHARDS: "2",
-      EDGECOUNT_SHARDS_FROM: "1",
-      EDGECOUNT_HAND_OVER_KEYS: "1",
-    },
-    previousDeployment: { EDGECOUNT_SHARDS: "1" },
+    vars: { ...changeVars, EDGECOUNT_DRILL_HELD_HAND_OVERS: "1" },
+    previousDeployment,
   });
   try {
-    const expectReplays = async (key: string) => {
-      const replays = await batch(moving, increments(key));
-      expect(replays.filter((r) => !r.replayed)).toEqual([]);
-      expect(replays.at(-1)).toEqual({
-        value: RECORDS,
-        exists: true,
-        replayed: true,
-      });
-      // The same Idempotency-Key with another request is still refused, and through the
-      // previous deployment (which forwards to the new home) still a replay.
-      const path = `/v1/counters/${NS}/${key}/incr`;
-      const headers = { "idempotency-key": `${key}-${PAGE + 7}` };
-      const other = await moving.fetch(`${path}?by=2`, {
-        method: "POST",
-        headers,
-      });
-      expect(other.status).toBe(422);
-      expect((await other.json()).error.code).toBe("idempotency_mismatch");
-      const previous = await moving.fetchPrevious(path, {
-        method: "POST",
-        headers,
-      });
-      expect(previous.status).toBe(200);
-      expect(previous.headers.get("idempotent-replayed")).toBe("true");
-      expect(await moving.value(NS, key)).toBe(BigInt(RECORDS));
-    };
     // Written to right away, by three requests at once: each that finds the key not arrived
     // takes it over, and a page stored twice stores the same records, so every write replays.
     const first = increments(takenOver).slice(0, PAGE);
-    const answers = await Promise.all(
-      [0, 1, 2].map(() => batch(moving, first)),
-    );
+    const answers = await Promise.all([0, 1, 2].map(() => batch(held, first)));
     for (const replays of answers)
       expect(replays.filter((r) => !r.replayed)).toEqual([]);
-    await expectReplays(takenOver);
-    // Left to the alarm, which sends its pages unasked.
+    await expectReplays(held, takenOver);
+    // Both keys are still stored at their old home: nothing was handed over.
+    expect((await stats(held)).totals.keys_to_move).toBe(2);
+  } finally {
+    await held.stop();
+  }
+
+  const moving = await startService({
+    persistDir,
+    vars: changeVars,
+    previousDeployment,
+  });
+  try {
+    // Left to the alarm, which sends the second key's pages unasked. Of the first, which
+    // arrived at its new home meanwhile, it sends one page: the new home answers that it holds
+    // the key, and the old home deletes its copy without sending the other pages.
     for (let i = 0; i < 600; i++) {
-      const stats = await moving.fetch("/v1/stats");
-      if ((await stats.json()).totals.keys_to_move === 0) break;
+      if ((await stats(moving)).totals.keys_to_move === 0) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    await expectReplays(handedOver);
-    const totals = (await (await moving.fetch("/v1/stats")).json()).totals;
+    const oldHome = (await stats(moving)).shards[0];
+
+    expect(oldHome.keys_to_move).toBe(0);
+    // Rows the old home read since it started. Deleting a record reads it twice (as the
+    // runtime counts and bills rows), so deleting both keys' reads 4 * RECORDS; sending the
+    // second key's records reads RECORDS; counting each key's records to see how it travels,
+    // and the one page of the first key, a few pages more. Sending all the first key's pages
+    // again would read another RECORDS.
+    expect(oldHome.rows_read).toBeGreaterThan(5 * RECORDS);
+    expect(oldHome.rows_read).toBeLessThan(5 * RECORDS + 10 * PAGE);
+    await expectReplays(moving, handedOver);
+    await expectReplays(moving, takenOver);
+    const totals = (await stats(moving)).totals;
     expect(totals.keys_to_move).toBe(0);
     expect(totals.stored_counters).toBe(2);
   } finally {

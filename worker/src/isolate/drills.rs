@@ -6,6 +6,8 @@
 //!   waited on as if their shard never answered (the answer deadline's path).
 //! - `EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS=N`: this isolate's first N one-way flush answers are
 //!   discarded as if lost on the way back, after the shard applied them (the resend's replay).
+//! - `EDGECOUNT_DRILL_HELD_HAND_OVERS=1`: during a change of the shard count, no shard's alarm
+//!   hands keys over, so that a spec takes keys over by request before any is handed over.
 
 use worker::Env;
 
@@ -25,6 +27,18 @@ pub fn loses_flush_answer(env: &Env) -> bool {
         static FIRED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
     FIRED.with(|fired| fires(fired, limit(env, "EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS")))
+}
+
+/// Whether this shard's alarm is to hand no key over.
+#[cfg(feature = "drills")]
+pub fn holds_hand_overs(env: &Env) -> bool {
+    limit(env, "EDGECOUNT_DRILL_HELD_HAND_OVERS") > 0
+}
+
+#[cfg(not(feature = "drills"))]
+#[inline(always)]
+pub fn holds_hand_overs(_env: &Env) -> bool {
+    false
 }
 
 #[cfg(not(feature = "drills"))]

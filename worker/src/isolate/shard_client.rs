@@ -252,14 +252,22 @@ pub async fn hand_over(
     serde_json::from_str(&text).map_err(|e| JsValue::from_str(&e.to_string()))
 }
 
-/// Has `shard` store `parcels`; resolves once they are durable there.
+/// Has `shard` store `parcels`; resolves once they are durable there, with the keys whose
+/// parcels it ignored as they had arrived before (none from a shard of a release that does not
+/// say).
 ///
 /// # Errors
 /// A rejected call (its message).
-pub async fn adopt(env: &Env, shard: ShardId, parcels: &[Parcel], change: Migration) -> Result<(), JsValue> {
+pub async fn adopt(
+    env: &Env,
+    shard: ShardId,
+    parcels: &[Parcel],
+    change: Migration,
+) -> Result<Vec<(Namespace, Key)>, JsValue> {
     let rpc = shard_to_shard_stub(env, shard)?;
     let parcels = serde_json::to_string(parcels).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    answer_of(JsFuture::from(rpc.adopt(&parcels, change.from, change.to))).await.map(drop)
+    let answer = answer_of(JsFuture::from(rpc.adopt(&parcels, change.from, change.to))).await?;
+    Ok(answer.as_string().and_then(|held| serde_json::from_str(&held).ok()).unwrap_or_default())
 }
 
 /// Has `shard` forget `change`, declared over (see `Shard::settle_change_rpc`).

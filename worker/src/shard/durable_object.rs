@@ -87,22 +87,28 @@ impl Shard {
 
     /// Stores the JSON parcels handed over by their old home, each unless its key has arrived
     /// already, and sees the alarm set to reclaim what they hold when it lapses; the answer,
-    /// held until they are durable, lets the old home delete its copies. A promise when the
-    /// alarm has to be set first; rejected for malformed parcels, no change under way, or a
-    /// storage failure.
+    /// held until they are durable, lets the old home delete its copies. It names, as JSON
+    /// `[[ns, key], ...]`, the keys ignored as arrived before: their old home sends no further
+    /// page of their records. A promise when the alarm has to be set first; rejected for
+    /// malformed parcels, no change under way, or a storage failure.
     #[wasm_bindgen(js_name = adoptPaged)]
     pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> JsValue {
-        match hand_over::adopt(&self.object, parcels, Migration { from, to }) {
-            Err(detail) => rejected(CoreError::storage(detail.into())),
-            Ok(lapses_at) if !self.object.alarm_due_by(lapses_at) => {
-                let object = Rc::clone(&self.object);
-                request_task::run(async move {
-                    object.reclaim_by(lapses_at).await?;
-                    Ok(JsValue::UNDEFINED)
-                })
-            }
-            Ok(_) => JsValue::UNDEFINED,
+        let (lapses_at, there_before) = match hand_over::adopt(&self.object, parcels, Migration { from, to })
+        {
+            Err(detail) => return rejected(CoreError::storage(detail.into())),
+            Ok(adoption) => adoption,
+        };
+        // The keys whose parcels were ignored, as JSON `[[ns, key], ...]` (a pair of strings
+        // cannot fail to encode).
+        let answer = JsValue::from_str(&serde_json::to_string(&there_before).unwrap_or_default());
+        if self.object.alarm_due_by(lapses_at) {
+            return answer;
         }
+        let object = Rc::clone(&self.object);
+        request_task::run(async move {
+            object.reclaim_by(lapses_at).await?;
+            Ok(answer)
+        })
     }
 
     /// Forgets the change from `from` to `to` shards, declared over: its arrival marks, and

@@ -18,6 +18,7 @@
 //!   after the new home has answered that it holds the key. A sweep that ends with nothing left
 //!   is kept as done.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -32,8 +33,9 @@ use wasm_bindgen::prelude::JsValue;
 use worker::console_error;
 
 use crate::isolate::clock::now_ms;
-use crate::isolate::{request_task, shard_client};
+use crate::isolate::{drills, request_task, shard_client};
 use crate::shard::hand_over_state::SWEEP_PAGE;
+use crate::shard::migration_store::Adopted;
 use crate::shard::object::ShardObject;
 
 /// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
@@ -257,7 +259,7 @@ async fn take_over(
                 shard_client::hand_over(&object.env, *old, rest, after.as_ref(), migration).await.map_err(
                     |error| error.as_string().unwrap_or_else(|| format!("shard {old} handed nothing over")),
                 )?;
-            let lapses_at = adopt_parcels(object, &parcels, migration)?;
+            let (lapses_at, _) = adopt_parcels(object, &parcels, migration)?;
             object.reclaim_by(lapses_at).await.map_err(|_| "setting the alarm failed".to_owned())?;
             Ok(parcels)
         })
@@ -302,14 +304,11 @@ where
 
 /// Stores what `parcels` carry of keys that have not arrived, and forgets what memory held of
 /// those that arrive; answers when the first thing they hold lapses, which the alarm must
-/// reclaim by then.
-fn adopt_parcels(
-    object: &ShardObject,
-    parcels: &[Parcel],
-    migration: Migration,
-) -> Result<Option<u64>, String> {
+/// reclaim by then, and the keys whose parcels were ignored as they had arrived before.
+fn adopt_parcels(object: &ShardObject, parcels: &[Parcel], migration: Migration) -> Result<Adoption, String> {
     // Wholly or not at all: a failure leaves the sender to send the parcels again.
-    let arrived = object.store.atomically(|| object.store.adopt(parcels, migration))?;
+    let Adopted { arrived, there_before } =
+        object.store.atomically(|| object.store.adopt(parcels, migration))?;
     // The cache index learns of entries that arrived by being built again (before the next
     // cache write); keys without one leave it as it is.
     let entries_arrived = parcels.iter().any(|p| p.cache.is_some());
@@ -320,8 +319,12 @@ fn adopt_parcels(
             object.hand_overs.remember_page(&(page.ns.clone(), page.key.clone()), RecordsAfter::past(last));
         }
     }
-    Ok(parcels.iter().filter_map(Parcel::lapses_at).min())
+    Ok((parcels.iter().filter_map(Parcel::lapses_at).min(), there_before))
 }
+
+/// When the first thing adopted parcels hold lapses, and the keys among them that had arrived
+/// before (see [`Adopted::there_before`]).
+type Adoption = (Option<u64>, Vec<(Namespace, Key)>);
 
 /// The `handOverPaged` call: what the next call carries of the JSON `[[ns, key], ...]` (see
 /// [`crate::shard::sql_store::SqlShardStore::parcels`]), the first key's records continuing
@@ -342,11 +345,12 @@ pub fn hand_over(object: &ShardObject, keys: &str, after: &str, change: Migratio
     serde_json::to_string(&parcels).map_err(|e| e.to_string())
 }
 
-/// The `adoptPaged` call: stores the JSON parcels; answers when the first thing they hold lapses.
+/// The `adoptPaged` call: stores the JSON parcels; answers when the first thing they hold
+/// lapses, and the keys among them that had arrived before.
 ///
 /// # Errors
 /// Malformed or too many parcels, no change under way, or a storage failure.
-pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<Option<u64>, String> {
+pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<Adoption, String> {
     same_change(object, change)?;
     let parcels: Vec<Parcel> =
         serde_json::from_str(parcels).map_err(|e| format!("malformed parcels: {e}"))?;
@@ -459,7 +463,7 @@ fn results_of(answer: &str) -> Result<Vec<OpResult>, JsValue> {
 pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
     let state = &object.hand_overs;
     let (Some(migration), Some(shard)) = (state.migration, state.shard.get()) else { return None };
-    if !state.pending() {
+    if !state.pending() || drills::holds_hand_overs(&object.env) {
         return None;
     }
     let started = now_ms();
@@ -526,21 +530,27 @@ async fn send_away(
     keys: Vec<(Namespace, Key)>,
 ) -> Result<(), String> {
     let by_home = migration::grouped(keys, |(ns, key)| shard_for(ns, key, migration.to));
+    // Only the new home knows which keys arrived (taken over by a request): it ignores their
+    // parcels and says so, and a key it names is sent no further page of its records.
+    let there_before: RefCell<KeySet<(Namespace, Key)>> = RefCell::new(key_set());
     for (home, names) in &by_home {
-        // Only the new home knows which keys arrived: it ignores the pages of those that did.
+        let there_before = &there_before;
         carry(
             names,
-            |_| false,
+            |name| there_before.borrow().contains(name),
             |_| None,
             |rest, after| async move {
                 let parcels = object.store.parcels(rest, after.as_ref(), now_ms())?;
-                shard_client::adopt(&object.env, *home, &parcels, migration)
+                let held = shard_client::adopt(&object.env, *home, &parcels, migration)
                     .await
                     .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
+                there_before.borrow_mut().extend(held);
                 let sent: Vec<(Namespace, Key)> = parcels
                     .iter()
-                    .filter(|p| !p.records_follow)
                     .map(|p| (p.ns.clone(), p.key.clone()))
+                    .zip(parcels.iter().map(|p| p.records_follow))
+                    .filter(|(name, paged)| !paged || there_before.borrow().contains(name))
+                    .map(|(name, _)| name)
                     .collect();
                 object.store.atomically(|| object.store.release(&sent))?;
                 let counted = &object.hand_overs.leaving_left;

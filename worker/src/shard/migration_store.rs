@@ -7,6 +7,9 @@
 //! together or not at all, after any pages of its records that came before it; parcels and
 //! pages for a key already marked are ignored.
 
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
 use edgecount_core::shard::cache_table::CacheStore;
 use edgecount_core::shard::idempotency::IDEMPOTENCY_WINDOW_MS;
 use edgecount_core::shard::migration::{
@@ -14,6 +17,7 @@ use edgecount_core::shard::migration::{
     MAX_RECORDS_PER_CALL,
 };
 use edgecount_core::{Counter, CounterStore, Key, Namespace};
+
 use serde::Deserialize;
 use worker::SqlStorageValue;
 
@@ -26,6 +30,8 @@ use crate::shard::visit_store;
 /// The kinds of idempotency record that belong to one key and travel with it (a receipt's
 /// `request` record stays where its request was applied).
 const PER_KEY_RECORDS: &str = "kind IN ('counter', 'cache')";
+/// The kinds of [`PER_KEY_RECORDS`], in order.
+const PER_KEY_KINDS: [&str; 2] = ["cache", "counter"];
 
 /// The names of a statement's keys, bound as one JSON array (`?1`), each with its place in it.
 const NAMED: &str = "json_each(?1) AS r";
@@ -226,31 +232,39 @@ impl SqlShardStore {
         after: &RecordsAfter,
         live: u64,
     ) -> Result<Vec<Parcel>> {
-        // Each table from the cursor on, merged in order.
-        let page = |table: &str| {
-            format!(
-                "SELECT 0 AS place, kind, idempotency_key, request_digest, result, created_at_ms FROM {table} \
-                 WHERE ns = ?1 AND key = ?2 AND {PER_KEY_RECORDS} AND created_at_ms > ?3 \
-                 AND (kind, idempotency_key) > (?4, ?5)"
-            )
-        };
-        let records: Vec<Placed<ParcelRecord>> = self
-            .rows(
-                &format!(
-                    "{} UNION ALL {} ORDER BY kind, idempotency_key LIMIT ?6",
-                    page(RECORDS),
-                    page(EARLIER_RECORDS)
-                ),
+        // Each table and kind from the cursor on, merged in order: a kind's rows are sought by
+        // `kind = ? AND idempotency_key > ?`, where a comparison of the pair (or a list of
+        // kinds) would step through every record of the kind before the cursor.
+        let arms: Vec<String> = RECORD_TABLES
+            .iter()
+            .flat_map(|table| PER_KEY_KINDS.iter().map(move |kind| (table, kind)))
+            .filter_map(|(table, kind)| {
+                let from = match (*kind).cmp(after.kind.as_str()) {
+                    Ordering::Less => return None,
+                    Ordering::Equal => " AND idempotency_key > ?4",
+                    Ordering::Greater => "",
+                };
+                Some(format!(
+                    "SELECT 0 AS place, kind, idempotency_key, request_digest, result, created_at_ms FROM {table} \
+                     WHERE ns = ?1 AND key = ?2 AND kind = '{kind}'{from} AND created_at_ms > ?3"
+                ))
+            })
+            .collect();
+        let records: Vec<Placed<ParcelRecord>> = if arms.is_empty() {
+            Vec::new()
+        } else {
+            self.rows(
+                &format!("{} ORDER BY kind, idempotency_key LIMIT ?5", arms.join(" UNION ALL ")),
                 vec![
                     text(ns.as_str()),
                     text(key.as_str()),
                     integer(Some(live)),
-                    text(&after.kind),
                     text(&after.idempotency_key),
                     integer(Some(MAX_RECORDS_PER_CALL as u64 + 1)),
                 ],
             )
-            .map_err(|e| describe(&e))?;
+            .map_err(|e| describe(&e))?
+        };
         let mut records: Vec<ParcelRecord> = records.into_iter().map(|placed| placed.row).collect();
         if records.len() > MAX_RECORDS_PER_CALL {
             records.truncate(MAX_RECORDS_PER_CALL);
@@ -374,18 +388,25 @@ impl SqlShardStore {
 
     /// Stores what `parcels` carry of each key that has not arrived in `migration` yet (see
     /// [`Self::arrived`]): the records of every one, then the rest of those that carry their
-    /// last page, with their arrival marks; answers the keys that arrived. A few statements for
+    /// last page, with their arrival marks; answers the keys that arrived, and those whose
+    /// parcels were ignored as they had arrived before. A few statements for
     /// all of them (one per cache entry). Under a change a key's new home holds nothing of it
     /// before it arrives but the pages of records that came before it: ops on it wait for its
     /// arrival, and reads of it are read at its old home.
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub fn adopt(&self, parcels: &[Parcel], migration: Migration) -> Result<Vec<(Namespace, Key)>> {
+    pub fn adopt(&self, parcels: &[Parcel], migration: Migration) -> Result<Adopted> {
         let names: Vec<(&Namespace, &Key)> = parcels.iter().map(|p| (&p.ns, &p.key)).collect();
         let arrived = self.arrived(&names, migration)?;
-        let fresh: Vec<&Parcel> =
-            parcels.iter().zip(arrived).filter(|(_, arrived)| !arrived).map(|(p, _)| p).collect();
+        let (mut fresh, mut there_before) = (Vec::new(), Vec::new());
+        for (parcel, arrived) in parcels.iter().zip(arrived) {
+            if arrived {
+                there_before.push((parcel.ns.clone(), parcel.key.clone()));
+            } else {
+                fresh.push(parcel);
+            }
+        }
         let records: Vec<_> = fresh
             .iter()
             .flat_map(|p| {
@@ -439,7 +460,10 @@ impl SqlShardStore {
                 vec![json_rows(&chunk)?],
             )?;
         }
-        Ok(arriving.iter().map(|p| (p.ns.clone(), p.key.clone())).collect())
+        Ok(Adopted {
+            arrived: arriving.iter().map(|p| (p.ns.clone(), p.key.clone())).collect(),
+            there_before,
+        })
     }
 
     /// Stores a parcel's cache entry as `ns`/`key`, through the cache put's own upsert.
@@ -475,7 +499,9 @@ impl SqlShardStore {
     }
 
     /// Up to `most` names with anything stored (a counter, a cache entry or a per-key record),
-    /// in name order, after the name `after`.
+    /// in name order, after the name `after`. Each table is read from `after` on through its
+    /// primary key, so a page costs about `most` rows of each, however much is stored, and a
+    /// key's records are passed by one seek, not read row by row.
     ///
     /// # Errors
     /// A description of the storage failure.
@@ -486,17 +512,40 @@ impl SqlShardStore {
             key: String,
         }
         let (ns, key) = after.map_or(("", ""), |(ns, key)| (ns.as_str(), key.as_str()));
-        let rows: Vec<Name> = self
+        let page_of = |table: &str| {
+            format!("SELECT ns, key FROM {table} WHERE (ns, key) > (?1, ?2) ORDER BY ns, key LIMIT ?3")
+        };
+        let first: Vec<Name> = self
             .rows(
                 &format!(
-                    "SELECT ns, key FROM (SELECT ns, key FROM counters UNION SELECT ns, key FROM cache_entries \
-                     UNION SELECT ns, key FROM {RECORDS} WHERE {PER_KEY_RECORDS} \
-                     UNION SELECT ns, key FROM {EARLIER_RECORDS} WHERE {PER_KEY_RECORDS}) \
-                     WHERE (ns, key) > (?, ?) ORDER BY ns, key LIMIT ?"
+                    "SELECT * FROM ({}) UNION SELECT * FROM ({}) ORDER BY ns, key LIMIT ?3",
+                    page_of("counters"),
+                    page_of("cache_entries")
                 ),
                 vec![text(ns), text(key), integer(Some(most))],
             )
             .map_err(|e| describe(&e))?;
+        let mut found: BTreeSet<(String, String)> = first.into_iter().map(|n| (n.ns, n.key)).collect();
+        let most_names = usize::try_from(most).unwrap_or(usize::MAX);
+        for table in RECORD_TABLES {
+            // A name past the page's `most`-th so far cannot make the page.
+            let bound = found.last().filter(|_| found.len() >= most_names).cloned();
+            let (bound_ns, bound_key) = match &bound {
+                Some((ns, key)) => (text(ns), text(key)),
+                None => (integer(None), integer(None)),
+            };
+            let names: Vec<Name> = self
+                .rows(
+                    &record_names(table),
+                    vec![text(ns), text(key), integer(Some(most)), bound_ns, bound_key],
+                )
+                .map_err(|e| describe(&e))?;
+            found.extend(names.into_iter().map(|n| (n.ns, n.key)));
+            while found.len() > most_names {
+                found.pop_last();
+            }
+        }
+        let rows: Vec<Name> = found.into_iter().map(|(ns, key)| Name { ns, key }).collect();
         let last = rows.last().map(|n| (n.ns.clone(), n.key.clone()));
         let full = rows.len() as u64 >= most;
         // Names were validated when written; any that no longer pass the rules is skipped (the
@@ -527,6 +576,15 @@ struct Placed<T> {
     row: T,
 }
 
+/// What [`SqlShardStore::adopt`] did with one call's parcels.
+pub struct Adopted {
+    /// Keys that arrived with the call.
+    pub arrived: Vec<(Namespace, Key)>,
+    /// Keys whose parcels it ignored, as they had arrived before (taken over by a request):
+    /// their old home may delete its copies without sending the rest of their records.
+    pub there_before: Vec<(Namespace, Key)>,
+}
+
 /// The counts of `migration`, bound as two integers: the count left, then the one reached.
 fn counts_of(migration: Migration) -> Vec<SqlStorageValue> {
     vec![integer(Some(u64::from(migration.from))), integer(Some(u64::from(migration.to)))]
@@ -537,6 +595,34 @@ fn records_of(table: &str) -> String {
     format!(
         "SELECT {PLACE}, t.kind, t.idempotency_key, t.request_digest, t.result, t.created_at_ms \
          FROM {NAMED} JOIN {table} AS t {ON_NAME} AND t.{PER_KEY_RECORDS} AND t.created_at_ms > ?2"
+    )
+}
+
+/// Up to `?3` names of keys with per-key records in `table` after the name (`?1`, `?2`), in
+/// order, stopping at the first at or past the name (`?4`, `?5`) when `?4` is not null. A table
+/// of records holds many rows a key, which a `SELECT DISTINCT` would read one by one: each next
+/// name is found instead by seeking past the one before, in the same namespace and then in the
+/// next (a row-value comparison on the first two of the key's four columns would step through
+/// the rows of the name it starts at).
+fn record_names(table: &str) -> String {
+    // Ordered by the key alone within a namespace: by both, the planner sorts every later row.
+    let next = |column: &str, namespace: &str, order: &str| {
+        format!(
+            "(SELECT t.{column} FROM {table} AS t WHERE {namespace} AND t.{PER_KEY_RECORDS} \
+             ORDER BY {order} LIMIT 1)"
+        )
+    };
+    let same = "t.ns = a.ns AND t.key > a.key";
+    let later = "t.ns > a.ns";
+    format!(
+        "WITH RECURSIVE seen(ns, key) AS (SELECT ?1, ?2 UNION ALL \
+         SELECT COALESCE({}, {}), COALESCE({}, {}) FROM seen AS a \
+         WHERE a.ns IS NOT NULL AND (?4 IS NULL OR (a.ns, a.key) < (?4, ?5)) LIMIT ?3 + 1) \
+         SELECT ns, key FROM seen WHERE ns IS NOT NULL LIMIT -1 OFFSET 1",
+        next("ns", same, "t.key"),
+        next("ns", later, "t.ns, t.key"),
+        next("key", same, "t.key"),
+        next("key", later, "t.ns, t.key")
     )
 }
 
