@@ -105,7 +105,7 @@ impl World {
             }
             Event::CallAbandoned => {
                 if let Some(call) = self.in_flight.take() {
-                    // False when its lease had already run out and it was declared lost.
+                    // Counted lost once: not again if its lease had already run out.
                     self.coalescer.end(SHARD, call, true);
                     for _ in self.live_queued() {
                         self.runs();

@@ -618,7 +618,7 @@ fn record_names(table: &str) -> String {
         "WITH RECURSIVE seen(ns, key) AS (SELECT ?1, ?2 UNION ALL \
          SELECT COALESCE({}, {}), COALESCE({}, {}) FROM seen AS a \
          WHERE a.ns IS NOT NULL AND (?4 IS NULL OR (a.ns, a.key) < (?4, ?5)) LIMIT ?3 + 1) \
-         SELECT ns, key FROM seen WHERE ns IS NOT NULL LIMIT -1 OFFSET 1",
+         SELECT ns, key FROM seen WHERE ns IS NOT NULL AND (ns, key) > (?1, ?2)",
         next("ns", same, "t.key"),
         next("ns", later, "t.ns, t.key"),
         next("key", same, "t.key"),
