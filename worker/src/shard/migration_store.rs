@@ -17,7 +17,6 @@ use edgecount_core::shard::migration::{
     MAX_RECORDS_PER_CALL,
 };
 use edgecount_core::{Counter, CounterStore, Key, Namespace};
-
 use serde::Deserialize;
 use worker::SqlStorageValue;
 
