@@ -125,16 +125,14 @@ pub(crate) async fn current(
     // it saved (reads over a million keys shared a call 16% of the time), and writes are what
     // sharing a call is for (see `docs/hot-keys.md`).
     let call: ShardCall = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() }.into();
-    // Kept stamped with when it was sent, as a write's answer is (see `apply_write`).
-    let (answer, sent_at) = if shard_calls::busy(target.shard) {
-        let (answer, sent_at) = shard_calls::submit(cx, target.shard, call).await;
-        (answer?, sent_at.unwrap_or(now))
+    let answer = if shard_calls::busy(target.shard) {
+        shard_calls::submit(cx, target.shard, call).await?
     } else {
-        (shard_client::execute_one(cx.env, target.shard, call).await?, now)
+        shard_client::execute_one(cx.env, target.shard, call).await?
     };
     match answer {
         OpResult::Value { value, exists, version } => {
-            let read = CachedRead { value, exists, version, read_at_ms: sent_at };
+            let read = CachedRead { value, exists, version, read_at_ms: now };
             if hot {
                 hot_reads::fill(config, &target.ns, &target.key, read);
             }
@@ -289,10 +287,8 @@ pub(crate) async fn apply_write(
     let now = now_ms();
     hot_reads::record(cx.config, &target.ns, &target.key, now);
     let op = call.op.clone();
-    let (outcome, sent_at) = shard_calls::submit(cx, target.shard, call).await;
-    // Stamped with when its call was sent, not when it arrived: a batch sent to the shard
-    // between the two was applied before it, and its older answer must not replace this one.
-    hot_reads::after_op(cx.config, &op, outcome.as_ref().ok(), sent_at.unwrap_or(now));
+    let outcome = shard_calls::submit(cx, target.shard, call).await;
+    hot_reads::after_op(cx.config, &op, outcome.as_ref().ok(), now);
     Ok(outcome?.unwrap_replay())
 }
 

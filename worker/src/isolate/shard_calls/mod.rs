@@ -191,35 +191,18 @@ pub fn stats() -> CoalesceStats {
     state::with(|s| s.shard_calls.borrow().stats())
 }
 
-/// Runs `op` on `shard`, in the next call to that shard if one is in flight. Answers its
-/// outcome, and when the call that carried it was sent (none if it never was): a write applied
-/// no earlier, and after whatever this isolate sent the shard before, so a read of the key kept
-/// from its answer is as new as that time, not as the op's arrival.
+/// Runs `op` on `shard`, in the next call to that shard if one is in flight.
 ///
-/// The outcome's errors: [`ApiError::ShardOverloaded`] when `config.shard_queue_limit` ops
-/// already wait for the shard (nothing sent); [`ApiError::ShardUnavailable`] when the op was
-/// never sent or is a read; [`ApiError::OutcomeUnknown`] for a write whose call failed, was
-/// cancelled or did not answer in time, which may have been applied.
-pub async fn submit<S: Site>(
-    site: &S,
-    shard: ShardId,
-    call: ShardCall,
-) -> (Result<OpResult, ApiError>, Option<u64>) {
-    let slot = Rc::new(Slot::default());
-    let outcome = wait_for(site, shard, call, &slot).await;
-    (outcome, slot.sent_at_ms.get())
-}
-
-/// [`submit`]'s queueing and waiting, the op's outcome handed in `slot`.
-async fn wait_for<S: Site>(
-    site: &S,
-    shard: ShardId,
-    call: ShardCall,
-    slot: &Rc<Slot>,
-) -> Result<OpResult, ApiError> {
+/// # Errors
+/// [`ApiError::ShardOverloaded`] when `config.shard_queue_limit` ops already wait for the shard
+/// (nothing sent); [`ApiError::ShardUnavailable`] when the op was never sent or is a read;
+/// [`ApiError::OutcomeUnknown`] for a write whose call failed, was cancelled or did not answer
+/// in time, which may have been applied.
+pub async fn submit<S: Site>(site: &S, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
     let is_write = call.op.is_write();
     let _under_way = is_write.then(|| WriteUnderWay::begin(shard));
-    let waiter = Waiter { call, slot: Rc::clone(slot) };
+    let slot = Rc::new(Slot::default());
+    let waiter = Waiter { call, slot: Rc::clone(&slot) };
     let arrival = state::with(|s| s.shard_calls.borrow_mut().arrive(shard, waiter, site.queue_limit()));
     let Arrival::Queued(ticket) = arrival else {
         return Err(ApiError::ShardOverloaded);
@@ -230,13 +213,13 @@ async fn wait_for<S: Site>(
     // Whether the call carrying the op is this request's own.
     let mut led = false;
     loop {
-        led |= start_next_call(site, shard, slot);
+        led |= start_next_call(site, shard, &slot);
         if let Some(outcome) = slot.outcome.borrow_mut().take() {
             return outcome;
         }
         let now = site.now_ms();
         if now >= deadline {
-            return Err(give_up(shard, ticket, slot, is_write));
+            return Err(give_up(shard, ticket, &slot, is_write));
         }
         // Look again at the deadline or when the call in flight loses its lease, whichever is
         // first; before then on delivery by this request's own call, or else after the
@@ -244,7 +227,8 @@ async fn wait_for<S: Site>(
         let lease = state::with(|s| s.shard_calls.borrow().lease_ends_ms(shard)).unwrap_or(deadline);
         let until_lease = deadline.min(lease.saturating_add(1)).saturating_sub(now).max(1);
         if led {
-            Delivery::<S::Turns> { slot, bound_ms: until_lease, armed: false, runtime: PhantomData }.await;
+            Delivery::<S::Turns> { slot: &slot, bound_ms: until_lease, armed: false, runtime: PhantomData }
+                .await;
         } else {
             let wait_ms = until_lease.min(recheck_ms);
             recheck_ms = (recheck_ms * 2).min(MAX_RECHECK_MS);
@@ -317,16 +301,14 @@ impl CallInFlight {
 /// request, which the call abandons if that request is cancelled. Answers whether it started
 /// one that carries `own`, the caller's op.
 fn start_next_call<S: Site>(site: &S, shard: ShardId, own: &Rc<Slot>) -> bool {
-    let now = site.now_ms();
     let Some(Started { call: id, ops }) =
-        state::with(|s| s.shard_calls.borrow_mut().try_start(shard, now, CALL_LEASE_MS))
+        state::with(|s| s.shard_calls.borrow_mut().try_start(shard, site.now_ms(), CALL_LEASE_MS))
     else {
         return false;
     };
     let (calls, slots): (Vec<ShardCall>, Vec<(Rc<Slot>, bool)>) = ops
         .into_iter()
         .map(|Waiter { call, slot }| {
-            slot.sent_at_ms.set(Some(now));
             let is_write = call.op.is_write();
             (call, (slot, is_write))
         })

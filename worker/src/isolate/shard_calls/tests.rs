@@ -64,8 +64,6 @@ struct Request {
     on_cancel: RefCell<Vec<Box<dyn FnOnce()>>>,
     task: RefCell<Option<u64>>,
     outcome: Outcome,
-    /// When the call carrying the op was sent, as `submit` answers it.
-    sent_at_ms: RefCell<Option<u64>>,
 }
 
 impl Site for Request {
@@ -151,15 +149,13 @@ fn request(shards: &Rc<Shards>, op: ShardOp, queue_limit: usize) -> Rc<Request> 
         on_cancel: RefCell::new(Vec::new()),
         task: RefCell::new(None),
         outcome: Rc::default(),
-        sent_at_ms: RefCell::new(None),
     });
     let serving = Rc::clone(&request);
     let task = fake::spawn(async move {
         let call =
             ShardCall { op, idempotency_key: None, operator: false, visit: None, count_visitor: false };
-        let (outcome, sent_at_ms) = submit(&*serving, SHARD, call).await;
+        let outcome = submit(&*serving, SHARD, call).await;
         *serving.outcome.borrow_mut() = Some(outcome);
-        *serving.sent_at_ms.borrow_mut() = sent_at_ms;
         0
     });
     *request.task.borrow_mut() = Some(task);
@@ -186,32 +182,6 @@ fn ops_that_arrive_during_a_call_go_together_in_the_next_and_each_gets_its_own_r
     assert_eq!((second.outcome(), third.outcome()), (Some(Ok(value(2))), Some(Ok(value(3)))));
     let counted = stats();
     assert_eq!((counted.ops, counted.calls, counted.coalesced), (3, 2, 1));
-}
-
-#[test]
-fn an_op_is_stamped_with_when_its_call_was_sent_not_when_it_arrived() {
-    let shards = Rc::new(Shards::default());
-    let sent_first = now();
-    let first = incr_request(&shards);
-    advance(5);
-    let second = incr_request(&shards);
-    advance(20);
-    // The first request's call delivers, and that request sends the second's op at once.
-    shards.answer(0, 1);
-    let sent_second = now();
-    assert_eq!(shards.sent(), 2);
-    shards.answer(1, 2);
-    advance(MAX_RECHECK_MS);
-    assert_eq!(second.outcome(), Some(Ok(value(2))));
-    assert_eq!(*first.sent_at_ms.borrow(), Some(sent_first));
-    assert_eq!(*second.sent_at_ms.borrow(), Some(sent_second));
-    assert_eq!(sent_second, sent_first + 25, "not at its arrival, 5 ms in");
-    // An op refused at the queue's bound (one op waits behind a call in flight) was never sent.
-    let _in_flight = incr_request(&shards);
-    let _waiting = request(&shards, incr(), 1);
-    let refused = request(&shards, incr(), 1);
-    assert_eq!(refused.outcome(), Some(Err(ApiError::ShardOverloaded)));
-    assert_eq!(*refused.sent_at_ms.borrow(), None);
 }
 
 #[test]

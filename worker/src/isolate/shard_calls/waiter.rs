@@ -22,8 +22,6 @@ pub struct Slot {
     pub(super) outcome: RefCell<Option<Result<OpResult, ApiError>>>,
     /// An outcome was handed over (the waiter may have taken it since).
     pub(super) delivered: Cell<bool>,
-    /// When the call carrying the op was sent, once it was.
-    pub(super) sent_at_ms: Cell<Option<u64>>,
     /// Woken on delivery: only ever the waker of the request whose task delivers (see the
     /// parent module's `Delivery`).
     pub(super) waker: RefCell<Option<Waker>>,
