@@ -33,7 +33,8 @@ rust_checks() {
   scripts/native-seed.sh restore
   beside lint-rust
   beside test-native
-  nice -n 10 scripts/native-seed.sh save
+  # A seed is a cache: one that cannot be saved (a full disk, say) fails nothing that was checked.
+  nice -n 10 scripts/native-seed.sh save || echo "[native-seed] no seed saved (the checks passed)"
 }
 
 vitest() { part test-worker; }
