@@ -545,10 +545,10 @@ async fn send_away(
                     .await
                     .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
                 there_before.borrow_mut().extend(held);
+                // Every key that arrived with this call, and every one the new home had already.
                 let sent: Vec<(Namespace, Key)> = parcels
                     .iter()
-                    .map(|p| (p.ns.clone(), p.key.clone()))
-                    .zip(parcels.iter().map(|p| p.records_follow))
+                    .map(|p| ((p.ns.clone(), p.key.clone()), p.records_follow))
                     .filter(|(name, paged)| !paged || there_before.borrow().contains(name))
                     .map(|(name, _)| name)
                     .collect();
