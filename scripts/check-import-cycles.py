@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fails when a Rust source file of core/src or worker/src uses, directly or through others, a
 file that uses it back (`make test` runs it). A file's uses are the `crate::` and `super::` paths
-it names anywhere outside its test module, and the paths through the modules it declares itself
+it names anywhere in its code outside items marked `#[cfg(test)]` (comments and strings are
+read past as the compiler reads them), and the paths through the modules it declares itself
 (`mod name;` then `name::...`), each resolved to the longest module path that is a file.
 
 Usage: scripts/check-import-cycles.py [ROOT ...]   (default: core/src worker/src)
@@ -21,13 +22,69 @@ def module_of(root, path):
     return tuple(parts)
 
 
+def code_only(text):
+    """`text` with its comments, strings and character literals blanked (each becomes `""` or a
+    space), read token by token as the compiler reads them: a `//` inside a string, a quote
+    inside a character literal or a raw string, a nested block comment do not throw it off, so
+    every path written in code stays visible, however late in the file."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+            out.append(" ")
+        elif raw := re.match(r'b?r(#*)"', text[i:]):
+            close = '"' + raw.group(1)
+            end = text.find(close, i + raw.end())
+            i = n if end < 0 else end + len(close)
+            out.append('""')
+        elif ch == '"' or text.startswith('b"', i):
+            i += 1 if ch == '"' else 2
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+            out.append('""')
+        elif char := re.match(r"b?'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]{1,6}\}|.)|[^\\'\n])'", text[i:]):
+            # A character literal; a lone quote (a lifetime, `'a`) is kept as code.
+            i += char.end()
+            out.append(" ")
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def without_tests(code):
+    """`code` (see `code_only`) without the items marked `#[cfg(test)]`: what a test module or
+    helper uses is not the file's. An item ends at its `;` or at the brace closing its body."""
+    while (mark := code.find("#[cfg(test)]")) >= 0:
+        semi, brace = code.find(";", mark), code.find("{", mark)
+        if brace < 0 or (0 <= semi < brace):
+            end = len(code) if semi < 0 else semi + 1
+        else:
+            depth, end = 0, brace
+            while end < len(code):
+                depth += code[end] == "{"
+                depth -= code[end] == "}"
+                end += 1
+                if depth == 0:
+                    break
+        code = code[:mark] + code[end:]
+    return code
+
+
 def without_tests_and_comments(text):
-    # A test module sits at the end of its file; what it uses is not the file's.
-    cut = text.find("#[cfg(test)]")
-    if cut >= 0:
-        text = text[:cut]
-    text = re.sub(r"//[^\n]*", "", text)
-    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    return without_tests(code_only(text))
 
 
 def expand_use(prefix, tree):

@@ -48,6 +48,22 @@ it("finds files that use each other, through others, and a module and its child"
       "c.rs": "use crate::a;\n",
     },
     {
+      // Paths in code after what could throw a reader off: a `//` in a string, a quote in a
+      // character literal and in a raw string, a nested comment, an item only tests build.
+      "lib.rs": "mod a;\nmod b;\n",
+      "a.rs": "use crate::b::Thing;\n",
+      "b.rs": [
+        "pub struct Thing;",
+        'const URL: &str = "https://example.com";',
+        "const QUOTE: char = '\"';",
+        'const RAW: &str = r#"say "hi" // "#;',
+        "/* outer /* inner */ still a comment */",
+        "#[cfg(test)]",
+        "fn helper() { let _ = 1; }",
+        "fn f<'a>(x: &'a str) { crate::a::g(x); }",
+      ].join("\n"),
+    },
+    {
       "lib.rs": "mod http;\n",
       "http/mod.rs":
         "mod handlers;\npub struct Call;\nfn f() { handlers::run(); }\n",

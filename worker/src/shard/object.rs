@@ -30,6 +30,7 @@ use crate::isolate::config::{
 use crate::isolate::request_task;
 use crate::shard::hand_over_state::HandOverState;
 use crate::shard::sql_store::SqlShardStore;
+use crate::shard::visit_store;
 use crate::shard::watch_stream::{watcher, WatchSender};
 
 /// The shard's state, shared with the calls still running on it (a hand-over awaits other
@@ -124,7 +125,11 @@ impl ShardObject {
                 (DEFAULT_SHARD_CACHE_BOUNDS, DEFAULT_SHARDS, None, DEFAULT_HAND_OVER_KEYS, DEFAULT_DAYS_KEPT)
             }
         };
-        let store = SqlShardStore::open(&state, now_ms(), days_kept).unwrap_or_else(|error| {
+        let opened = SqlShardStore::open(&state, now_ms()).and_then(|(store, found)| {
+            visit_store::open(&store, &found, days_kept)?;
+            Ok(store)
+        });
+        let store = opened.unwrap_or_else(|error| {
             // Later ops then fail with storage_unavailable (503) instead of the object crashing.
             console_error!("shard storage failed to open: {error}");
             SqlShardStore::unopened(&state)

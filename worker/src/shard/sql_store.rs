@@ -336,11 +336,13 @@ pub(super) fn describe(error: &worker::Error) -> StorageError {
 
 impl SqlShardStore {
     /// Opens the tables of `state`'s storage, creating them on first use (a first generation of
-    /// records beginning at `now_ms`; counters' finished days kept `days_kept` days).
+    /// records beginning at `now_ms`), and answers the names of the tables, indexes and triggers
+    /// it found made: the days and visitors tables are opened with them
+    /// (`crate::shard::visit_store::open`), by the shard that opens both.
     ///
     /// # Errors
     /// When SQLite refuses the schema.
-    pub fn open(state: &State, now_ms: u64, days_kept: i32) -> Result<Self> {
+    pub fn open(state: &State, now_ms: u64) -> Result<(Self, Vec<String>)> {
         let store = Self::unopened(state);
         for statement in SCHEMA {
             store.sql.exec(statement, None)?;
@@ -394,13 +396,11 @@ impl SqlShardStore {
         if !statement("placement").is_some_and(|sql| sql.contains("from_shards")) {
             store.change("ALTER TABLE placement ADD COLUMN from_shards INTEGER", vec![])?;
         }
-        let created_names: Vec<String> = created.iter().map(|c| c.name.clone()).collect();
-        crate::shard::visit_store::open(&store, &created_names, days_kept)?;
         store.legacy_records.set(statement(LEGACY_RECORDS).is_some());
         if COUNTER_TOTAL_TRIGGERS.iter().any(|(name, _)| statement(name).is_none()) {
             store.keep_counter_total()?;
         }
-        Ok(store)
+        Ok((store, created.into_iter().map(|c| c.name).collect()))
     }
 
     /// Starts keeping the stored counters' total: a shard stored before the total was kept
