@@ -74,7 +74,17 @@ it("carries every value, TTL, rule and cache entry to another deployment, and ag
   );
 
   for (let round = 0; round < 2; round++) {
-    await transfer("import", to.url!, "--in", narrowed);
+    // Again, the same values; but an open service has no operator, and no line may replace a
+    // counter its admin key owns (the first round created it): that line is refused by name.
+    const imported = await transfer("import", to.url!, "--in", narrowed).then(
+      (progress) => ({ failed: false, progress }),
+      (error) => ({ failed: true, progress: String(error.stderr) }),
+    );
+    expect(imported.failed).toBe(round === 1);
+    expect(imported.progress).toMatch(
+      round === 1 ? /, 1 refused/ : /, 0 refused/,
+    );
+    if (round === 1) expect(imported.progress).toMatch(/line \d+: forbidden/);
     for (let i = 0; i < 40; i++) {
       expect(await to.value(ns, `page-${i}`)).toBe(BigInt(i + 1));
     }
@@ -112,6 +122,33 @@ it("carries every value, TTL, rule and cache entry to another deployment, and ag
   ).trim();
   expect(JSON.parse(refusedTakeover).error.code).toBe("forbidden");
   expect(await to.value(ns, "owned")).toBe(0n);
+  // Nor with the owner's hash, which its export shows to anyone: not a new value, nor a TTL
+  // that would have the alarm delete it.
+  const exported = JSON.parse(
+    (await (await to.fetch(`/v1/export?ns=${ns}`)).text())
+      .split("\n")
+      .find((line) => line.includes('"key":"owned"'))!,
+  );
+  expect(exported.counter.settings.admin_key_hash).toEqual(expect.any(String));
+  for (const edit of [
+    { value: 99 },
+    { ttl_seconds: 1, expires_at_ms: Date.now() - 1000 },
+  ]) {
+    const line = JSON.stringify({
+      ...exported,
+      counter: { ...exported.counter, ...edit },
+    });
+    const answer = (
+      await (
+        await to.fetch("/v1/import", { method: "POST", body: line })
+      ).text()
+    ).trim();
+    expect(JSON.parse(answer).error.code).toBe("forbidden");
+  }
+  expect(await json(to, `/v1/counters/${ns}/owned`)).toMatchObject({
+    value: 0,
+    exists: true,
+  });
   // A cursor made under another shard count is refused, not followed.
   const firstPage = (await (await from.fetch("/v1/export")).text())
     .trim()

@@ -20,6 +20,7 @@ use crate::shard::content_type::ContentType;
 use crate::shard::counter::Counter;
 use crate::shard::migration::Parcel;
 use crate::shard::visit_table::MAX_SKETCH_DAYS;
+use crate::visits::day::Day;
 use crate::visits::sketch::Sketch;
 use crate::{CoreError, Key, Namespace};
 
@@ -123,6 +124,12 @@ pub fn parse_import_line(line: &str, now_ms: u64) -> Result<ImportLine, CoreErro
     }
     if let Some(counter) = &parcel.counter {
         check_counter(counter).map_err(&bad)?;
+    }
+    let latest = Day::latest_anywhere(now_ms);
+    let days = parcel.counter.iter().filter_map(|c| c.today.map(|t| t.day));
+    let mut days = days.chain(parcel.days.iter().map(|d| d.day)).chain(parcel.sketches.iter().map(|s| s.day));
+    if days.any(|day| day.0 < 0 || day > latest) {
+        return Err(bad(&format!("a day is 0 (1970-01-01) to {} (tomorrow)", latest.0)));
     }
     if parcel.cache.as_ref().is_some_and(|e| e.expires_at_ms.is_some_and(too_big) || too_big(e.written_at_ms))
     {
@@ -314,10 +321,55 @@ mod tests {
             };
             serde_json::to_string(&parcel).unwrap()
         };
-        let refused = |line: &str| matches!(parse_import_line(line, 0), Err(CoreError::InvalidBody { .. }));
+        // Late enough that every day of the longest line has come.
+        let now_ms = 4_000 * 86_400_000;
+        let refused =
+            |line: &str| matches!(parse_import_line(line, now_ms), Err(CoreError::InvalidBody { .. }));
         assert!(!refused(&line(MAX_IMPORTED_DAYS, MAX_SKETCH_DAYS as usize)));
         assert!(refused(&line(MAX_IMPORTED_DAYS + 1, 0)));
         assert!(refused(&line(0, MAX_SKETCH_DAYS as usize + 1)));
+    }
+
+    #[test]
+    fn days_before_1970_or_after_tomorrow_in_the_widest_zone_are_refused() {
+        use crate::shard::counter::DayCount;
+        use crate::shard::migration::ParcelSketch;
+        use crate::visits::day::Day;
+        use crate::visits::sketch::Sketch;
+
+        // 2026-11-28 12:00 UTC is day 20,420; it is already 2026-11-29 in UTC+14.
+        let now_ms = 20_420 * 86_400_000 + 12 * 3_600_000;
+        let line = |today: Option<i32>, day: Option<i32>, sketch: Option<i32>| {
+            let parcel = Parcel {
+                counter: Some(Counter {
+                    value: 1,
+                    version: 1,
+                    ttl_seconds: None,
+                    expires_at_ms: None,
+                    created_ms: Some(1),
+                    settings: None,
+                    today: today.map(|d| DayCount { day: Day(d), count: 1 }),
+                }),
+                days: day.map(|d| DayCount { day: Day(d), count: 1 }).into_iter().collect(),
+                sketches: sketch
+                    .map(|d| ParcelSketch { day: Day(d), sketch: Sketch::new().to_bytes() })
+                    .into_iter()
+                    .collect(),
+                ..Parcel::empty(Namespace::new("n").unwrap(), Key::new("k").unwrap())
+            };
+            serde_json::to_string(&parcel).unwrap()
+        };
+        let refused =
+            |line: &str| matches!(parse_import_line(line, now_ms), Err(CoreError::InvalidBody { .. }));
+        for day in [0, 20_420, 20_421] {
+            assert!(!refused(&line(Some(day), None, None)), "today {day}");
+            assert!(!refused(&line(None, Some(day), Some(day))), "day {day}");
+        }
+        for day in [-1, 20_422, 999_999] {
+            assert!(refused(&line(Some(day), None, None)), "today {day}");
+            assert!(refused(&line(None, Some(day), None)), "day {day}");
+            assert!(refused(&line(None, None, Some(day))), "sketch {day}");
+        }
     }
 
     #[test]

@@ -122,6 +122,13 @@ impl Day {
             .map_or_else(|_| String::new(), |d| d.to_string())
     }
 
+    /// The latest day any zone may be in at `at_ms`: tomorrow in UTC, as zones run at most 14
+    /// hours ahead of it. A day past this one cannot have been counted yet.
+    #[must_use]
+    pub fn latest_anywhere(at_ms: u64) -> Day {
+        Day(i32::try_from(at_ms / 86_400_000 + 1).unwrap_or(i32::MAX))
+    }
+
     /// The day `n` days before this one.
     #[must_use]
     pub fn before(self, n: i32) -> Day {

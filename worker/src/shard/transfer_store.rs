@@ -55,8 +55,9 @@ impl SqlShardStore {
     /// Stores each parcel's counter and cache entry over what its name holds (what it does not
     /// carry is left as it is), and answers the places of those refused, with why. A counter
     /// already stored goes on from its own version, so that kept reads of the old value are
-    /// replaced. With `respect_owners` (an open service, where nobody is an operator) a counter
-    /// owned by an admin key is replaced only by one with the same key. A cache entry must fit
+    /// replaced. With `respect_owners` (an open service, where nobody is an operator) no line
+    /// replaces a live counter owned by an admin key: its owner changes it with the key, through
+    /// the routes. A cache entry must fit
     /// the shard's `cache_bytes` whole, and is stamped written no later than `now_ms`.
     ///
     /// # Errors
@@ -75,9 +76,11 @@ impl SqlShardStore {
         let mut entries: Vec<(&Parcel, ParcelEntry)> = Vec::new();
         let mut with_days: Vec<&Parcel> = Vec::new();
         for (place, (parcel, stored)) in parcels.iter().zip(stored).enumerate() {
-            let owner = stored.and_then(|c| c.settings).and_then(|s| s.admin_key_hash);
-            let keeps_owner = |c: &Counter| c.settings.and_then(|s| s.admin_key_hash) == owner;
-            if respect_owners && owner.is_some() && parcel.counter.is_some_and(|c| !keeps_owner(&c)) {
+            // A line carries an owner's key only as its hash, which an export shows to anyone
+            // in an open service: it proves nothing, so no line replaces an owned counter there.
+            let owned =
+                stored.filter(|c| !c.is_expired(now_ms)).is_some_and(|c| c.rules().admin_key_hash.is_some());
+            if respect_owners && owned && parcel.counter.is_some() {
                 refused.push((place, CoreError::OwnedCounter));
                 continue;
             }
