@@ -113,6 +113,9 @@ pub enum Lookup {
 #[derive(Debug)]
 pub struct EdgeCache {
     entries: LruCache<(Namespace, Key), Kept, KeyHashing>,
+    /// When each key was last forgotten (see [`Self::forget`]), at most `capacity` of them: no
+    /// read sent by then may be kept again.
+    forgotten: LruCache<(Namespace, Key), u64, KeyHashing>,
     capacity: usize,
     max_age_ms: u64,
 }
@@ -122,6 +125,7 @@ impl EdgeCache {
     pub fn new(capacity: usize, max_age_ms: u64) -> Self {
         Self {
             entries: LruCache::unbounded_with_hasher(KeyHashing::default()),
+            forgotten: LruCache::unbounded_with_hasher(KeyHashing::default()),
             capacity: capacity.max(1),
             max_age_ms,
         }
@@ -164,12 +168,16 @@ impl EdgeCache {
 
     /// Keeps `read`, unless a newer read of the key is already kept: one sent later, or sent in
     /// the same millisecond and of a later version (a read that comes back after a write
-    /// through this isolate must not replace the write's value).
+    /// through this isolate must not replace the write's value); nor if it was sent no later
+    /// than the key was last forgotten (it may predate the delete).
     pub fn put(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
         if self.max_age_ms == 0 {
             return;
         }
         let slot = (ns.clone(), key.clone());
+        if self.forgotten.peek(&slot).is_some_and(|&at| read.read_at_ms <= at) {
+            return;
+        }
         let newer = |kept: &Kept| (kept.read.read_at_ms, kept.read.version) > (read.read_at_ms, read.version);
         if self.entries.peek(&slot).is_some_and(newer) {
             return;
@@ -191,9 +199,25 @@ impl EdgeCache {
         }
     }
 
-    /// Forgets a key (after a delete, or a write whose result is unknown).
-    pub fn forget(&mut self, ns: &Namespace, key: &Key) {
-        self.entries.pop(&(ns.clone(), key.clone()));
+    /// Forgets a key at `now_ms` (after a delete, or a write whose result is unknown), and
+    /// keeps no read of it sent by then: an answer to an op sent before, which its shard may
+    /// have applied before the delete, can come back after it, and would undo it here. A read
+    /// sent after `now_ms` reaches the shard after the delete was answered, so it is kept. The
+    /// marks are bounded like the reads; a mark older than the max age refuses only reads too
+    /// old to be kept anyway.
+    pub fn forget(&mut self, ns: &Namespace, key: &Key, now_ms: u64) {
+        let slot = (ns.clone(), key.clone());
+        self.entries.pop(&slot);
+        self.forgotten.put(slot, now_ms);
+        while self.forgotten.len() > self.capacity {
+            self.forgotten.pop_lru();
+        }
+    }
+
+    /// Keys whose forgetting is remembered.
+    #[must_use]
+    pub fn forgotten_len(&self) -> usize {
+        self.forgotten.len()
     }
 
     #[must_use]
@@ -373,7 +397,7 @@ mod tests {
         cache.put(&ns, &key, read(1, 0));
         cache.refresh(&ns, &key, read(2, 10), false);
         assert_eq!(cache.get(&ns, &key, 20).map(|r| r.value), Some(2), "kept keys follow writes");
-        cache.forget(&ns, &key);
+        cache.forget(&ns, &key, 20);
         cache.refresh(&ns, &key, read(3, 30), true);
         assert_eq!(cache.get(&ns, &key, 40).map(|r| r.value), Some(3), "a hot key is kept from its write");
     }
@@ -389,6 +413,44 @@ mod tests {
         // The same within one millisecond: the later version stays.
         cache.put(&ns, &key, CachedRead { value: 0, exists: true, version: 1, read_at_ms: 105 });
         assert_eq!(cache.get(&ns, &key, 150).map(|r| r.version), Some(2));
+    }
+
+    #[test]
+    fn a_delete_is_not_undone_by_an_older_answer_that_comes_back_after_it() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        let at = |value: i64, version: u64, read_at_ms: u64| CachedRead {
+            value,
+            exists: true,
+            version,
+            read_at_ms,
+        };
+        cache.put(&ns, &key, at(5, 5, 100));
+        // The delete is answered at 101; an increment sent at 100, applied before it, resumes after.
+        cache.forget(&ns, &key, 101);
+        cache.refresh(&ns, &key, at(6, 6, 100), true);
+        assert_eq!(cache.get(&ns, &key, 150), None, "the increment's answer predates the delete");
+        // A read sent before the delete (or in its millisecond) and answered after it, the same.
+        cache.put(&ns, &key, at(6, 6, 101));
+        assert_eq!(cache.get(&ns, &key, 150), None, "the read may have been served before the delete");
+        // Anything sent after the delete was answered saw it.
+        cache.refresh(&ns, &key, at(1, 1, 102), true);
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.value), Some(1));
+    }
+
+    #[test]
+    fn forgotten_keys_are_bounded_like_kept_ones() {
+        let mut cache = EdgeCache::new(3, 1_000);
+        let ns = Namespace::new("n").unwrap();
+        for i in 0..10 {
+            cache.forget(&ns, &Key::new(&i.to_string()).unwrap(), 50);
+        }
+        assert_eq!(cache.forgotten_len(), 3);
+        // The oldest marks went first: a key forgotten long ago is kept again.
+        cache.put(&ns, &Key::new("0").unwrap(), read(1, 40));
+        assert_eq!(cache.get(&ns, &Key::new("0").unwrap(), 60).map(|r| r.value), Some(1));
+        cache.put(&ns, &Key::new("9").unwrap(), read(1, 40));
+        assert_eq!(cache.get(&ns, &Key::new("9").unwrap(), 60), None);
     }
 
     #[test]

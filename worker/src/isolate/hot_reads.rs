@@ -10,6 +10,7 @@ use edgecount_core::edge::read_cache::{self, AfterOp, CachedRead, Lookup};
 use edgecount_core::hashing::KeyHashing;
 use edgecount_core::{EdgeCache, HotKeys, Key, Namespace, OpResult, ShardOp};
 
+use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::state::{self, HotReads};
 
@@ -86,9 +87,10 @@ pub fn refresh(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
     });
 }
 
-/// Drops a kept read (after a delete or a write whose outcome is unknown).
+/// Drops a kept read (after a delete or a write whose outcome is unknown), and keeps none sent
+/// before now.
 pub fn forget(config: &Config, ns: &Namespace, key: &Key) {
-    with_edge(config, |edge| edge.cache.forget(ns, key));
+    with_edge(config, |edge| edge.cache.forget(ns, key, now_ms()));
 }
 
 /// Applies what an op's outcome does to this isolate's kept read of its key (the rule is
