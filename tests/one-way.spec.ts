@@ -20,17 +20,24 @@ interface OneWayStats {
   interval_ms: number;
 }
 
-async function oneWayStats(service: Service): Promise<OneWayStats> {
-  const response = await service.fetch("/v1/stats");
+async function oneWayStats(
+  service: Service,
+  headers: Record<string, string> = {},
+): Promise<OneWayStats> {
+  const response = await service.fetch("/v1/stats", { headers });
   expect(response.status).toBe(200);
   return (await response.json()).edge.one_way;
 }
 
 /** Waits until the isolate holds no accepted write unapplied (at most `ms`). */
-async function drained(service: Service, ms = 10_000): Promise<OneWayStats> {
+async function drained(
+  service: Service,
+  ms = 10_000,
+  headers: Record<string, string> = {},
+): Promise<OneWayStats> {
   const deadline = Date.now() + ms;
   for (;;) {
-    const stats = await oneWayStats(service);
+    const stats = await oneWayStats(service, headers);
     if (stats.pending === 0 || Date.now() > deadline) return stats;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -437,6 +444,55 @@ describe("a one-way sum no counter could hold", () => {
       expect(stats.accepted).toBe(3);
       expect(stats.pending).toBe(3);
       expect(stats.pending_keys).toBe(2);
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+describe("one-way writes by an operator", () => {
+  it("apply an operator's decrement of an owned counter, as its acknowledged write would", async () => {
+    const [WRITER, ADMIN] = ["one-way-writer-token", "one-way-admin-token"];
+    const service = await startService({
+      vars: {
+        EDGECOUNT_ONE_WAY_INTERVAL_MS: "200",
+        EDGECOUNT_WRITE_TOKENS: WRITER,
+        EDGECOUNT_ADMIN_TOKENS: ADMIN,
+      },
+    });
+    try {
+      const ns = freshNamespace("one-way-owned");
+      const auth = { authorization: `Bearer ${WRITER}` };
+      const created = await service.fetch(
+        `/create/${ns}/stars?initializer=100`,
+        { method: "POST", headers: auth },
+      );
+      expect(created.status).toBe(201);
+      const single = await service.fetch(
+        `/v1/counters/${ns}/stars/decr?by=30&async=1`,
+        { method: "POST", headers: auth },
+      );
+      expect(single.status).toBe(202);
+      const batch = await service.fetch("/v1/batch?async=1", {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({
+          ops: [{ op: "decr", ns, key: "stars", by: 5 }],
+        }),
+      });
+      expect(batch.status).toBe(202);
+      expect((await batch.json()).results).toEqual([{ accepted: true }]);
+      const stats = await drained(service, 10_000, {
+        authorization: `Bearer ${ADMIN}`,
+      });
+      expect([stats.pending, stats.dropped]).toEqual([0, 0]);
+      expect(
+        await (
+          await service.fetch(`/v1/counters/${ns}/stars?consistency=strong`, {
+            headers: { ...auth, accept: "text/plain" },
+          })
+        ).text(),
+      ).toBe("65");
     } finally {
       await service.stop();
     }

@@ -118,6 +118,9 @@ pub struct Counted {
     pub delta: i128,
     pub day: Option<Day>,
     pub visitor: Option<u64>,
+    /// The caller holds an operator's token for the namespace, which a counter's owner key does
+    /// not bind (see [`crate::shard::owner`]): the flush carries the right with the delta.
+    pub operator: bool,
 }
 
 /// The bytes a pending visitor is charged against [`OneWayLimits::max_bytes`]: its 8 and what
@@ -136,6 +139,8 @@ pub struct FlushOp {
     /// Accepted ops this flush op applies: the first op of a split sum carries them all and the
     /// others none, so a key's ops are the first op's and those after it with none.
     pub ops: u64,
+    /// Sent as an operator's (see [`Counted::operator`]).
+    pub operator: bool,
 }
 
 /// A flush: the sums taken from one shard, under one number.
@@ -164,6 +169,7 @@ impl Flush {
             .iter()
             .map(|op| ShardCall {
                 visit: op.visit.clone(),
+                operator: op.operator,
                 ..ShardOp::Incr { ns: op.ns.clone(), key: op.key.clone(), by: op.by, ttl: op.ttl }.into()
             })
             .collect();
@@ -226,11 +232,21 @@ impl Pending {
     }
 }
 
-/// A key's pending sum in one day, counts apart: `true` holds only +1s without a TTL, which no
-/// counter can refuse (see [`crate::shard::owner`]), so that a decrement or a TTL sent beside
-/// them, which an owned counter refuses, never takes visitors' counts down with it. The day
-/// (none when days are not counted) keeps each day's sum and visitors apart.
-type Slot = (Namespace, Key, bool, Option<Day>);
+/// A key's pending sum in one day, by who may apply it (see [`Writer`]). The day (none when days
+/// are not counted) keeps each day's sum and visitors apart.
+type Slot = (Namespace, Key, Writer, Option<Day>);
+
+/// Whom a pending sum is applied as, so that no delta is refused for another's, nor applied
+/// with a right its caller did not have: counts (+1s without a TTL) no counter refuses (see
+/// [`crate::shard::owner`]), so a decrement or a TTL sent beside them, which an owned counter
+/// refuses, never takes visitors' counts down with it; an operator's deltas, which an owner key
+/// does not bind, are never summed with anyone else's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Writer {
+    Counts,
+    Anyone,
+    Operator,
+}
 
 /// A flush sent and not yet settled.
 #[derive(Debug)]
@@ -332,9 +348,15 @@ impl OneWayBuffer {
         count: Counted,
         now_ms: u64,
     ) -> Accept {
-        let Counted { ttl, delta, day, visitor } = count;
-        let counts = i64::try_from(delta).is_ok_and(|by| Right::for_increment(by, ttl) == Right::Count);
-        let slot = (ns.clone(), key.clone(), counts, day);
+        let Counted { ttl, delta, day, visitor, operator } = count;
+        let writer = if i64::try_from(delta).is_ok_and(|by| Right::for_increment(by, ttl) == Right::Count) {
+            Writer::Counts
+        } else if operator {
+            Writer::Operator
+        } else {
+            Writer::Anyone
+        };
+        let slot = (ns.clone(), key.clone(), writer, day);
         let buffer = self.shards.entry(shard).or_default();
         if let Some(pending) = buffer.pending.get_mut(&slot) {
             let sum = pending.sum + delta;
@@ -470,7 +492,7 @@ impl OneWayBuffer {
             }
             let Some(mut pending) = buffer.pending.remove(&slot) else { continue };
             taken_ops += pending.ops;
-            let (ns, key, _, day) = slot;
+            let (ns, key, writer, day) = slot;
             charged += pending.charge(&ns, &key);
             let ttl = pending.ttl;
             // The visitors ride the sum's first op; each op of a split sum counts in its day.
@@ -482,6 +504,7 @@ impl OneWayBuffer {
                 by,
                 visit: day.map(|day| Visit { day, visitors: std::mem::take(&mut visitors) }),
                 ops: if i == 0 { pending.ops } else { 0 },
+                operator: writer == Writer::Operator,
             }));
         }
         buffer.ops -= taken_ops;
@@ -563,7 +586,7 @@ mod tests {
     impl Counted {
         /// `delta` with `ttl`, counted in no day and for no visitor.
         fn plain(ttl: Option<u32>, delta: i128) -> Self {
-            Self { ttl, delta, day: None, visitor: None }
+            Self { ttl, delta, day: None, visitor: None, operator: false }
         }
     }
 
@@ -654,7 +677,8 @@ mod tests {
 
     fn view(buffer: &mut OneWayBuffer, day: i32, visitor: u64) -> Accept {
         let (ns, key) = names("page");
-        let count = Counted { ttl: None, delta: 1, day: Some(Day(day)), visitor: Some(visitor) };
+        let count =
+            Counted { ttl: None, delta: 1, day: Some(Day(day)), visitor: Some(visitor), operator: false };
         buffer.accept(ShardId(0), &ns, &key, count, 0)
     }
 
@@ -714,7 +738,8 @@ mod tests {
         for n in 0..keys {
             let (ns, key) = names(&format!("k{n}"));
             for (day, visitor) in [(tuesday, 1), (monday, 2), (monday, 3), (tuesday, 2)] {
-                let count = Counted { ttl: None, delta: 1, day: Some(day), visitor: Some(visitor) };
+                let count =
+                    Counted { ttl: None, delta: 1, day: Some(day), visitor: Some(visitor), operator: false };
                 assert!(matches!(buffer.accept(ShardId(0), &ns, &key, count, 0), Accept::Accepted { .. }));
             }
         }
@@ -932,6 +957,32 @@ mod tests {
         // The ten counts are applied; the decrement and the TTL'd increment are refused.
         assert_eq!(flush.settled(results), (10, 2));
         assert!(matches!(read(&mut shard, &store, "owned", 2_000), OpResult::Value { value: 110, .. }));
+    }
+
+    #[test]
+    fn an_operator_s_deltas_are_applied_as_an_operator_s_and_nobody_else_s_are() {
+        let store = crate::shard::memory_store::MemoryStore::default();
+        let mut shard = new_shard();
+        let (ns, key) = names("owned");
+        let create = ShardOp::Create {
+            ns: ns.clone(),
+            key: key.clone(),
+            value: 100,
+            settings: crate::shard::settings::CounterSettings::default(),
+            admin_key: Some("k".to_owned()),
+            ttl: None,
+        };
+        shard.run(&store, &ShardRequest { ops: vec![create.into()], ..Default::default() }, 0);
+        let mut buffer = OneWayBuffer::new(limits());
+        let operator = |delta| Counted { operator: true, ..Counted::plain(None, delta) };
+        buffer.accept(ShardId(0), &ns, &key, operator(-30), 0);
+        buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, -9), 0);
+        buffer.accept(ShardId(0), &ns, &key, operator(5), 0);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        let results = on_shard(&mut shard, &store, &flush.request("i").unwrap(), 1_000);
+        // The operator's two deltas (one sum) are applied; the other caller's decrement is not.
+        assert_eq!(flush.settled(results), (2, 1));
+        assert!(matches!(read(&mut shard, &store, "owned", 2_000), OpResult::Value { value: 75, .. }));
     }
 
     #[test]

@@ -161,7 +161,11 @@ fn serve_one_way(
                         .visit
                         .unwrap_or_else(|| days::visit_of(req, config, &target, OpKind::Incr, false));
                     let visitor = visit.visitors.first().copied();
-                    one_way::accept(cx, &target, Counted { ttl, delta, day: Some(visit.day), visitor })
+                    one_way::accept(
+                        cx,
+                        &target,
+                        Counted { ttl, delta, day: Some(visit.day), visitor, operator: call.operator },
+                    )
                 });
             match accepted {
                 Ok(()) => json!({ "accepted": true }),

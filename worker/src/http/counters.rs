@@ -242,7 +242,7 @@ async fn write(
         let delta = if kind == OpKind::Incr { i128::from(by) } else { -i128::from(by) };
         let visit = days::visit_of(req, cx.config, target, kind, query.unique);
         let visitor = visit.visitors.first().copied();
-        one_way::accept(cx, target, Counted { ttl, delta, day: Some(visit.day), visitor })?;
+        one_way::accept(cx, target, Counted { ttl, delta, day: Some(visit.day), visitor, operator })?;
         let mut response = respond::json(202, &json!({ "status": "accepted" }))?;
         if asked_by_header {
             response.set_header("preference-applied", "respond-async");
