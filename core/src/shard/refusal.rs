@@ -22,6 +22,10 @@ pub enum Refusal {
     TooManyStreams,
     /// The shard count is changing, so no export or import can be taken now.
     ChangeUnderWay,
+    /// The call's writes are stored, but the alarm that reclaims what they stored (lapsed keys,
+    /// a finished day's salt) could not be set: the caller must never take the call as one that
+    /// applied nothing. The shard's next call sets the alarm.
+    StoredWithoutAlarm,
 }
 
 impl From<CoreError> for Refusal {
@@ -59,6 +63,7 @@ mod tests {
             Refusal::from(CoreError::StorageUnavailable { detail: "disk: full {really}".into() }),
             Refusal::TooManyStreams,
             Refusal::ChangeUnderWay,
+            Refusal::StoredWithoutAlarm,
         ];
         for refusal in refusals {
             assert_eq!(Refusal::from_message(&refusal.message()), Some(refusal.clone()));

@@ -8,6 +8,9 @@
 //!   discarded as if lost on the way back, after the shard applied them (the resend's replay).
 //! - `EDGECOUNT_DRILL_HELD_HAND_OVERS=1`: during a change of the shard count, no shard's alarm
 //!   hands keys over, so that a spec takes keys over by request before any is handed over.
+//! - `EDGECOUNT_DRILL_FAILED_ALARMS=N`: the first N tries of this isolate's shards at setting
+//!   their alarm after storing a call's writes fail, with a storage error whose text says
+//!   "overloaded" (the rejection that follows must still read as stored).
 
 use worker::Env;
 
@@ -27,6 +30,21 @@ pub fn loses_flush_answer(env: &Env) -> bool {
         static FIRED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
     FIRED.with(|fired| fires(fired, limit(env, "EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS")))
+}
+
+/// Whether this try at setting a shard's alarm is to fail.
+#[cfg(feature = "drills")]
+pub fn fails_alarm(env: &Env) -> bool {
+    thread_local! {
+        static FIRED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    FIRED.with(|fired| fires(fired, limit(env, "EDGECOUNT_DRILL_FAILED_ALARMS")))
+}
+
+#[cfg(not(feature = "drills"))]
+#[inline(always)]
+pub fn fails_alarm(_env: &Env) -> bool {
+    false
 }
 
 /// Whether this shard's alarm is to hand no key over.

@@ -318,7 +318,10 @@ pub async fn watch(
 }
 
 fn unreachable(error: &JsValue) -> ApiError {
-    classify_failure(&rejection_message(error))
+    if refusal_of(error) == Some(Refusal::StoredWithoutAlarm) {
+        return ApiError::OutcomeUnknown;
+    }
+    classify_failure(error_flag(error, "overloaded"), error_flag(error, "remote"))
 }
 
 /// The message of a rejected call: an `Error`'s, or a rejection with a plain string.
@@ -330,10 +333,18 @@ fn rejection_message(error: &JsValue) -> String {
         .unwrap_or_default()
 }
 
-/// Why a call to a shard failed: the runtime says "overloaded" when a Durable Object's queue of
-/// incoming requests is too long, and a client should then back off rather than retry at once.
-fn classify_failure(message: &str) -> ApiError {
-    if message.to_ascii_lowercase().contains("overloaded") {
+/// Whether the runtime marked a rejected call's error with `flag` (`error.overloaded`,
+/// `error.remote`: see the Durable Objects docs' "Error handling").
+fn error_flag(error: &JsValue, flag: &str) -> bool {
+    js_sys::Reflect::get(error, &JsValue::from_str(flag)).is_ok_and(|value| value.is_truthy())
+}
+
+/// Why a call to a shard failed. Only the runtime's own refusal of a call, marked `overloaded`
+/// and not thrown by the shard's code (`remote`), applied nothing for sure: the shard's queue
+/// was too long, and a client should back off rather than retry at once. Any other failure,
+/// whatever its text says, may have come after the shard stored the call's writes.
+fn classify_failure(overloaded: bool, remote: bool) -> ApiError {
+    if overloaded && !remote {
         ApiError::ShardOverloaded
     } else {
         ApiError::ShardUnavailable
@@ -413,11 +424,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn overload_is_told_apart_from_other_failures() {
-        assert_eq!(
-            classify_failure("Error: Durable Object is overloaded. Too many requests queued."),
-            ApiError::ShardOverloaded
-        );
-        assert_eq!(classify_failure("Network connection lost."), ApiError::ShardUnavailable);
+    fn overload_is_told_apart_from_other_failures_by_the_runtime_s_mark_not_the_text() {
+        assert_eq!(classify_failure(true, false), ApiError::ShardOverloaded);
+        assert_eq!(classify_failure(true, true), ApiError::ShardUnavailable, "thrown by the shard's code");
+        assert_eq!(classify_failure(false, false), ApiError::ShardUnavailable);
     }
 }

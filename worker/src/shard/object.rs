@@ -27,11 +27,16 @@ use crate::isolate::clock::now_ms;
 use crate::isolate::config::{
     Config, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS,
 };
-use crate::isolate::request_task;
+use crate::isolate::{drills, request_task};
 use crate::shard::hand_over_state::HandOverState;
 use crate::shard::sql_store::SqlShardStore;
 use crate::shard::visit_store;
 use crate::shard::watch_stream::{watcher, WatchSender};
+
+/// Tries at setting the alarm after a call's writes are stored, [`ALARM_RETRY_MS`] apart and then
+/// four times longer each time: a passing storage failure does not leave the call unanswered.
+const ALARM_TRIES: u32 = 3;
+const ALARM_RETRY_MS: u64 = 100;
 
 /// The shard's state, shared with the calls still running on it (a hand-over awaits other
 /// shards in the middle of one).
@@ -177,7 +182,7 @@ impl ShardObject {
 
 impl ShardObject {
     /// Runs `request` now and answers its JSON response, or a promise of it when the alarm has
-    /// to be read or set first (a rejected one for a failure to schedule the reclaiming alarm).
+    /// to be read or set first (rejected with [`Refusal::StoredWithoutAlarm`] when it cannot be).
     /// The output gate holds the answer until the writes it made are durable, as for `fetch`.
     pub(crate) fn answer(self: &Rc<Self>, request: &ShardRequest) -> JsValue {
         let now = now_ms();
@@ -200,15 +205,35 @@ impl ShardObject {
         at.is_none_or(|at| self.alarm.is_due_by(at))
     }
 
-    /// Makes sure the alarm fires by `at`, when something stored here lapses then.
+    /// Makes sure the alarm fires by `at`, when something stored here lapses then. It is called
+    /// once the writes are stored, so it tries [`ALARM_TRIES`] times before it gives up.
     ///
     /// # Errors
-    /// A failure to read or set the alarm.
+    /// [`Refusal::StoredWithoutAlarm`], as a rejection: the writes stay stored, and the caller
+    /// must not take them as unapplied.
     pub(crate) async fn reclaim_by(&self, at: Option<u64>) -> std::result::Result<(), JsValue> {
-        if let Some(at) = at.filter(|&at| !self.alarm.is_due_by(at)) {
-            self.alarm.ensure(&self.state.storage(), at, now_ms()).await.map_err(JsValue::from)?;
+        let Some(at) = at.filter(|&at| !self.alarm.is_due_by(at)) else { return Ok(()) };
+        let mut tries = 1;
+        loop {
+            let set = if drills::fails_alarm(&self.env) {
+                Err(worker::Error::RustError("Durable Object storage is overloaded (drill)".into()))
+            } else {
+                self.alarm.ensure(&self.state.storage(), at, now_ms()).await
+            };
+            match set {
+                Ok(()) => return Ok(()),
+                Err(error) if tries == ALARM_TRIES => {
+                    console_error!(
+                        "the alarm could not be set after {tries} tries, the writes stay: {error}"
+                    );
+                    return Err(refusal(Refusal::StoredWithoutAlarm));
+                }
+                Err(_) => {
+                    request_task::sleep(ALARM_RETRY_MS << (2 * (tries - 1))).await;
+                    tries += 1;
+                }
+            }
         }
-        Ok(())
     }
 
     /// Runs `request` (every key of which is here) and answers its JSON response once the
