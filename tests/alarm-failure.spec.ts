@@ -28,6 +28,35 @@ describe.concurrent("a shard whose alarm cannot be set after a write", () => {
     }
   });
 
+  it("sets the alarm it owes on its next call, a read included, and reclaims on time", async () => {
+    const service = await startService({
+      vars: { EDGECOUNT_DRILL_FAILED_ALARMS: "3", EDGECOUNT_SHARDS: "1" },
+    });
+    try {
+      const ns = freshNamespace("alarm-owed");
+      const stats = async () =>
+        (await (await service.fetch("/v1/stats")).json()).shards[0];
+      const before = (await stats()).reclaimed;
+      const write = await service.fetch(`/v1/counters/${ns}/k/incr?ttl=1`, {
+        method: "POST",
+      });
+      expect(write.status).toBe(503);
+      // A read lapses nothing of its own; the shard sets the alarm its last call owed.
+      expect(
+        (await service.fetch(`/v1/counters/${ns}/other?consistency=strong`))
+          .status,
+      ).toBe(200);
+      let after = await stats();
+      for (let i = 0; i < 150 && after.reclaimed === before; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        after = await stats();
+      }
+      expect(after.reclaimed - before).toBe(1);
+    } finally {
+      await service.stop();
+    }
+  });
+
   it("answers the write's value when a later try sets the alarm", async () => {
     const service = await startService({
       vars: { EDGECOUNT_DRILL_FAILED_ALARMS: "2" },

@@ -382,6 +382,23 @@ describe("Abacus routes", () => {
     expect([reset.status, reset.body.value]).toEqual([200, 0]);
   });
 
+  it("an operator's token binds no owner key on the CountAPI routes either", async () => {
+    const ns = freshNamespace("operator-owned");
+    const operator = { authorization: "Bearer operator-token-1" };
+    const made = await call(
+      `/create/${ns}/stars?initializer=10`,
+      { method: "POST", headers: operator },
+      tokened,
+    );
+    expect(made.status).toBe(201);
+    const lowered = await call(
+      `/update/${ns}/stars?amount=-1`,
+      { headers: operator },
+      tokened,
+    );
+    expect([lowered.status, lowered.body.value]).toEqual([200, 9]);
+  });
+
   it("shields draw the badge, counting or not, with Abacus's parameters", async () => {
     const ns = freshNamespace("shield");
     const counted = await call(

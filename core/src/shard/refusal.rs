@@ -24,7 +24,7 @@ pub enum Refusal {
     ChangeUnderWay,
     /// The call's writes are stored, but the alarm that reclaims what they stored (lapsed keys,
     /// a finished day's salt) could not be set: the caller must never take the call as one that
-    /// applied nothing. The shard's next call sets the alarm.
+    /// applied nothing. The shard's next call, of any kind, sets the alarm.
     StoredWithoutAlarm,
 }
 

@@ -122,7 +122,9 @@ pub async fn import(req: &Request, env: &Env, config: &Config) -> Result<Respons
                     }
                 }
             }
-            // Whether any of them was stored is unknown: importing them again is safe.
+            // Whether any of them was stored may be unknown (`outcome_unknown`): importing them
+            // again stores the same lines, except an owned counter in an open service, which
+            // the first import may have made.
             Err(error) => {
                 for place in places {
                     outcomes[place] = Some(Err(error.clone()));

@@ -403,6 +403,7 @@ pub async fn import(
 fn transfer_failure(error: &JsValue) -> ApiError {
     match refusal_of(error) {
         Some(Refusal::ChangeUnderWay) => ApiError::ChangeUnderWay,
+        Some(Refusal::StoredWithoutAlarm) => ApiError::OutcomeUnknown,
         _ => ApiError::ShardUnavailable,
     }
 }

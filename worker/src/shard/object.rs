@@ -70,11 +70,20 @@ pub(crate) fn refusal(refused: impl Into<Refusal>) -> JsValue {
 #[derive(Clone)]
 struct AlarmKeeper {
     schedule: Rc<Cell<AlarmSchedule>>,
+    /// The earliest lapse of stored writes whose alarm could not be set: every later call sets
+    /// it first, whether it stores anything that lapses or not.
+    owed: Rc<Cell<Option<u64>>>,
 }
 
 impl AlarmKeeper {
     fn new() -> Self {
-        Self { schedule: Rc::new(Cell::new(AlarmSchedule::unknown())) }
+        Self { schedule: Rc::new(Cell::new(AlarmSchedule::unknown())), owed: Rc::new(Cell::new(None)) }
+    }
+
+    /// When the alarm must fire by, for a call whose writes lapse at `at`: the earlier of that
+    /// and what is owed.
+    fn needed_by(&self, at: Option<u64>) -> Option<u64> {
+        at.into_iter().chain(self.owed.get()).min()
     }
 
     /// Whether an alarm at or before `at` is known to be set.
@@ -200,19 +209,24 @@ impl ShardObject {
         })
     }
 
-    /// Whether the alarm is known to fire by `at` (or nothing lapses).
+    /// Whether the alarm is known to fire by `at` (or nothing lapses), and by whatever earlier
+    /// call could not set it.
     pub(crate) fn alarm_due_by(&self, at: Option<u64>) -> bool {
-        at.is_none_or(|at| self.alarm.is_due_by(at))
+        self.alarm.needed_by(at).is_none_or(|at| self.alarm.is_due_by(at))
     }
 
-    /// Makes sure the alarm fires by `at`, when something stored here lapses then. It is called
-    /// once the writes are stored, so it tries [`ALARM_TRIES`] times before it gives up.
+    /// Makes sure the alarm fires by `at`, when something stored here lapses then, and by what
+    /// an earlier call owes. It is called once the writes are stored, so it tries
+    /// [`ALARM_TRIES`] times before it gives up; then the alarm is owed, and the next call of
+    /// any kind sets it.
     ///
     /// # Errors
     /// [`Refusal::StoredWithoutAlarm`], as a rejection: the writes stay stored, and the caller
     /// must not take them as unapplied.
     pub(crate) async fn reclaim_by(&self, at: Option<u64>) -> std::result::Result<(), JsValue> {
-        let Some(at) = at.filter(|&at| !self.alarm.is_due_by(at)) else { return Ok(()) };
+        let Some(at) = self.alarm.needed_by(at).filter(|&at| !self.alarm.is_due_by(at)) else {
+            return Ok(());
+        };
         let mut tries = 1;
         loop {
             let set = if drills::fails_alarm(&self.env) {
@@ -221,11 +235,15 @@ impl ShardObject {
                 self.alarm.ensure(&self.state.storage(), at, now_ms()).await
             };
             match set {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.alarm.owed.set(None);
+                    return Ok(());
+                }
                 Err(error) if tries == ALARM_TRIES => {
                     console_error!(
                         "the alarm could not be set after {tries} tries, the writes stay: {error}"
                     );
+                    self.alarm.owed.set(Some(at));
                     return Err(refusal(Refusal::StoredWithoutAlarm));
                 }
                 Err(_) => {

@@ -63,8 +63,9 @@ fn authorize(call: &Call<'_>, need: Right, ns: Option<&Namespace>) -> Result<(),
 /// request's `Idempotency-Key`, and refreshing a hot key's kept read).
 async fn write(call: &Call<'_>, target: &Target, op: ShardOp) -> Result<OpResult, CompatError> {
     let idempotency_key = counters::idempotency_key(call.req).map_err(|e| from_api(&e))?;
-    // Guarded changes carry their own proof (the key, or Guard::Operator); a hit only adds.
-    let shard_call = ShardCall { op, idempotency_key, operator: false, visit: None, count_visitor: false };
+    // An operator's token binds no owner key, on these routes as on API v1's (`shard::owner`).
+    let operator = call.cx.config.access.is_operator(call.token.as_deref(), &target.ns);
+    let shard_call = ShardCall { op, idempotency_key, operator, visit: None, count_visitor: false };
     let (result, _replayed) =
         counters::apply_write(call.cx, target, shard_call).await.map_err(|e| from_api(&e))?;
     match result {
