@@ -16,8 +16,8 @@ announce() {
   edgecount is serving $URL (state in .dev-state/; Ctrl-C stops it)
   demo page:   $URL/
   API:         curl -X POST $URL/v1/counters/pages/home/incr
-  in a page:   <script type="module">import { createClient } from "$URL/v1/client.js";
-               console.log(await createClient({ baseUrl: "$URL" }).incr("pages", location.pathname));</script>
+  in a page:   <script type="module">import { createClient, pathKey } from "$URL/v1/client.js";
+               console.log(await createClient({ baseUrl: "$URL" }).incr("pages", pathKey(location.pathname)));</script>
 
 TEXT
       return
