@@ -144,3 +144,37 @@ it("deploys with EDGECOUNT_OPEN passed on only to a deployment with nothing else
   expect(refused.code).toBe(1);
   expect(refused.out).not.toContain("wrangler-was-run");
 });
+
+it("reports reads and the demo from what is deployed, not from the shell", async () => {
+  // `make deploy` passes on EDGECOUNT_OPEN alone: these in the shell never reach the worker.
+  const shell = await preflight("", "EDGECOUNT_ADMIN_TOKENS", {
+    EDGECOUNT_PRIVATE_READS: "1",
+    EDGECOUNT_DEMO: "1",
+  });
+  expect(shell.code).toBe(0);
+  expect(shell.out).toContain("reads: public, in every namespace");
+  expect(shell.out).toContain("/stream: public, as reads are");
+  expect(shell.out).toContain("demo page at /: not served");
+  expect(shell.out).not.toMatch(/reads: need a token|served \(/);
+  expect(shell.out).toContain(
+    "EDGECOUNT_PRIVATE_READS, EDGECOUNT_DEMO in the environment are not deployed",
+  );
+
+  const committed = await preflight(
+    'EDGECOUNT_PRIVATE_READS = "1"\nEDGECOUNT_DEMO = "true"\n',
+    "EDGECOUNT_ADMIN_TOKENS",
+    { EDGECOUNT_PRIVATE_READS: "0", EDGECOUNT_DEMO: "" },
+  );
+  expect(committed.out).toContain("reads: need a token");
+  expect(committed.out).toContain("/stream: needs a token");
+  expect(committed.out).toContain("demo page at /: served");
+
+  // A secret's value cannot be read back: the report names it instead of guessing.
+  const secret = await preflight(
+    "",
+    "EDGECOUNT_ADMIN_TOKENS,EDGECOUNT_PRIVATE_READS",
+  );
+  expect(secret.out).toContain(
+    "reads: as the secret EDGECOUNT_PRIVATE_READS says (its value is not shown to this check)",
+  );
+});
