@@ -1,8 +1,8 @@
 // What `make deploy` checks before `wrangler deploy`: it stops when nothing is configured (no
 // token and no public namespace), where the worker would answer reads only, unless open writes
 // are asked for by name (EDGECOUNT_OPEN=1, which `make deploy` then passes to the worker), and
-// it prints what the deployment makes public, the bundle's size against the Workers plans'
-// limits and the secrets still to set.
+// it prints what the deployment makes public, the request logs Cloudflare keeps of it, the
+// bundle's size against the Workers plans' limits and the secrets still to set.
 //
 // Usage: node scripts/deploy-preflight.mjs [--config wrangler.toml] [--secrets NAME,NAME] [--deploy]
 // With --deploy (`make deploy`) it then runs `wrangler deploy` itself, telling the worker
@@ -129,6 +129,22 @@ if (shellOnly.length)
     `note: ${shellOnly.join(", ")} in the environment are not deployed (set them in [vars] of wrangler.toml)`,
   );
 say(`CORS origins: ${vars.EDGECOUNT_CORS_ORIGINS ?? "*"}`);
+// What Cloudflare keeps of each request beside the service's own storage (docs/days.md). Any
+// switch that may be on is named: a nested one under a top-level `enabled = false` counts too.
+const observability = config.observability;
+const logs = [
+  (observability?.enabled || observability?.logs?.enabled) && "Workers Logs",
+  observability?.traces?.enabled && "Workers traces",
+  config.logpush && "Logpush",
+  config.tail_consumers?.length && "tail consumers",
+].filter(Boolean);
+say(
+  logs.length
+    ? `request logs: ${logs.join(", ")} keep each request's URL and headers (see docs/days.md)`
+    : observability === undefined
+      ? "request logs: as the Worker's settings on the account say (wrangler.toml has no [observability])"
+      : "request logs: none ([observability] enabled = false, no Logpush, no tail consumers)",
+);
 say(`rate limit per client: ${rateLimit() > 0 ? `${rateLimit()}/s` : "off"}`);
 
 const main = resolve(

@@ -26,6 +26,14 @@ TEXT
   done
 }
 
+# wrangler dev keeps a trace of every request it serves (its URL, so the page counted) in the
+# persist folder unless told not to. make dev keeps none, as docs/days.md says, and removes
+# what an earlier run kept; `X_LOCAL_OBSERVABILITY=true make dev` keeps them while debugging.
+export X_LOCAL_OBSERVABILITY="${X_LOCAL_OBSERVABILITY:-false}"
+if [ "$X_LOCAL_OBSERVABILITY" = false ]; then
+  rm -rf .dev-state/v3/observability
+fi
+
 announce &
 announcer=$!
 trap 'kill "$announcer" 2>/dev/null || true' EXIT

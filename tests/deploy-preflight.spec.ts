@@ -18,18 +18,20 @@ const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "edgecount-preflight-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** The preflight over wrangler.toml with `extraVars` added, and the secrets named. */
+/** The preflight over wrangler.toml with `extraVars` added and `edit` made, and the secrets
+ * named. */
 async function preflight(
   extraVars: string,
   secrets: string,
   env: Record<string, string> = {},
   extraArgs: string[] = [],
+  edit: (toml: string) => string = (toml) => toml,
 ) {
   const config = join(
     dir,
     `wrangler-${Math.random().toString(36).slice(2)}.toml`,
   );
-  const toml = readFileSync("wrangler.toml", "utf8");
+  const toml = edit(readFileSync("wrangler.toml", "utf8"));
   writeFileSync(
     config,
     toml
@@ -176,5 +178,29 @@ it("reports reads and the demo from what is deployed, not from the shell", async
   );
   expect(secret.out).toContain(
     "reads: as the secret EDGECOUNT_PRIVATE_READS says (its value is not shown to this check)",
+  );
+});
+
+it("says the committed config keeps no request logs, and names those another turns on", async () => {
+  const committed = await preflight("", "EDGECOUNT_ADMIN_TOKENS");
+  expect(committed.out).toContain(
+    "request logs: none ([observability] enabled = false, no Logpush, no tail consumers)",
+  );
+  const logged = await preflight("", "EDGECOUNT_ADMIN_TOKENS", {}, [], (toml) =>
+    toml
+      .replace(
+        "[observability]\nenabled = false",
+        "[observability]\nenabled = true",
+      )
+      .replace('name = "edgecount"', 'name = "edgecount"\nlogpush = true'),
+  );
+  expect(logged.out).toContain(
+    "request logs: Workers Logs, Logpush keep each request's URL and headers",
+  );
+  const unsaid = await preflight("", "EDGECOUNT_ADMIN_TOKENS", {}, [], (toml) =>
+    toml.replace("[observability]\nenabled = false\n", ""),
+  );
+  expect(unsaid.out).toContain(
+    "request logs: as the Worker's settings on the account say",
   );
 });
