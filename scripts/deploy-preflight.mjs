@@ -1,8 +1,8 @@
 // What `make deploy` checks before `wrangler deploy`: it stops when nothing is configured (no
 // token and no public namespace), where the worker would answer reads only, unless open writes
 // are asked for by name (EDGECOUNT_OPEN=1, which `make deploy` then passes to the worker), and
-// it prints what the deployment makes public, the bundle's size against the Workers plans'
-// limits and the secrets still to set.
+// it prints what the deployment makes public, the request logs Cloudflare keeps of it, the
+// bundle's size against the Workers plans' limits and the secrets still to set.
 //
 // Usage: node scripts/deploy-preflight.mjs [--config wrangler.toml] [--secrets NAME,NAME] [--deploy]
 // With --deploy (`make deploy`) it then runs `wrangler deploy` itself, telling the worker
@@ -61,10 +61,18 @@ const entries = (value) =>
     .map((entry) => entry.trim())
     .filter(Boolean);
 const set = (name) => secrets.includes(name) || entries(vars[name]).length > 0;
+// What the worker is deployed with: `wrangler deploy` sends [vars] (of the environment the
+// config reader picked, as wrangler picks it) and `make deploy` adds EDGECOUNT_OPEN alone, so
+// the shell's own EDGECOUNT_ settings never reach it and are not read here.
 const yes = (name) =>
-  ["1", "true", "yes"].includes(
-    String(process.env[name] ?? vars[name] ?? "").trim(),
-  );
+  ["1", "true", "yes"].includes(String(vars[name] ?? "").trim());
+// A secret of the name is handed to the worker like a var, and its value cannot be read back.
+const flag = (name, on, off) =>
+  secrets.includes(name)
+    ? `as the secret ${name} says (its value is not shown to this check)`
+    : yes(name)
+      ? on
+      : off;
 const publicNamespaces = entries(vars.EDGECOUNT_PUBLIC_NAMESPACES);
 const tokens = TOKEN_LISTS.filter(set);
 const open = tokens.length === 0 && publicNamespaces.length === 0;
@@ -102,16 +110,41 @@ say(
     : "public counting: none (EDGECOUNT_PUBLIC_NAMESPACES is empty)",
 );
 say(
-  `reads: ${yes("EDGECOUNT_PRIVATE_READS") ? "need a token" : "public, in every namespace"}`,
+  `reads: ${flag("EDGECOUNT_PRIVATE_READS", "need a token", "public, in every namespace")}`,
 );
 say(`/v1/stats and /metrics: ${open ? "public" : "need an admin token"}`);
 say(
-  `/stream: ${yes("EDGECOUNT_PRIVATE_READS") ? "needs a token" : "public, as reads are"}`,
+  `/stream: ${flag("EDGECOUNT_PRIVATE_READS", "needs a token", "public, as reads are")}`,
 );
 say(
-  `demo page at /: ${yes("EDGECOUNT_DEMO") ? "served (EDGECOUNT_DEMO=1)" : "not served"}`,
+  `demo page at /: ${flag("EDGECOUNT_DEMO", "served (EDGECOUNT_DEMO in [vars])", "not served")}`,
 );
+const shellOnly = ["EDGECOUNT_PRIVATE_READS", "EDGECOUNT_DEMO"].filter(
+  (name) =>
+    process.env[name] !== undefined &&
+    String(process.env[name]).trim() !== String(vars[name] ?? "").trim(),
+);
+if (shellOnly.length)
+  say(
+    `note: ${shellOnly.join(", ")} in the environment are not deployed (set them in [vars] of wrangler.toml)`,
+  );
 say(`CORS origins: ${vars.EDGECOUNT_CORS_ORIGINS ?? "*"}`);
+// What Cloudflare keeps of each request beside the service's own storage (docs/days.md). Any
+// switch that may be on is named: a nested one under a top-level `enabled = false` counts too.
+const observability = config.observability;
+const logs = [
+  (observability?.enabled || observability?.logs?.enabled) && "Workers Logs",
+  observability?.traces?.enabled && "Workers traces",
+  config.logpush && "Logpush",
+  config.tail_consumers?.length && "tail consumers",
+].filter(Boolean);
+say(
+  logs.length
+    ? `request logs: ${logs.join(", ")} keep each request's URL and headers (see docs/days.md)`
+    : observability === undefined
+      ? "request logs: as the Worker's settings on the account say (wrangler.toml has no [observability])"
+      : "request logs: none ([observability] enabled = false, no Logpush, no tail consumers)",
+);
 say(`rate limit per client: ${rateLimit() > 0 ? `${rateLimit()}/s` : "off"}`);
 
 const main = resolve(

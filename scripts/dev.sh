@@ -16,8 +16,8 @@ announce() {
   edgecount is serving $URL (state in .dev-state/; Ctrl-C stops it)
   demo page:   $URL/
   API:         curl -X POST $URL/v1/counters/pages/home/incr
-  in a page:   <script type="module">import { createClient } from "$URL/v1/client.js";
-               console.log(await createClient({ baseUrl: "$URL" }).incr("pages", location.pathname));</script>
+  in a page:   <script type="module">import { createClient, pathKey } from "$URL/v1/client.js";
+               console.log(await createClient({ baseUrl: "$URL" }).incr("pages", pathKey(location.pathname)));</script>
 
 TEXT
       return
@@ -25,6 +25,14 @@ TEXT
     sleep 0.5
   done
 }
+
+# wrangler dev keeps a trace of every request it serves (its URL, so the page counted) in the
+# persist folder unless told not to. make dev keeps none, as docs/days.md says, and removes
+# what an earlier run kept; `X_LOCAL_OBSERVABILITY=true make dev` keeps them while debugging.
+export X_LOCAL_OBSERVABILITY="${X_LOCAL_OBSERVABILITY:-false}"
+if [ "$X_LOCAL_OBSERVABILITY" = false ]; then
+  rm -rf .dev-state/v3/observability
+fi
 
 announce &
 announcer=$!

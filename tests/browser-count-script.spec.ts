@@ -10,6 +10,7 @@ import {
   type HeadlessBrowser,
   type PageHost,
 } from "./browser";
+import { pathKey } from "../client/src/path-key";
 import { clearOfMidnight } from "./days";
 import { freshNamespace, startService, type Service } from "./service";
 
@@ -203,4 +204,76 @@ it("counts the visitor with data-unique and shows today's views and visitors", a
   } finally {
     await page.close();
   }
+});
+
+/** The page's counter as its tag shows it, once the view's count has answered. */
+async function viewOf(ns: string, path: string) {
+  const host = await site(
+    `<!doctype html><meta charset="utf-8"><title>path</title>${tag(`data-ns="${ns}"`)}
+     <span id="views" data-edgecount></span>`,
+  );
+  const page = await browser.browser.newPage();
+  try {
+    const counted = page.waitForResponse((r) => r.url().includes("/incr"));
+    await page.goto(`${host.origin}${path}`);
+    const answer = await counted;
+    expect(answer.status(), await answer.text()).toBe(200);
+    await page.waitForFunction(
+      () => document.getElementById("views")?.textContent === "1",
+    );
+    return new URL(answer.url()).pathname;
+  } finally {
+    await page.close();
+  }
+}
+
+/** The keys the export lists in `ns`. */
+async function exportedKeys(ns: string): Promise<string[]> {
+  const answer = await service.fetch(`/v1/export?ns=${ns}`);
+  return (await answer.text())
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
+    .filter((line) => line.key !== undefined)
+    .map((line) => line.key);
+}
+
+it("counts a page at a 40-character CJK path under the path as it reads", async () => {
+  const ns = freshNamespace("cjk");
+  const path = `/文章/${"東京の春と桜の花".repeat(4)}東京の春と桜`;
+  expect(path.match(/[^\x00-\x7f]/gu)).toHaveLength(40);
+  // Chromium percent-encodes the path, as every link to it does.
+  await viewOf(ns, encodeURI(path));
+  expect(await strong(ns, path)).toBe(1);
+  expect(await exportedKeys(ns)).toEqual([path]);
+  const read = await service.fetch(
+    `/v1/counters/${ns}/${encodeURIComponent(path)}`,
+  );
+  expect((await read.json()).key).toBe(path);
+});
+
+it("counts a page whose path is too long for a key under its cut and hash", async () => {
+  const ns = freshNamespace("long");
+  const path = `/docs/${"chapter-".repeat(40)}end`;
+  expect(Buffer.byteLength(path)).toBeGreaterThan(256);
+  const key = pathKey(path);
+  // The rule of docs/browser.md: the path's first 239 bytes, `~`, 16 hex digits of its hash.
+  expect(key).toBe(`${path.slice(0, 239)}~${key.slice(-16)}`);
+  expect(key).toMatch(/~[0-9a-f]{16}$/);
+  expect(Buffer.byteLength(key)).toBe(256);
+  await viewOf(ns, path);
+  expect(await strong(ns, key)).toBe(1);
+  expect(await exportedKeys(ns)).toEqual([key]);
+});
+
+it("cuts a long path between two characters, as the client does", async () => {
+  const ns = freshNamespace("long-cjk");
+  // 3 bytes a character after the `/`: byte 239 falls inside the 80th.
+  const path = `/${"章节".repeat(60)}`;
+  const key = pathKey(path);
+  const cut = key.slice(0, -17);
+  expect(path.startsWith(cut)).toBe(true);
+  expect(Buffer.byteLength(cut)).toBe(238);
+  await viewOf(ns, encodeURI(path));
+  expect(await exportedKeys(ns)).toEqual([key]);
 });

@@ -18,18 +18,20 @@ const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "edgecount-preflight-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** The preflight over wrangler.toml with `extraVars` added, and the secrets named. */
+/** The preflight over wrangler.toml with `extraVars` added and `edit` made, and the secrets
+ * named. */
 async function preflight(
   extraVars: string,
   secrets: string,
   env: Record<string, string> = {},
   extraArgs: string[] = [],
+  edit: (toml: string) => string = (toml) => toml,
 ) {
   const config = join(
     dir,
     `wrangler-${Math.random().toString(36).slice(2)}.toml`,
   );
-  const toml = readFileSync("wrangler.toml", "utf8");
+  const toml = edit(readFileSync("wrangler.toml", "utf8"));
   writeFileSync(
     config,
     toml
@@ -143,4 +145,62 @@ it("deploys with EDGECOUNT_OPEN passed on only to a deployment with nothing else
   const refused = await preflight("", "", { PATH: path }, ["--deploy"]);
   expect(refused.code).toBe(1);
   expect(refused.out).not.toContain("wrangler-was-run");
+});
+
+it("reports reads and the demo from what is deployed, not from the shell", async () => {
+  // `make deploy` passes on EDGECOUNT_OPEN alone: these in the shell never reach the worker.
+  const shell = await preflight("", "EDGECOUNT_ADMIN_TOKENS", {
+    EDGECOUNT_PRIVATE_READS: "1",
+    EDGECOUNT_DEMO: "1",
+  });
+  expect(shell.code).toBe(0);
+  expect(shell.out).toContain("reads: public, in every namespace");
+  expect(shell.out).toContain("/stream: public, as reads are");
+  expect(shell.out).toContain("demo page at /: not served");
+  expect(shell.out).not.toMatch(/reads: need a token|served \(/);
+  expect(shell.out).toContain(
+    "EDGECOUNT_PRIVATE_READS, EDGECOUNT_DEMO in the environment are not deployed",
+  );
+
+  const committed = await preflight(
+    'EDGECOUNT_PRIVATE_READS = "1"\nEDGECOUNT_DEMO = "true"\n',
+    "EDGECOUNT_ADMIN_TOKENS",
+    { EDGECOUNT_PRIVATE_READS: "0", EDGECOUNT_DEMO: "" },
+  );
+  expect(committed.out).toContain("reads: need a token");
+  expect(committed.out).toContain("/stream: needs a token");
+  expect(committed.out).toContain("demo page at /: served");
+
+  // A secret's value cannot be read back: the report names it instead of guessing.
+  const secret = await preflight(
+    "",
+    "EDGECOUNT_ADMIN_TOKENS,EDGECOUNT_PRIVATE_READS",
+  );
+  expect(secret.out).toContain(
+    "reads: as the secret EDGECOUNT_PRIVATE_READS says (its value is not shown to this check)",
+  );
+});
+
+it("says the committed config keeps no request logs, and names those another turns on", async () => {
+  const committed = await preflight("", "EDGECOUNT_ADMIN_TOKENS");
+  expect(committed.out).toContain(
+    "request logs: none ([observability] enabled = false, no Logpush, no tail consumers)",
+  );
+  const logged = await preflight("", "EDGECOUNT_ADMIN_TOKENS", {}, [], (toml) =>
+    toml
+      .replace(
+        "[observability]\nenabled = false",
+        "[observability]\nenabled = true",
+      )
+      .replace('name = "edgecount"', 'name = "edgecount"\nlogpush = true'),
+  );
+  expect(logged.out).toContain(
+    "request logs: Workers Logs, Logpush keep each request's URL and headers",
+  );
+  const unsaid = await preflight("", "EDGECOUNT_ADMIN_TOKENS", {}, [], (toml) =>
+    toml.replace("[observability]\nenabled = false\n", ""),
+  );
+  expect(unsaid.out).toContain(
+    "request logs: as the Worker's settings on the account say",
+  );
 });

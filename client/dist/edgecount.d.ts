@@ -30,7 +30,7 @@
  *
  * @example
  * const edgecount = createClient({ baseUrl: "https://edgecount.example.workers.dev" });
- * const views = await edgecount.incr("pages", location.pathname);
+ * const views = await edgecount.incr("pages", pathKey(location.pathname));
  */
 export declare function createClient(options: ClientOptions): Client;
 
@@ -384,3 +384,19 @@ export declare class EdgecountError extends Error {
     cause?: unknown,
   );
 }
+
+/**
+ * The key of a page's path (`location.pathname`), as `/v1/count.js` counts the page:
+ *
+ * - The path is percent-decoded, so `/%E6%96%87` is counted, read and exported as `/文`. A
+ *   path that does not decode (`/100%`, a cut UTF-8 sequence) or that decodes to a control
+ *   character, which no key may hold, is kept as it is.
+ * - A path longer than a key's 256 bytes keeps its first 239 bytes, cut between two
+ *   characters, followed by `~` and the FNV-1a 64-bit hash of the whole path's UTF-8 bytes in
+ *   16 hex digits: `/` and 300 `a`s is counted as `/` and 238 `a`s, then `~1fd0dee1f84411d2`.
+ *   Two paths that differ only past the cut get two keys.
+ *
+ * @example
+ * const views = await edgecount.incr("pages", pathKey(location.pathname));
+ */
+export declare function pathKey(pathname: string): string;

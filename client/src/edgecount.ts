@@ -16,6 +16,7 @@ import type {
 } from "./types";
 
 export { EdgecountError } from "./errors";
+export { pathKey } from "./path-key";
 export type { ApiErrorCode, ClientErrorCode, ErrorCode } from "./errors";
 export type {
   BatchOp,
@@ -66,7 +67,7 @@ export type {
  *
  * @example
  * const edgecount = createClient({ baseUrl: "https://edgecount.example.workers.dev" });
- * const views = await edgecount.incr("pages", location.pathname);
+ * const views = await edgecount.incr("pages", pathKey(location.pathname));
  */
 export function createClient(options: ClientOptions): Client {
   const globalFetch = (url: string, init: RequestInit): Promise<Response> =>

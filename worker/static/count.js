@@ -5,11 +5,12 @@
 //   Likes: <span data-edgecount="likes/home"></span>
 //
 // The view is counted in `data-ns` (default `pages`) under `data-key` (default the page's
-// path), without an idempotency key and with a keepalive request, so it lands even if the page
-// is left at once. It is one-way unless the page shows this counter: then it waits for the
-// value, which includes this view. `data-count="false"` only shows. `data-unique="true"` also
-// counts the visitor in the day's unique visitors; an element's `data-period` (`today`, `7d`,
-// `30d`) shows a period's count, and its `data-unique="true"` the visitors. See docs/browser.md.
+// path as it reads, see `pathKey`), without an idempotency key and with a keepalive request,
+// so it lands even if the page is left at once. It is one-way unless the page shows this
+// counter: then it waits for the value, which includes this view. `data-count="false"` only
+// shows. `data-unique="true"` also counts the visitor in the day's unique visitors; an
+// element's `data-period` (`today`, `7d`, `30d`) shows a period's count, and its
+// `data-unique="true"` the visitors. See docs/browser.md.
 (() => {
   const script = document.currentScript;
   // A page that includes the tag twice (a layout and a page, say) counts once.
@@ -17,7 +18,24 @@
   window.edgecountCounted = true;
   const api = script.src.slice(0, script.src.lastIndexOf("/v1/count.js"));
   const data = script.dataset;
-  const own = `${data.ns || "pages"}/${data.key || location.pathname}`;
+  // The rule of client/src/path-key.ts, which says why (docs/browser.md#the-key-of-a-page).
+  const pathKey = (path) => {
+    let name = path;
+    try {
+      name = decodeURIComponent(path);
+    } catch {}
+    if (/[\0-\x1f\x7f-\x9f]/.test(name)) name = path;
+    const bytes = new TextEncoder().encode(name);
+    if (bytes.length <= 256) return name;
+    let hash = 0xcbf29ce484222325n;
+    for (const byte of bytes)
+      hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
+    const cut = new TextDecoder().decode(bytes.subarray(0, 239), {
+      stream: true,
+    });
+    return `${cut}~${hash.toString(16).padStart(16, "0")}`;
+  };
+  const own = `${data.ns || "pages"}/${data.key || pathKey(location.pathname)}`;
   const url = (name) => {
     const cut = name.indexOf("/");
     const part = (text) => encodeURIComponent(text);
