@@ -65,20 +65,28 @@ def code_only(text):
 
 
 def without_tests(code):
-    """`code` (see `code_only`) without the items marked `#[cfg(test)]`: what a test module or
-    helper uses is not the file's. An item ends at its `;` or at the brace closing its body."""
+    """`code` (see `code_only`) without what is marked `#[cfg(test)]`: what a test module or
+    helper uses is not the file's. The marked thing ends at a `;` outside brackets, at the brace
+    closing its body, or, for a field, a variant or an argument, at the `,` or closing bracket
+    after it."""
     while (mark := code.find("#[cfg(test)]")) >= 0:
-        semi, brace = code.find(";", mark), code.find("{", mark)
-        if brace < 0 or (0 <= semi < brace):
-            end = len(code) if semi < 0 else semi + 1
-        else:
-            depth, end = 0, brace
-            while end < len(code):
-                depth += code[end] == "{"
-                depth -= code[end] == "}"
-                end += 1
+        end, depth, opened_body = mark + len("#[cfg(test)]"), 0, False
+        while end < len(code):
+            ch = code[end]
+            if ch in "([{":
+                depth += 1
+                opened_body |= ch == "{" and depth == 1
+            elif ch in ")]}":
                 if depth == 0:
                     break
+                depth -= 1
+                if depth == 0 and ch == "}" and opened_body:
+                    end += 1
+                    break
+            elif depth == 0 and ch in ";,":
+                end += ch == ";"
+                break
+            end += 1
         code = code[:mark] + code[end:]
     return code
 

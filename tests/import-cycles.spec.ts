@@ -64,6 +64,13 @@ it("finds files that use each other, through others, and a module and its child"
       ].join("\n"),
     },
     {
+      // A test-only variant ends at its comma, not at the next body.
+      "lib.rs": "mod a;\nmod b;\n",
+      "a.rs": "use crate::b::Thing;\n",
+      "b.rs":
+        "pub struct Thing;\nenum E { #[cfg(test)] A, B }\nfn f() { crate::a::g(); }\n",
+    },
+    {
       "lib.rs": "mod http;\n",
       "http/mod.rs":
         "mod handlers;\npub struct Call;\nfn f() { handlers::run(); }\n",
