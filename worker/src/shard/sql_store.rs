@@ -396,6 +396,7 @@ impl SqlShardStore {
         }
         let created_names: Vec<String> = created.iter().map(|c| c.name.clone()).collect();
         crate::shard::visit_store::open(&store, &created_names, days_kept)?;
+        crate::shard::visit_unions::open(&store, &created_names)?;
         store.legacy_records.set(statement(LEGACY_RECORDS).is_some());
         if COUNTER_TOTAL_TRIGGERS.iter().any(|(name, _)| statement(name).is_none()) {
             store.keep_counter_total()?;
