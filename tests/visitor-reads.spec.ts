@@ -185,3 +185,105 @@ describe("what a shard keeps of reads of visitors", () => {
     }
   });
 });
+
+describe("the rate of reads of visitors", () => {
+  /** What a request from `address` answers: its status and `RateLimit-*` figures. */
+  const charged = async (on: Service, path: string, address: string) => {
+    const answer = await on.fetch(path, {
+      headers: { "cf-connecting-ip": address },
+    });
+    await answer.arrayBuffer();
+    const header = (name: string) => answer.headers.get(`ratelimit-${name}`);
+    return [answer.status, header("limit"), header("remaining")];
+  };
+
+  it("charges one request for each 40 days read, under a configured limit", async () => {
+    // A request a second, twenty saved up: no refill between requests that follow at once.
+    const limited = await startService({
+      vars: { EDGECOUNT_RATE_LIMIT: "1", EDGECOUNT_RATE_BURST: "20" },
+    });
+    const ns = freshNamespace("charged");
+    try {
+      await importVisitors(limited, ns, "k", oneADay(3));
+      const days = (query: string) => `/v1/counters/${ns}/k/days?${query}`;
+      // Each from an address of its own, whose bucket is full.
+      const reads = [
+        ["period=400d&unique=1", "10"],
+        ["period=total&unique=1", "10"],
+        ["period=41d&unique=1", "18"],
+        ["period=30d&unique=1", "19"],
+        ["period=400d", "19"],
+      ];
+      for (const [i, [query, remaining]] of reads.entries())
+        expect(await charged(limited, days(query), `192.0.2.${i}`)).toEqual([
+          200,
+          "20",
+          remaining,
+        ]);
+      const badge = `/v1/badge/${ns}/k.svg?period=total&unique=1`;
+      expect(await charged(limited, badge, "198.51.100.1")).toEqual([
+        200,
+        "20",
+        "10",
+      ]);
+      // A bad period pays one, and is refused by its handler.
+      expect(
+        await charged(limited, days("period=401d&unique=1"), "198.51.100.2"),
+      ).toEqual([400, "20", "19"]);
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  it("limits reads of visitors over more than 40 days where no limit is configured", async () => {
+    const ns = freshNamespace("unlimited");
+    await importVisitors(service, ns, "k", oneADay(3));
+    const total = `/v1/counters/${ns}/k/days?period=total&unique=1`;
+    // The public default, 10 a second and 20 saved up: a read of the 400 days kept costs 10.
+    expect(await charged(service, total, "203.0.113.1")).toEqual([
+      200,
+      "20",
+      "10",
+    ]);
+    // Other reads are not limited, as before; nor a read of 40 days' visitors.
+    for (const path of [
+      `/v1/counters/${ns}/k`,
+      `/v1/counters/${ns}/k/days?period=400d`,
+      `/v1/counters/${ns}/k/days?period=40d&unique=1`,
+    ])
+      expect(await charged(service, path, "203.0.113.1")).toEqual([
+        200,
+        null,
+        null,
+      ]);
+    // Two pass on a full bucket, and a third within the second it takes to refill is 429.
+    let seen: unknown[] = [];
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const started = Date.now();
+      seen = [];
+      for (let i = 0; i < 3; i++)
+        seen.push(
+          (await charged(service, total, `203.0.113.${10 + attempt}`))[0],
+        );
+      if (Date.now() - started < 1_000) break;
+    }
+    expect(seen).toEqual([200, 200, 429]);
+  });
+
+  it("limits none with EDGECOUNT_RATE_LIMIT=0", async () => {
+    const off = await startService({ vars: { EDGECOUNT_RATE_LIMIT: "0" } });
+    const ns = freshNamespace("off");
+    try {
+      await importVisitors(off, ns, "k", oneADay(3));
+      const total = `/v1/counters/${ns}/k/days?period=total&unique=1`;
+      for (let i = 0; i < 3; i++)
+        expect(await charged(off, total, "203.0.113.1")).toEqual([
+          200,
+          null,
+          null,
+        ]);
+    } finally {
+      await off.stop();
+    }
+  });
+});
