@@ -10,7 +10,9 @@
 //   `rows_read` and `rows_written`, less what asking for them costs);
 // - has 8 clients increment other keys for a while, alone, then beside 2 clients reading the
 //   400 days' visitors (the same period, then a different range each time), and reports the
-//   increments' rate and times.
+//   increments' rate and times; then once more, a different range each time, served again
+//   with no rate limit configured (where a read of over 40 days' visitors is limited all the
+//   same), each reader from an address of its own asking again at once when refused.
 //
 // Times are on loopback from Node, serial per client, on whatever else the machine runs: a
 // ratio between lines of one run means more than a figure alone.
@@ -33,25 +35,13 @@ const today = Math.floor(Date.now() / DAY_MS);
 const ns = `visits-${Date.now().toString(36)}`;
 
 const dir = mkdtempSync(join(tmpdir(), "edgecount-visitor-reads-"));
-const config = join(dir, "config.capnp");
 mkdirSync(join(dir, "state"));
-await run(process.execPath, [
-  "scripts/workerd-config.mjs",
-  String(PORT),
-  join(dir, "state"),
-  config,
-  "EDGECOUNT_SHARDS=1",
-  // Measured without a rate limit: what the shard does, not what a client is let to ask.
+let workerd = await start([
+  // Measured without a rate limit first: what the shard does, not what a client may ask.
   "EDGECOUNT_RATE_LIMIT=0",
-  // The shard's rows read and written fresh on every ask.
-  "EDGECOUNT_STATS_MAX_AGE_MS=0",
 ]);
-const workerd = spawn("node_modules/.bin/workerd", ["serve", config], {
-  stdio: ["ignore", "ignore", "inherit"],
-});
 
 try {
-  await waitUntilUp(`${base}/v1/health`);
   console.log(
     `| days | request | median ms | p90 ms | rows read a request | rows written a request |`,
   );
@@ -95,25 +85,30 @@ try {
     }
   }
   console.log(
-    `\n| beside the writes | writes/s | write median ms | write p99 ms | reads done |`,
+    `\n| beside the writes | writes/s | write median ms | write p99 ms | reads done | reads refused |`,
   );
-  console.log(`|---|---:|---:|---:|---:|`);
+  console.log(`|---|---:|---:|---:|---:|---:|`);
   const visitors = `${base}/v1/counters/${ns}/d400/days`;
+  // 400 ranges of 361 to 400 days, none asked twice in a phase.
+  const newRange = (i) =>
+    `${visitors}?from=${date(today - 399 + (i % 20))}&to=${date(today - (Math.floor(i / 20) % 20))}&unique=1`;
   for (const [name, readUrl] of [
     ["nothing", null],
     [
       "400 days' visitors, same period",
       () => `${visitors}?period=400d&unique=1`,
     ],
-    [
-      "400 days' visitors, a new range each",
-      (i) =>
-        `${visitors}?from=${date(today - 399)}&to=${date(today - (i % 399))}&unique=1`,
-    ],
+    ["400 days' visitors, a new range each", newRange],
+    ["400 days' visitors, a new range each, at the default limit", newRange],
   ]) {
-    const { rate, times, done } = await writesBeside(readUrl);
+    if (name.includes("limit")) {
+      // The same state, served again as deployed with nothing configured.
+      await stopProcess(workerd);
+      workerd = await start([]);
+    }
+    const { rate, times, done, refused } = await writesBeside(readUrl);
     console.log(
-      `| ${name} | ${rate.toFixed(0)} | ${pct(times, 0.5)} | ${pct(times, 0.99)} | ${done} |`,
+      `| ${name} | ${rate.toFixed(0)} | ${pct(times, 0.5)} | ${pct(times, 0.99)} | ${done} | ${refused} |`,
     );
   }
 } finally {
@@ -210,15 +205,23 @@ async function writesBeside(readUrl) {
         }),
       );
   };
+  let refused = 0;
+  // Each reader from an address of its own; one refused (429) asks again at once.
   const reader = async (r) => {
-    for (let i = r; performance.now() < until; i += 2, done++)
-      await timed(readUrl(i));
+    const init = { headers: { "cf-connecting-ip": `192.0.2.${r + 1}` } };
+    for (let i = r; performance.now() < until; i += 2) {
+      const answer = await fetch(readUrl(i), init);
+      await answer.arrayBuffer();
+      if (answer.status === 429) refused++;
+      else if (answer.ok) done++;
+      else throw new Error(`${readUrl(i)}: ${answer.status}`);
+    }
   };
   await Promise.all([
     ...Array.from({ length: 8 }, (_, w) => writer(w)),
     ...(readUrl ? [reader(0), reader(1)] : []),
   ]);
-  return { rate: times.length / seconds, times, done };
+  return { rate: times.length / seconds, times, done, refused };
 }
 
 function pct(values, p) {
@@ -226,6 +229,26 @@ function pct(values, p) {
   return sorted[
     Math.min(sorted.length - 1, Math.floor(p * sorted.length))
   ].toFixed(1);
+}
+
+/** Serves the built worker on workerd over the run's state, with one shard and the shard's
+ * figures fresh on every ask, and `vars` (NAME=value) besides. */
+async function start(vars) {
+  const config = join(dir, "config.capnp");
+  await run(process.execPath, [
+    "scripts/workerd-config.mjs",
+    String(PORT),
+    join(dir, "state"),
+    config,
+    "EDGECOUNT_SHARDS=1",
+    "EDGECOUNT_STATS_MAX_AGE_MS=0",
+    ...vars,
+  ]);
+  const child = spawn("node_modules/.bin/workerd", ["serve", config], {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  await waitUntilUp(`${base}/v1/health`);
+  return child;
 }
 
 function run(command, args) {
