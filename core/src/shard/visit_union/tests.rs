@@ -181,6 +181,21 @@ fn a_range_of_fewer_than_two_sketches_is_read_as_it_is() {
 }
 
 #[test]
+fn a_range_of_more_sketches_than_a_key_keeps_is_merged_each_time_and_not_kept() {
+    let (ns, key) = names();
+    let (mut engine, store) = (engine(), MemoryStore::default());
+    // Imported days not yet pruned can hold more than 400 sketches.
+    for day in 1..=402 {
+        store.save_sketch(&ns, &key, Day(day), &sketch_of(day as u64, 1).to_bytes()).unwrap();
+    }
+    assert_eq!(read(&mut engine, &store, (1, 402)).uniques, Some(402));
+    assert!(store.unions.borrow().is_empty(), "days 1 to 401 hold 401 sketches");
+    assert_eq!(read(&mut engine, &store, (2, 402)).uniques, Some(401));
+    let kept: Vec<(i32, i32)> = store.unions.borrow().keys().map(|(_, to, from)| (from.0, to.0)).collect();
+    assert_eq!(kept, vec![(2, 401)], "400 sketches: kept");
+}
+
+#[test]
 fn a_damaged_kept_union_is_merged_again_and_replaced() {
     let (mut engine, store) = (engine(), MemoryStore::default());
     for day in 1..=3 {
