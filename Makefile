@@ -12,7 +12,7 @@ export WRANGLER_SEND_METRICS := false
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
-PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/wrk/record.mjs loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/sql-plan.mjs scripts/profile.mjs scripts/child-process.mjs scripts/deploy-preflight.mjs scripts/transfer.mjs worker/static/index.html worker/static/demo.js worker/static/count.js worker/entry.js \
+PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/wrk/record.mjs loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/sql-plan.mjs scripts/visitor-reads.mjs scripts/profile.mjs scripts/child-process.mjs scripts/deploy-preflight.mjs scripts/transfer.mjs worker/static/index.html worker/static/demo.js worker/static/count.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md client/package.json
 # Markdown whose relative links and #anchors `make lint-js` checks.
 MARKDOWN_PATHS := README.md docs client/README.md loadtest/README.md loadtest/reports core/fuzz/README.md

@@ -175,6 +175,12 @@ impl VisitStore for Discard {
     fn each_sketch(&self, _: &Namespace, _: &Key, _: (Day, Day), _: &mut EachSketch<'_>) -> StoreResult<()> {
         Ok(())
     }
+    fn load_union(&self, _: &Namespace, _: &Key, _: (Day, Day)) -> StoreResult<Option<Vec<u8>>> {
+        Ok(None)
+    }
+    fn save_union(&self, _: &Namespace, _: &Key, _: (Day, Day), _: &[u8]) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 impl IdempotencyStore for Discard {

@@ -8,7 +8,8 @@
 //!
 //! A request costs one per op, at most the burst ([`RateLimit::cost`]), so any request fits a
 //! full bucket. A batch is charged one on arrival, before its body is read, and topped up to its
-//! cost once its ops are counted ([`RequestCharge`]).
+//! cost once its ops are counted ([`RequestCharge`]); so is a read of visitors over many days,
+//! as many requests as [`visitors_read_cost`] says.
 
 use std::cell::Cell;
 use std::num::NonZeroU32;
@@ -21,12 +22,27 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter as Gcra};
 
 use crate::hashing::{key_map, KeyMap};
+use crate::shard::visit_table::MAX_SKETCH_DAYS;
 
 mod client_id;
 pub use client_id::ClientId;
 
 /// How many clients' buckets an isolate keeps at most.
 pub const MAX_TRACKED_CLIENTS: usize = 20_000;
+
+/// Days of visitors one request's worth of the rate pays for (see [`visitors_read_cost`]).
+pub const VISITOR_DAYS_A_REQUEST: u32 = 40;
+
+/// What a read of the visitors of `days` days costs, in requests: one for each
+/// [`VISITOR_DAYS_A_REQUEST`] days or part of them, counted up to the days a key keeps
+/// sketches ([`MAX_SKETCH_DAYS`]). A read its shard has not kept yet merges a sketch for each
+/// day (the first of a period each day, or any new range): one of 400 days took 18 times a
+/// counter read's time (loadtest/reports/2026-11-28-visitor-reads), and costs 10.
+#[must_use]
+pub fn visitors_read_cost(days: u32) -> usize {
+    let sketches = days.clamp(1, MAX_SKETCH_DAYS.unsigned_abs());
+    usize::try_from(sketches.div_ceil(VISITOR_DAYS_A_REQUEST)).unwrap_or(usize::MAX)
+}
 
 /// The configured limit: `per_second` requests refill each second, up to `burst` saved up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,6 +318,18 @@ mod tests {
         let limit = limit(1, 5);
         let costs: Vec<u32> = [0, 1, 4, 5, 6, 1_000, usize::MAX].map(|ops| limit.cost(ops)).to_vec();
         assert_eq!(costs, [1, 1, 4, 5, 5, 5, 5]);
+    }
+
+    #[test]
+    fn a_read_of_visitors_costs_one_request_for_each_forty_days_up_to_the_days_of_sketches() {
+        let costs = [0, 1, 7, 30, 40, 41, 80, 81, 365, 400, 401, 3_660, u32::MAX].map(visitors_read_cost);
+        assert_eq!(costs, [1, 1, 1, 1, 1, 2, 2, 3, 10, 10, 10, 10, 10]);
+        // The default public burst (20) holds two reads of the days kept.
+        let mut limiter = ClientLimiter::new(limit(10, 20));
+        let mut request = RequestCharge::new(ClientId::address("192.0.2.1"));
+        assert!(limiter.charge(&mut request, 1, 0).is_some_and(|d| d.allowed));
+        let topped_up = limiter.charge(&mut request, visitors_read_cost(400), 0).expect("nine more are due");
+        assert_eq!((topped_up.allowed, topped_up.remaining, request.paid()), (true, 10, 10));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use crate::shard::answer_budget::AnswerBudget;
 use crate::shard::cache_table::{CacheBounds, CacheStore, CacheTable};
 use crate::shard::counter_table::CounterTable;
+use crate::shard::days_read;
 use crate::shard::group_commit::PendingWrites;
 use crate::shard::idempotency::{self, IdempotencyStore, Recall, IDEMPOTENCY_WINDOW_MS};
 use crate::shard::owner;
@@ -444,9 +445,7 @@ impl ShardEngine {
             ShardOp::Days { from, to, unique, .. } => self
                 .counters
                 .current(store, ns, key, now_ms)
-                .and_then(|counter| {
-                    visit_table::tally(store, ns, key, counter.as_ref(), (*from, *to), *unique)
-                })
+                .and_then(|counter| days_read::tally(store, ns, key, counter.as_ref(), (*from, *to), *unique))
                 .map(|answer| OpResult::Days(Box::new(answer))),
         };
         result.unwrap_or_else(|error| OpResult::Failed { error })

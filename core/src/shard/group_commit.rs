@@ -236,6 +236,23 @@ impl<S: VisitStore> VisitStore for PendingWrites<'_, S> {
         self.store.each_sketch(ns, key, days, each)
     }
 
+    /// None for a key removed in this call: what storage keeps of it goes at the commit.
+    fn load_union(&self, ns: &Namespace, key: &Key, days: (Day, Day)) -> StoreResult<Option<Vec<u8>>> {
+        if self.removed.borrow().contains(&(ns.clone(), key.clone())) {
+            return Ok(None);
+        }
+        self.store.load_union(ns, key, days)
+    }
+
+    /// Kept at once, not at the commit: it is the union of what storage holds, and the
+    /// commit's sketches drop it when they change one of its days.
+    fn save_union(&self, ns: &Namespace, key: &Key, days: (Day, Day), kept: &[u8]) -> StoreResult<()> {
+        if self.removed.borrow().contains(&(ns.clone(), key.clone())) {
+            return Ok(());
+        }
+        self.store.save_union(ns, key, days, kept)
+    }
+
     fn add_visitors(&self, ns: &Namespace, key: &Key, day: Day, hashes: &[u64]) -> StoreResult<()> {
         if !hashes.is_empty() {
             let slot = (ns.clone(), key.clone(), day);

@@ -14,6 +14,7 @@ use crate::shard::cache_table::{entry_charge, CacheStore, EntryMeta, EntryValue,
 use crate::shard::counter::DayCount;
 use crate::shard::idempotency::{IdempotencyRecord, IdempotencyStore, RecordScope};
 use crate::shard::visit_table::{EachSketch, VisitStore, SALT_DAYS};
+use crate::shard::visit_union::unions_past_bound;
 use crate::shard::Atomic;
 use crate::visits::day::Day;
 use crate::visits::visitor::Salt;
@@ -66,6 +67,12 @@ pub struct MemoryStore {
     pub sketches: RefCell<BTreeMap<(Slot, Day), Vec<u8>>>,
     pub salts: RefCell<BTreeMap<Day, Salt>>,
     pub salts_made: Cell<u64>,
+    /// Sketches read so far (each a row read and a merge for a read of visitors).
+    pub sketches_read: Cell<u64>,
+    /// Kept unions of sketches by names and days, last day first (see [`VisitStore::save_union`]),
+    /// and how many were read so far.
+    pub unions: RefCell<BTreeMap<(Slot, Day, Day), Vec<u8>>>,
+    pub unions_read: Cell<u64>,
     /// While set, a transaction keeps no copy of the tables and so cannot undo its writes: for
     /// a benchmark of the engine's own work, where no write fails and a transaction is
     /// SQLite's cost, not the engine's.
@@ -112,6 +119,7 @@ impl MemoryStore {
     fn forget_days(&self, slot: &Slot) {
         self.days.borrow_mut().retain(|(named, _), _| named != slot);
         self.sketches.borrow_mut().retain(|(named, _), _| named != slot);
+        self.unions.borrow_mut().retain(|(named, _, _), _| named != slot);
     }
 
     /// The stored counter of a key, read without counting a load.
@@ -134,11 +142,23 @@ impl Atomic for MemoryStore {
             self.records.borrow().clone(),
             self.earlier_records.borrow().clone(),
             self.records_since_ms.get(),
-            (self.days.borrow().clone(), self.sketches.borrow().clone(), self.salts.borrow().clone()),
+            (
+                self.days.borrow().clone(),
+                self.sketches.borrow().clone(),
+                self.salts.borrow().clone(),
+                self.unions.borrow().clone(),
+            ),
         );
         writes().inspect_err(|_| {
-            let (counters, entries, records, earlier_records, records_since_ms, (days, sketches, salts)) =
-                before;
+            let (
+                counters,
+                entries,
+                records,
+                earlier_records,
+                records_since_ms,
+                (days, sketches, salts, unions),
+            ) = before;
+            *self.unions.borrow_mut() = unions;
             *self.days.borrow_mut() = days;
             *self.sketches.borrow_mut() = sketches;
             *self.salts.borrow_mut() = salts;
@@ -245,11 +265,18 @@ impl VisitStore for MemoryStore {
     }
     fn load_sketch(&self, ns: &Namespace, key: &Key, day: Day) -> StoreResult<Option<Vec<u8>>> {
         self.check()?;
-        Ok(self.sketches.borrow().get(&((ns.clone(), key.clone()), day)).cloned())
+        let found = self.sketches.borrow().get(&((ns.clone(), key.clone()), day)).cloned();
+        self.sketches_read.set(self.sketches_read.get() + u64::from(found.is_some()));
+        Ok(found)
     }
     fn save_sketch(&self, ns: &Namespace, key: &Key, day: Day, sketch: &[u8]) -> StoreResult<()> {
         self.check_write()?;
-        self.sketches.borrow_mut().insert(((ns.clone(), key.clone()), day), sketch.to_vec());
+        let slot = (ns.clone(), key.clone());
+        // As the worker's triggers do: the unions that hold the day no longer hold its sketch.
+        self.unions
+            .borrow_mut()
+            .retain(|(named, to, from), _| *named != slot || !(*from..=*to).contains(&day));
+        self.sketches.borrow_mut().insert((slot, day), sketch.to_vec());
         Ok(())
     }
     fn stored_days(&self, ns: &Namespace, key: &Key, from: Day, to: Day) -> StoreResult<Vec<DayCount>> {
@@ -269,7 +296,28 @@ impl VisitStore for MemoryStore {
         self.check()?;
         let slot = (ns.clone(), key.clone());
         let sketches = self.sketches.borrow();
-        sketches.range((slot.clone(), from)..=(slot, to)).try_for_each(|((_, day), bytes)| each(*day, bytes))
+        sketches.range((slot.clone(), from)..=(slot, to)).try_for_each(|((_, day), bytes)| {
+            self.sketches_read.set(self.sketches_read.get() + 1);
+            each(*day, bytes)
+        })
+    }
+    fn load_union(&self, ns: &Namespace, key: &Key, (from, to): (Day, Day)) -> StoreResult<Option<Vec<u8>>> {
+        self.check()?;
+        let found = self.unions.borrow().get(&((ns.clone(), key.clone()), to, from)).cloned();
+        self.unions_read.set(self.unions_read.get() + u64::from(found.is_some()));
+        Ok(found)
+    }
+    fn save_union(&self, ns: &Namespace, key: &Key, (from, to): (Day, Day), kept: &[u8]) -> StoreResult<()> {
+        self.check_write()?;
+        let slot = (ns.clone(), key.clone());
+        let mut unions = self.unions.borrow_mut();
+        unions.insert((slot.clone(), to, from), kept.to_vec());
+        let held =
+            unions.keys().filter(|(named, _, _)| *named == slot).map(|(_, to, from)| (*from, *to)).collect();
+        for (from, to) in unions_past_bound(held) {
+            unions.remove(&(slot.clone(), to, from));
+        }
+        Ok(())
     }
 }
 

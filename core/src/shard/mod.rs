@@ -8,6 +8,7 @@ pub mod cache_table;
 pub mod content_type;
 pub mod counter;
 pub mod counter_table;
+pub mod days_read;
 pub mod engine;
 pub mod group_commit;
 pub mod idempotency;
@@ -21,6 +22,7 @@ pub mod refusal;
 pub mod settings;
 pub mod transfer;
 pub mod visit_table;
+pub mod visit_union;
 pub mod watchers;
 
 use crate::StoreResult;

@@ -10,18 +10,16 @@
 //!   by the alarm once [`SALT_DAYS`] UTC days have begun since; kept at most
 //!   [`MAX_SKETCH_DAYS`] days.
 //!
-//! A read of days ([`tally`]) adds the counter's latest day to the stored ones, and merges
-//! the days' sketches for the visitors of the whole range. Since each day has its own salt,
-//! a visitor who came on two days is two visitors of the range: their ids differ, and the
+//! A read of them is [`crate::shard::days_read`]'s. Since each day has its own salt, a
+//! visitor who came on two days is two visitors of a range of days: their ids differ, and the
 //! service cannot tell that they were the same (as Plausible counts; docs/days.md says what
 //! point-in-time recovery can restore).
 
 use crate::shard::counter::DayCount;
-use crate::shard::protocol::{DayTally, DaysAnswer};
 use crate::visits::day::Day;
 use crate::visits::sketch::Sketch;
 use crate::visits::visitor::{visitor_id, Salt};
-use crate::{CoreError, Counter, Key, Namespace, StoreResult};
+use crate::{Key, Namespace, StoreResult};
 
 /// What [`VisitStore::each_sketch`] hands each stored sketch to: its day and bytes.
 pub type EachSketch<'a> = dyn FnMut(Day, &[u8]) -> StoreResult<()> + 'a;
@@ -49,6 +47,14 @@ pub trait VisitStore {
         days: (Day, Day),
         each: &mut EachSketch<'_>,
     ) -> StoreResult<()>;
+    /// The kept union of `ns`/`key`'s sketches from the first of `days` to the last, as
+    /// [`crate::shard::visit_union::KeptUnion::to_bytes`] stored it.
+    fn load_union(&self, ns: &Namespace, key: &Key, days: (Day, Day)) -> StoreResult<Option<Vec<u8>>>;
+    /// Keeps `kept` as that union, and of the key's unions the
+    /// [`crate::shard::visit_union::UNIONS_PER_KEY`] that
+    /// [`crate::shard::visit_union::unions_past_bound`] keeps. The store drops every union
+    /// whose days hold a sketch that is then saved or deleted, however it is.
+    fn save_union(&self, ns: &Namespace, key: &Key, days: (Day, Day), kept: &[u8]) -> StoreResult<()>;
     /// Counts the visitors of `hashes` on `ns`/`key` and `day`: at once here, at the commit in
     /// a call's [`crate::shard::group_commit::PendingWrites`] (each key and day's sketch then
     /// written once a call).
@@ -118,53 +124,6 @@ pub fn count_visitors(
         return Ok(());
     }
     store.save_sketch(ns, key, day, &sketch.to_bytes())
-}
-
-/// The counts of `counter` (`None`: it does not exist) in the days `from` to `to`, and with
-/// `unique` the distinct visitors of each day and of the range.
-///
-/// # Errors
-/// [`CoreError::StorageUnavailable`] when a read fails.
-pub fn tally(
-    store: &impl VisitStore,
-    ns: &Namespace,
-    key: &Key,
-    counter: Option<&Counter>,
-    (from, to): (Day, Day),
-    unique: bool,
-) -> Result<DaysAnswer, CoreError> {
-    let mut days: Vec<DayTally> = store
-        .stored_days(ns, key, from, to)
-        .map_err(CoreError::storage)?
-        .into_iter()
-        .map(|d| DayTally { day: d.day, count: d.count, uniques: None })
-        .collect();
-    if let Some(today) = counter.and_then(|c| c.today).filter(|t| (from..=to).contains(&t.day)) {
-        match days.iter_mut().find(|d| d.day == today.day) {
-            // A day moved to its own row and written again later (a zone changed): both count.
-            Some(day) => day.count = day.count.saturating_add(today.count),
-            None => days.push(DayTally { day: today.day, count: today.count, uniques: None }),
-        }
-    }
-    let mut uniques = None;
-    if unique {
-        let mut all = Sketch::new();
-        store
-            .each_sketch(ns, key, (from, to), &mut |day, bytes| {
-                let sketch = Sketch::from_bytes(bytes).map_err(|_| "a damaged sketch".to_owned())?;
-                match days.iter_mut().find(|d| d.day == day) {
-                    Some(tally) => tally.uniques = Some(sketch.estimate()),
-                    None => days.push(DayTally { day, count: 0, uniques: Some(sketch.estimate()) }),
-                }
-                all.merge(&sketch);
-                Ok(())
-            })
-            .map_err(CoreError::storage)?;
-        days.iter_mut().for_each(|d| d.uniques = d.uniques.or(Some(0)));
-        uniques = Some(all.estimate());
-    }
-    days.sort_by_key(|d| d.day);
-    Ok(DaysAnswer { value: counter.map_or(0, |c| c.value), exists: counter.is_some(), days, uniques })
 }
 
 #[cfg(test)]
@@ -237,6 +196,22 @@ mod tests {
         // visitor once a day they came, and the sketches cannot tell the two apart.
         assert_eq!(answer.uniques, Some(5), "a, b and c, then a and d");
         assert_eq!(days(&mut engine, &store, 22, 22, true).days, vec![], "a day without counts");
+    }
+
+    #[test]
+    fn a_read_of_400_days_visitors_merges_at_most_two_sketches_once_read() {
+        let (mut engine, store) =
+            (ShardEngine::new(CacheBounds { bytes: 1_000, entries: 10 }), MemoryStore::default());
+        for day in 1..=400 {
+            run(&mut engine, &store, vec![view(day, &[&format!("192.0.2.{}", day % 7)])]);
+        }
+        let first = days(&mut engine, &store, 1, 400, true);
+        assert_eq!((first.days.len(), first.uniques), (400, Some(400)));
+        store.sketches_read.set(0);
+        let again = days(&mut engine, &store, 1, 400, true);
+        assert_eq!(again, first);
+        let merged = store.sketches_read.get() + store.unions_read.get();
+        assert!(merged <= 2, "{merged} sketches and kept unions read and merged");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! shard for its days ([`read`]).
 
 use edgecount_core::http::negotiate::prefers_text_plain;
+use edgecount_core::http::query::parse_period;
 use edgecount_core::shard::protocol::{DaysAnswer, Visit};
 use edgecount_core::visits::day::{Day, Period};
 use edgecount_core::visits::visitor::visitor_hash;
@@ -45,6 +46,15 @@ pub fn with_day(call: ShardCall, req: &Request, config: &Config) -> ShardCall {
     let counts = matches!(call.op, ShardOp::Incr { .. } | ShardOp::Decr { .. });
     let visit = counts.then(|| visit_on(req, config, call.op.target(), call.count_visitor));
     ShardCall { visit: visit.or(call.visit), ..call }
+}
+
+/// The days whose visitors a request with `query` reads (`unique=1` on `/days` or a badge),
+/// for its charge (`Meter::charge_visitors`): the total reads the days kept. `None` when it
+/// reads none, or when the handler will refuse the query.
+pub fn visitor_days(query: &str, unique: bool, config: &Config) -> Option<u32> {
+    let period = parse_period(query, config.days_kept).ok().filter(|_| unique)?;
+    let (from, to) = period.days(Day(0)).unwrap_or((Day(1 - config.days_kept), Day(0)));
+    u32::try_from(to.0.saturating_sub(from.0).saturating_add(1)).ok()
 }
 
 /// One day of a read's series.

@@ -5,6 +5,8 @@ use worker::{console_error, Context, Env, Method};
 
 use crate::http::api_error::ApiError;
 use edgecount_core::edge::access::Right;
+use edgecount_core::edge::rate_limit::visitors_read_cost;
+use edgecount_core::http::badge::BadgeQuery;
 use edgecount_core::http::query::CounterQuery;
 use edgecount_core::shard::protocol::Subject;
 use edgecount_core::{Namespace, OpKind, ShardId};
@@ -15,7 +17,7 @@ use crate::http::documents::{self, Document};
 use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::target::{unmatched_path_error, Target};
-use crate::http::{badge, batch, cache, compat, operations, respond, transfer};
+use crate::http::{badge, batch, cache, compat, days, operations, respond, transfer};
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::placement;
@@ -211,7 +213,19 @@ async fn dispatch_matched(
     // Checked in this order whatever the route: the charge (before the token is checked, so a
     // refused authentication costs the address like any request, and guessing tokens runs into
     // 429), the names, then the token's right.
-    let admitted = meter.charge(config, 1).and(target).and_then(|target| {
+    let visitor_days = match action {
+        Action::Op(OpKind::Days) => CounterQuery::parse(req.query()).ok().map(|q| q.unique),
+        Action::Badge => BadgeQuery::parse(req.query()).ok().map(|q| q.unique),
+        _ => None,
+    }
+    .and_then(|unique| days::visitor_days(req.query(), unique, config));
+    // A read of visitors pays for its days on arrival too (a bad query is refused by its
+    // handler, and pays one).
+    let charged = meter.charge(config, 1).and_then(|()| match visitor_days {
+        Some(days) => meter.charge_visitors(config, visitors_read_cost(days)),
+        None => Ok(()),
+    });
+    let admitted = charged.and(target).and_then(|target| {
         authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref(), req.query())?;
         Ok(target)
     });

@@ -14,7 +14,7 @@ use crate::http::message::{Header, Request, Response};
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::state;
-use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, Decision, RequestCharge};
+use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, Decision, RateLimit, RequestCharge};
 
 /// The charges made for one request, so its answer can carry the figures.
 pub struct Meter {
@@ -41,8 +41,29 @@ impl Meter {
     /// [`ApiError::RateLimited`] when the client's bucket holds less than is due.
     pub fn charge(&mut self, config: &Config, ops: usize) -> Result<(), ApiError> {
         let Some(limit) = config.rate_limit else { return Ok(()) };
+        self.charge_under(limit, ops)
+    }
+
+    /// Charges a read of visitors as `ops` requests (`visitors_read_cost` of its days), topping
+    /// up what the request paid on arrival. Where no rate limit is configured, a read that
+    /// costs more than one request (over 40 days) is charged all the same, under
+    /// [`Config::visitors_rate_limit`]: any client may send one, and each may merge a sketch a
+    /// day on its shard. One that costs one is free there, as every other read.
+    ///
+    /// # Errors
+    /// [`ApiError::RateLimited`] when the client's bucket holds less than is due.
+    pub fn charge_visitors(&mut self, config: &Config, ops: usize) -> Result<(), ApiError> {
+        let Some(limit) = config.visitors_rate_limit else { return Ok(()) };
+        if config.rate_limit.is_none() && ops <= 1 {
+            return Ok(());
+        }
+        self.charge_under(limit, ops)
+    }
+
+    fn charge_under(&mut self, limit: RateLimit, ops: usize) -> Result<(), ApiError> {
         // The configuration is read once per isolate (`Config::for_isolate`), so the limit
-        // the buckets were made for is the limit still in force.
+        // the buckets were made for is the limit still in force: the rate limit, or where none
+        // is configured the visitors' alone.
         let charged = state::with(|s| {
             s.rate_limits.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).charge(
                 &mut self.request,

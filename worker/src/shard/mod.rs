@@ -10,4 +10,5 @@ pub mod sql_store;
 pub mod transaction;
 pub mod transfer_store;
 pub mod visit_store;
+pub mod visit_unions;
 pub mod watch_stream;

@@ -30,8 +30,8 @@ use crate::isolate::config::{
 use crate::isolate::{drills, request_task};
 use crate::shard::hand_over_state::HandOverState;
 use crate::shard::sql_store::SqlShardStore;
-use crate::shard::visit_store;
 use crate::shard::watch_stream::{watcher, WatchSender};
+use crate::shard::{visit_store, visit_unions};
 
 /// Tries at setting the alarm after a call's writes are stored, [`ALARM_RETRY_MS`] apart and then
 /// four times longer each time: a passing storage failure does not leave the call unanswered.
@@ -141,6 +141,7 @@ impl ShardObject {
         };
         let opened = SqlShardStore::open(&state, now_ms()).and_then(|(store, found)| {
             visit_store::open(&store, &found, days_kept)?;
+            visit_unions::open(&store, &found)?;
             Ok(store)
         });
         let store = opened.unwrap_or_else(|error| {

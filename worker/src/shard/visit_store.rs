@@ -5,7 +5,8 @@
 //! brings a later day, the engine stores the finished day in `counter_days`
 //! ([`SqlShardStore::finish_day`]), and the trigger [`pruning`] drops the key's days past the
 //! days kept: once per key and day. [`DAYS_REMOVED`] deletes a counter's days and sketches with
-//! it (a delete, an expiry, a hand-over's release), so nothing outlives its counter.
+//! it (a delete, an expiry, a hand-over's release), so nothing outlives its counter, and the
+//! triggers of [`visit_unions`] drop the kept unions of the sketches that change or go.
 
 use edgecount_core::shard::counter::DayCount;
 use edgecount_core::shard::migration::{Parcel, ParcelSketch};
@@ -20,6 +21,7 @@ use crate::isolate::hash_seed::fill_random;
 use crate::shard::sql_store::{
     blob, describe, json_names, json_rows, rows_statement, text, SqlShardStore, ROWS_PER_STATEMENT,
 };
+use crate::shard::visit_unions;
 
 const TABLES: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS counter_days (
@@ -338,5 +340,13 @@ impl VisitStore for SqlShardStore {
         }
         self.tally(&cursor);
         Ok(())
+    }
+
+    fn load_union(&self, ns: &Namespace, key: &Key, days: (Day, Day)) -> StoreResult<Option<Vec<u8>>> {
+        visit_unions::load(self, ns, key, days)
+    }
+
+    fn save_union(&self, ns: &Namespace, key: &Key, days: (Day, Day), kept: &[u8]) -> StoreResult<()> {
+        visit_unions::save(self, ns, key, days, kept)
     }
 }

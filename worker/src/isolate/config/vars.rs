@@ -98,6 +98,10 @@ pub struct Config {
     pub access: AccessPolicy,
     /// Requests per second (and burst) per client; `None` when unlimited.
     pub rate_limit: Option<RateLimit>,
+    /// The limit of reads of visitors over many days: the rate limit, or where none is
+    /// configured (`EDGECOUNT_RATE_LIMIT` unset) the public default all the same; `None` when
+    /// `EDGECOUNT_RATE_LIMIT` is 0 (see `crate::isolate::meter::Meter::charge_visitors`).
+    pub visitors_rate_limit: Option<RateLimit>,
     /// Most ops waiting for one shard in an isolate before it answers 503 `shard_overloaded`.
     pub shard_queue_limit: usize,
     /// How one-way writes are buffered and flushed.
@@ -169,6 +173,14 @@ impl Config {
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RATE_BURST" })?;
         let rate_limit = NonZeroU32::new(per_second)
             .map(|per_second| RateLimit { per_second, burst: NonZeroU32::new(burst).unwrap_or(per_second) });
+        // Any client may read visitors, and a read of many days may merge a sketch a day on
+        // its shard: limited unless the operator turns limits off by name.
+        let public_default = NonZeroU32::new(DEFAULT_PUBLIC_RATE_LIMIT).map(|per_second| RateLimit {
+            per_second,
+            burst: per_second.saturating_mul(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN)),
+        });
+        let visitors_rate_limit =
+            rate_limit.or_else(|| if var("EDGECOUNT_RATE_LIMIT").is_none() { public_default } else { None });
         let stats_max_age_ms =
             parse_number(var("EDGECOUNT_STATS_MAX_AGE_MS"), DEFAULT_STATS_MAX_AGE_MS, 0..=60_000)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_STATS_MAX_AGE_MS" })?;
@@ -224,6 +236,7 @@ impl Config {
             one_way,
             access,
             rate_limit,
+            visitors_rate_limit,
             shard_queue_limit,
             shards,
             shards_from,
