@@ -140,12 +140,19 @@ const logs = [
 ].filter(Boolean);
 say(
   logs.length
-    ? `request logs: ${logs.join(", ")} keep each request's URL and headers (see docs/days.md)`
+    ? `worker request logs: ${logs.join(", ")} keep each request's URL and headers (see docs/days.md)`
     : observability === undefined
-      ? "request logs: as the Worker's settings on the account say (wrangler.toml has no [observability])"
-      : "request logs: none ([observability] enabled = false, no Logpush, no tail consumers)",
+      ? "worker request logs: as the Worker's settings on the account say (wrangler.toml has no [observability])"
+      : "worker request logs: none ([observability] enabled = false, no Logpush, no tail consumers; the zone's own logs are set in its dashboard, see docs/days.md)",
 );
-say(`rate limit per client: ${rateLimit() > 0 ? `${rateLimit()}/s` : "off"}`);
+say(
+  `rate limit per client: ${rateLimit() > 0 ? `${rateLimit()}/s` : "off"}; reads of over 40 days' visitors: ${
+    vars.EDGECOUNT_RATE_LIMIT !== undefined &&
+    Number(vars.EDGECOUNT_RATE_LIMIT) === 0
+      ? "off"
+      : `${rateLimit() > 0 ? rateLimit() : 10}/s, a bucket of their own`
+  }`,
+);
 
 const main = resolve(
   dirname(resolve(args.config)),

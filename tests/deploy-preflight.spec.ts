@@ -117,6 +117,16 @@ it("names the per-visitor limit public namespaces bring", async () => {
     "EDGECOUNT_ADMIN_TOKENS",
   );
   expect(out).toContain("rate limit per client: 10/s");
+  expect(out).toContain(
+    "reads of over 40 days' visitors: 10/s, a bucket of their own",
+  );
+  const off = await preflight(
+    'EDGECOUNT_PUBLIC_NAMESPACES = "pages"\nEDGECOUNT_RATE_LIMIT = "0"\n',
+    "EDGECOUNT_ADMIN_TOKENS",
+  );
+  expect(off.out).toContain(
+    "rate limit per client: off; reads of over 40 days' visitors: off",
+  );
 });
 
 it("deploys with EDGECOUNT_OPEN passed on only to a deployment with nothing else configured", async () => {
@@ -184,7 +194,7 @@ it("reports reads and the demo from what is deployed, not from the shell", async
 it("says the committed config keeps no request logs, and names those another turns on", async () => {
   const committed = await preflight("", "EDGECOUNT_ADMIN_TOKENS");
   expect(committed.out).toContain(
-    "request logs: none ([observability] enabled = false, no Logpush, no tail consumers)",
+    "worker request logs: none ([observability] enabled = false, no Logpush, no tail consumers;",
   );
   const logged = await preflight("", "EDGECOUNT_ADMIN_TOKENS", {}, [], (toml) =>
     toml

@@ -84,6 +84,12 @@ impl RequestCharge {
         Self { client, paid: 0 }
     }
 
+    /// Whose request it is.
+    #[must_use]
+    pub fn client(&self) -> ClientId {
+        self.client
+    }
+
     /// How many requests' worth it has paid.
     #[must_use]
     pub fn paid(&self) -> u32 {

@@ -37,7 +37,9 @@ pub fn tally(
     }
     let mut uniques = None;
     if unique {
-        let visitors = visit_union::visitors(store, ns, key, (from, to)).map_err(CoreError::storage)?;
+        let counting = counter.and_then(|c| c.today).map(|t| t.day);
+        let visitors =
+            visit_union::visitors(store, ns, key, (from, to), counting).map_err(CoreError::storage)?;
         for (day, estimate) in visitors.days {
             match days.iter_mut().find(|d| d.day == day) {
                 Some(tally) => tally.uniques = Some(estimate),

@@ -2,11 +2,12 @@
 //! and merges two sketches instead of one for each of its days.
 //!
 //! A period's visitors are the union of its days' sketches, and each day's own. A read of the
-//! days `from` to `to` splits them ([`visitors`]): the days before `to`, whose union and
-//! visitors of each day are kept in the shard the first time they are merged
-//! ([`VisitStore::save_union`]) and read back whole after, and `to` itself, the day still
-//! counting for a period that ends today, read from its own sketch each time. A later read of
-//! the same period that day reads one kept union and one sketch, whatever its length.
+//! days `from` to `to` splits them ([`visitors`]): the finished days, before the counter's
+//! latest (the day its views still count in), whose union and visitors of each day are kept in
+//! the shard the first time they are merged ([`VisitStore::save_union`]) and read back whole
+//! after, and the rest (the day still counting, and the days after it, which hold no sketch
+//! yet) read from their own sketches each time. A later read of the same period that day reads
+//! one kept union and one sketch, whatever its length, a period that ends in the future too.
 //!
 //! - **Always right.** A kept union is the union of the sketches its store holds in its days:
 //!   the store drops it whenever one of those is written or deleted (a late visitor, an import,
@@ -91,8 +92,11 @@ impl KeptUnion {
     }
 }
 
-/// The visitors of `ns`/`key` from `from` to `to`: the kept union of the days before `to`
-/// (merged and kept when it is not), and `to`'s own sketch.
+/// The visitors of `ns`/`key` from `from` to `to`, where `counting` is the counter's latest
+/// day (the one its views still count in, if any): the kept union of the days before it
+/// (merged and kept when it is not), and the sketches of the rest read as they are. A union
+/// that held the day still counting would be dropped by its next view, and merged again by
+/// every read of a period that ends in the future (a month, a year).
 ///
 /// # Errors
 /// A storage failure, or a stored sketch that does not read back.
@@ -101,10 +105,12 @@ pub fn visitors(
     ns: &Namespace,
     key: &Key,
     (from, to): (Day, Day),
+    counting: Option<Day>,
 ) -> StoreResult<KeptUnion> {
+    let live = counting.map_or(to, |day| day.clamp(from, to));
     let mut union =
-        if from < to { kept(store, ns, key, (from, to.before(1)))? } else { KeptUnion::default() };
-    store.each_sketch(ns, key, (to, to), &mut |day, bytes| {
+        if from < live { kept(store, ns, key, (from, live.before(1)))? } else { KeptUnion::default() };
+    store.each_sketch(ns, key, (live, to), &mut |day, bytes| {
         union.add(day, &read_sketch(bytes)?);
         Ok(())
     })?;

@@ -215,7 +215,8 @@ async fn dispatch_matched(
     // 429), the names, then the token's right.
     let visitor_days = match action {
         Action::Op(OpKind::Days) => CounterQuery::parse(req.query()).ok().map(|q| q.unique),
-        Action::Badge => BadgeQuery::parse(req.query()).ok().map(|q| q.unique),
+        // A counting badge pays as a count: refused, its view would be lost.
+        Action::Badge => BadgeQuery::parse(req.query()).ok().filter(|q| !q.incr).map(|q| q.unique),
         _ => None,
     }
     .and_then(|unique| days::visitor_days(req.query(), unique, config));

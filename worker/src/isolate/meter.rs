@@ -44,26 +44,31 @@ impl Meter {
         self.charge_under(limit, ops)
     }
 
-    /// Charges a read of visitors as `ops` requests (`visitors_read_cost` of its days), topping
-    /// up what the request paid on arrival. Where no rate limit is configured, a read that
-    /// costs more than one request (over 40 days) is charged all the same, under
-    /// [`Config::visitors_rate_limit`]: any client may send one, and each may merge a sketch a
-    /// day on its shard. One that costs one is free there, as every other read.
+    /// Charges a read of visitors as `ops` requests (`visitors_read_cost` of its days) to the
+    /// client's bucket for such reads, [`Config::visitors_rate_limit`], kept apart from the
+    /// bucket of every other request: a read of many days may merge a sketch a day on its
+    /// shard, and any client may send one, so it is limited even where nothing else is, while
+    /// a count or another read never waits for it. A read that costs one (40 days or fewer) paid
+    /// its one on arrival and is not charged here.
     ///
     /// # Errors
     /// [`ApiError::RateLimited`] when the client's bucket holds less than is due.
     pub fn charge_visitors(&mut self, config: &Config, ops: usize) -> Result<(), ApiError> {
-        let Some(limit) = config.visitors_rate_limit else { return Ok(()) };
-        if config.rate_limit.is_none() && ops <= 1 {
-            return Ok(());
-        }
-        self.charge_under(limit, ops)
+        let Some(limit) = config.visitors_rate_limit.filter(|_| ops > 1) else { return Ok(()) };
+        let mut request = RequestCharge::new(self.request.client());
+        let charged = state::with(|s| {
+            s.visitor_rate_limits.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).charge(
+                &mut request,
+                ops,
+                now_ms(),
+            )
+        });
+        self.decided(charged)
     }
 
     fn charge_under(&mut self, limit: RateLimit, ops: usize) -> Result<(), ApiError> {
         // The configuration is read once per isolate (`Config::for_isolate`), so the limit
-        // the buckets were made for is the limit still in force: the rate limit, or where none
-        // is configured the visitors' alone.
+        // the buckets were made for is the limit still in force.
         let charged = state::with(|s| {
             s.rate_limits.borrow_mut().get_or_insert_with(|| ClientLimiter::new(limit)).charge(
                 &mut self.request,
@@ -71,6 +76,10 @@ impl Meter {
                 now_ms(),
             )
         });
+        self.decided(charged)
+    }
+
+    fn decided(&mut self, charged: Option<Decision>) -> Result<(), ApiError> {
         let Some(decision) = charged else { return Ok(()) };
         self.last = Some(decision);
         if decision.allowed {

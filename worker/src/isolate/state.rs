@@ -64,6 +64,8 @@ pub struct IsolateState {
     /// Each client's rate-limit bucket (`isolate::meter`), made at the first charge: a bucket
     /// limits a client's later requests, so it outlives the one that filled it.
     pub rate_limits: RefCell<Option<ClientLimiter>>,
+    /// Each client's bucket for reads of visitors over many days (`isolate::meter`).
+    pub visitor_rate_limits: RefCell<Option<ClientLimiter>>,
     /// Kept reads of hot keys and the sketch that finds them (`isolate::hot_reads`): they
     /// answer later requests without a shard call, which is what they are for.
     pub hot_reads: RefCell<Option<HotReads>>,

@@ -102,6 +102,23 @@ fn a_read_of_400_days_keeps_their_union_and_the_next_reads_it_and_today_alone() 
 }
 
 #[test]
+fn a_period_that_ends_in_the_future_keeps_its_finished_days_through_today_s_views() {
+    let (mut engine, store) = (engine(), MemoryStore::default());
+    for day in 1..=30 {
+        view(&mut engine, &store, day, &[format!("192.0.2.{day}")], 1_000);
+    }
+    // Day 30 is the counter's latest; the month runs to day 60.
+    let first = read(&mut engine, &store, (1, 60));
+    assert_eq!(store.unions.borrow().len(), 1, "days 1 to 29 kept");
+    view(&mut engine, &store, 30, &["198.51.100.1".to_owned()], 1_000);
+    assert_eq!(store.unions.borrow().len(), 1, "a view of the day still counting drops nothing");
+    store.sketches_read.set(0);
+    let again = read(&mut engine, &store, (1, 60));
+    assert_eq!(again.uniques, first.uniques.map(|n| n + 1));
+    assert_eq!((store.unions_read.get(), store.sketches_read.get()), (1, 1), "the kept union and day 30");
+}
+
+#[test]
 fn a_visitor_counted_late_in_a_kept_day_drops_the_union_and_the_next_read_sees_it() {
     let (mut engine, store) = (engine(), MemoryStore::default());
     for day in 10..=14 {
@@ -152,9 +169,10 @@ fn a_key_keeps_at_most_four_unions_those_ending_latest_then_the_longest() {
     for day in 1..=30 {
         view(&mut engine, &store, day, &[format!("192.0.2.{day}")], 1_000);
     }
-    // Each read keeps the days before its last: 1 to 19, then four ranges ending on day 29,
-    // then 1 to 28 (a day older than those), then 1 to 30.
-    let ranges = [(1, 20), (25, 30), (20, 30), (10, 30), (1, 30), (1, 29), (1, 31)];
+    // Each read keeps the days before its last, or before day 30, the counter's latest: 1 to
+    // 19, then four ranges ending on day 29, then 1 to 28 (a day older than those), then 5 to
+    // 29 (from a period that runs past day 30).
+    let ranges = [(1, 20), (25, 30), (20, 30), (10, 30), (1, 30), (1, 29), (5, 31)];
     let mut kept_after = Vec::new();
     for range in ranges {
         let answer = read(&mut engine, &store, range);
@@ -166,7 +184,7 @@ fn a_key_keeps_at_most_four_unions_those_ending_latest_then_the_longest() {
     }
     assert_eq!(kept_after[4], vec![(1, 29), (10, 29), (20, 29), (25, 29)], "1 to 19 ended earliest");
     assert_eq!(kept_after[5], kept_after[4], "1 to 28 ends earlier than all four: not kept");
-    assert_eq!(kept_after[6], vec![(1, 29), (10, 29), (20, 29), (1, 30)], "the shortest ending on 29 went");
+    assert_eq!(kept_after[6], vec![(1, 29), (5, 29), (10, 29), (20, 29)], "the shortest ending on 29 went");
     assert_eq!(unions_past_bound(vec![(Day(5), Day(9)), (Day(1), Day(9))]), vec![], "within the bound");
 }
 

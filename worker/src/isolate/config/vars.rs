@@ -58,6 +58,10 @@ pub const DEFAULT_SHARD_QUEUE_LIMIT: usize = 1000;
 /// Requests a second per client (burst twice that) when public namespaces are configured and
 /// `EDGECOUNT_RATE_LIMIT` is not: a visitor's counts, reads and badges together.
 pub const DEFAULT_PUBLIC_RATE_LIMIT: u32 = 10;
+/// How many times the rate limit's burst (or, with none configured, the public default's
+/// rate) reads of visitors may save up: ten reads of the 400 days kept, say, for the totals of
+/// a page that lists ten posts.
+pub const VISITOR_READS_BURST: u32 = 10;
 /// How long an isolate reuses the shards' statistics (`EDGECOUNT_STATS_MAX_AGE_MS`).
 pub const DEFAULT_STATS_MAX_AGE_MS: u64 = 2_000;
 
@@ -98,9 +102,10 @@ pub struct Config {
     pub access: AccessPolicy,
     /// Requests per second (and burst) per client; `None` when unlimited.
     pub rate_limit: Option<RateLimit>,
-    /// The limit of reads of visitors over many days: the rate limit, or where none is
-    /// configured (`EDGECOUNT_RATE_LIMIT` unset) the public default all the same; `None` when
-    /// `EDGECOUNT_RATE_LIMIT` is 0 (see `crate::isolate::meter::Meter::charge_visitors`).
+    /// The limit of reads of visitors over many days, in a bucket of their own: the rate limit's
+    /// refill, or where none is configured (`EDGECOUNT_RATE_LIMIT` unset) the public default's,
+    /// and [`VISITOR_READS_BURST`] times its burst saved up; `None` when `EDGECOUNT_RATE_LIMIT`
+    /// is 0 (see `crate::isolate::meter::Meter::charge_visitors`).
     pub visitors_rate_limit: Option<RateLimit>,
     /// Most ops waiting for one shard in an isolate before it answers 503 `shard_overloaded`.
     pub shard_queue_limit: usize,
@@ -174,13 +179,20 @@ impl Config {
         let rate_limit = NonZeroU32::new(per_second)
             .map(|per_second| RateLimit { per_second, burst: NonZeroU32::new(burst).unwrap_or(per_second) });
         // Any client may read visitors, and a read of many days may merge a sketch a day on
-        // its shard: limited unless the operator turns limits off by name.
-        let public_default = NonZeroU32::new(DEFAULT_PUBLIC_RATE_LIMIT).map(|per_second| RateLimit {
-            per_second,
-            burst: per_second.saturating_mul(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN)),
-        });
-        let visitors_rate_limit =
-            rate_limit.or_else(|| if var("EDGECOUNT_RATE_LIMIT").is_none() { public_default } else { None });
+        // its shard: limited unless the operator turns limits off by name, in a bucket of its
+        // own, so that no count or other read ever waits for one.
+        let visitors_rate_limit = if per_second == 0 && var("EDGECOUNT_RATE_LIMIT").is_some() {
+            None
+        } else {
+            let (per_second, burst) = rate_limit
+                .map_or((DEFAULT_PUBLIC_RATE_LIMIT, DEFAULT_PUBLIC_RATE_LIMIT), |limit| {
+                    (limit.per_second.get(), limit.burst.get())
+                });
+            NonZeroU32::new(per_second).map(|per_second| RateLimit {
+                per_second,
+                burst: NonZeroU32::new(burst.saturating_mul(VISITOR_READS_BURST)).unwrap_or(per_second),
+            })
+        };
         let stats_max_age_ms =
             parse_number(var("EDGECOUNT_STATS_MAX_AGE_MS"), DEFAULT_STATS_MAX_AGE_MS, 0..=60_000)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_STATS_MAX_AGE_MS" })?;
