@@ -25,10 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The machinery: single files, and folders whose every `.rs` file is part of it.
 MACHINERY = [
-    "worker/src/shard/hand_over.rs",
+    "worker/src/shard/resharding/hand_over.rs",
     # Split out of hand_over.rs (and the Durable Object's file) to break an import circle.
-    "worker/src/shard/hand_over_state.rs",
-    "worker/src/shard/migration_store.rs",
+    "worker/src/shard/resharding/state.rs",
+    "worker/src/shard/resharding/store.rs",
+    "worker/src/shard/resharding/mod.rs",
     "core/src/shard/migration.rs",
     "core/src/shard/placement.rs",
     "worker/src/isolate/placement.rs",

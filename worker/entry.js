@@ -87,7 +87,7 @@ export class Shard extends DurableObject {
     return guardedAsync(() => this.#current().placement(placement));
   }
 
-  // A change of the shard count (see worker/src/shard/hand_over.rs). The two calls that carry
+  // A change of the shard count (see worker/src/shard/resharding/). The two calls that carry
   // keys are named for the protocol that pages a key's records: a shard of a release with
   // another protocol has neither name, so a call between the two releases fails, and is tried
   // again later, instead of being misread.

@@ -210,18 +210,28 @@ impl Parcel {
     }
 }
 
+/// Why the parcels of a hand-over call are out of its protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutOfProtocol {
+    #[error("{parcels} parcels and {records} records in one call, past {MAX_PARCELS_PER_CALL} and {MAX_RECORDS_PER_CALL}")]
+    TooMany { parcels: usize, records: usize },
+    #[error("the old shard answered parcels for other keys")]
+    OtherKeys,
+    #[error("a page of records that is not the last parcel of its call, or holds none")]
+    MisplacedPage,
+    #[error("a page of records that does not end past the one before")]
+    PageBehind,
+}
+
 /// Refuses parcels that one hand-over call may not carry: more than [`MAX_PARCELS_PER_CALL`]
 /// keys or [`MAX_RECORDS_PER_CALL`] records.
 ///
 /// # Errors
-/// Which bound they pass.
-pub fn within_one_call(parcels: &[Parcel]) -> Result<(), String> {
+/// [`OutOfProtocol::TooMany`].
+pub fn within_one_call(parcels: &[Parcel]) -> Result<(), OutOfProtocol> {
     let records: usize = parcels.iter().map(|p| p.records.len()).sum();
     if parcels.len() > MAX_PARCELS_PER_CALL || records > MAX_RECORDS_PER_CALL {
-        return Err(format!(
-            "{} parcels and {records} records in one call, past {MAX_PARCELS_PER_CALL} and {MAX_RECORDS_PER_CALL}",
-            parcels.len()
-        ));
+        return Err(OutOfProtocol::TooMany { parcels: parcels.len(), records });
     }
     Ok(())
 }
@@ -239,12 +249,12 @@ pub fn progress(
     asked: &[(Namespace, Key)],
     after: Option<&RecordsAfter>,
     parcels: &[Parcel],
-) -> Result<(usize, Option<RecordsAfter>), String> {
+) -> Result<(usize, Option<RecordsAfter>), OutOfProtocol> {
     within_one_call(parcels)?;
     let named_in_order =
         parcels.iter().zip(asked).all(|(parcel, (ns, key))| parcel.ns == *ns && parcel.key == *key);
     let Some(last) = parcels.last().filter(|_| named_in_order && parcels.len() <= asked.len()) else {
-        return Err("the old shard answered parcels for other keys".into());
+        return Err(OutOfProtocol::OtherKeys);
     };
     let paged = parcels.iter().filter(|p| p.records_follow).count();
     if paged == 0 {
@@ -255,11 +265,11 @@ pub fn progress(
         .last()
         .filter(|_| paged == 1 && last.records_follow)
         .map(RecordsAfter::past)
-        .ok_or("a page of records that is not the last parcel of its call, or holds none")?;
+        .ok_or(OutOfProtocol::MisplacedPage)?;
     // A page of the first key asked for continues its records after `after`, and must end past
     // it; a page of a later key starts them.
     if parcels.len() == 1 && after.is_some_and(|after| next <= *after) {
-        return Err("a page of records that does not end past the one before".into());
+        return Err(OutOfProtocol::PageBehind);
     }
     Ok((parcels.len() - 1, Some(next)))
 }

@@ -1,7 +1,7 @@
 //! The `Shard` Durable Object: the authority for the keys that hash to it. This file is its
 //! face to the runtime (the RPC methods the worker calls, the constructor and the alarm); what
 //! it keeps and does is in [`crate::shard::object`], and its part in a change of the shard count
-//! in [`crate::shard::hand_over`].
+//! in [`crate::shard::resharding::hand_over`].
 //!
 //! A call answers at once, without a promise, unless it has to read or set the alarm first:
 //! the runtime takes either from an RPC method, and most calls find the alarm already due.
@@ -19,8 +19,8 @@ use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
 use crate::isolate::clock::now_ms;
 use crate::isolate::request_task;
-use crate::shard::hand_over::{self, Route};
 use crate::shard::object::{refusal, rejected, ShardObject};
+use crate::shard::resharding::hand_over::{self, Route};
 
 #[durable_object]
 pub struct Shard {
@@ -58,7 +58,7 @@ impl Shard {
                     async move { hand_over::run_placed(&object, request).await.map(JsValue::from) },
                 )
             }
-            Err(detail) => rejected(CoreError::storage(detail.into())),
+            Err(detail) => rejected(CoreError::storage(detail.to_string().into())),
         }
     }
 
@@ -81,8 +81,7 @@ impl Shard {
         from: u32,
         to: u32,
     ) -> std::result::Result<String, JsValue> {
-        hand_over::hand_over(&self.object, keys, after, Migration { from, to })
-            .map_err(|detail| JsValue::from_str(&detail))
+        hand_over::hand_over(&self.object, keys, after, Migration { from, to }).map_err(JsValue::from)
     }
 
     /// Stores the JSON parcels handed over by their old home, each unless its key has arrived
@@ -95,7 +94,7 @@ impl Shard {
     pub fn adopt_rpc(&self, parcels: &str, from: u32, to: u32) -> JsValue {
         let (lapses_at, there_before) = match hand_over::adopt(&self.object, parcels, Migration { from, to })
         {
-            Err(detail) => return rejected(CoreError::storage(detail.into())),
+            Err(detail) => return rejected(CoreError::storage(detail.to_string().into())),
             Ok(adoption) => adoption,
         };
         // The keys whose parcels were ignored, as JSON `[[ns, key], ...]` (a pair of strings
@@ -177,7 +176,7 @@ impl Shard {
                     object.open_stream(ns, key, &client, &read)
                 }))
             }
-            Err(detail) => Err(refusal(CoreError::storage(detail.into()))),
+            Err(detail) => Err(refusal(CoreError::storage(detail.to_string().into()))),
         }
     }
 
@@ -243,8 +242,7 @@ impl Shard {
     /// A storage failure.
     #[wasm_bindgen(js_name = handedOver)]
     pub fn handed_over_rpc(&self, from: u32, to: u32) -> std::result::Result<bool, JsValue> {
-        hand_over::handed_over(&self.object, Migration { from, to })
-            .map_err(|detail| JsValue::from_str(&detail))
+        hand_over::handed_over(&self.object, Migration { from, to }).map_err(JsValue::from)
     }
 
     /// A page of this shard's export (see [`crate::shard::transfer_store`]): `after` is the

@@ -2,10 +2,8 @@
 //! SQLite store it runs the engine on.
 
 pub mod durable_object;
-pub mod hand_over;
-pub mod hand_over_state;
-pub mod migration_store;
 pub mod object;
+pub mod resharding;
 pub mod sql_store;
 pub mod transaction;
 pub mod transfer_store;

@@ -1,7 +1,7 @@
 //! A shard's state and what it does with it: runs a request's ops on its [`ShardEngine`] over
 //! its SQLite storage, keeps the alarm that reclaims lapsed keys due, serves `/stream`s and
 //! reports its figures. The Durable Object ([`crate::shard::durable_object`]) answers calls with
-//! it; a change of shard count ([`crate::shard::hand_over`]) works on it in the middle of one.
+//! it; a change of shard count ([`crate::shard::resharding::hand_over`]) works on it in the middle of one.
 //!
 //! SQLite calls are synchronous and the runtime's output gate holds every response until the
 //! writes made before it are durable, so an answered write is a kept write; and since nothing
@@ -28,7 +28,7 @@ use crate::isolate::config::{
     Config, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS,
 };
 use crate::isolate::{drills, request_task};
-use crate::shard::hand_over_state::HandOverState;
+use crate::shard::resharding::state::HandOverState;
 use crate::shard::sql_store::SqlShardStore;
 use crate::shard::watch_stream::{watcher, WatchSender};
 use crate::shard::{visit_store, visit_unions};
@@ -49,7 +49,7 @@ pub struct ShardObject {
     /// The open `/stream`s of this shard's counters.
     watchers: RefCell<Watchers<WatchSender>>,
     /// This deployment's shard count, and the change of count under way (see
-    /// [`crate::shard::hand_over`]).
+    /// [`crate::shard::resharding::hand_over`]).
     pub(crate) shards: u32,
     pub(crate) hand_overs: HandOverState,
 }

@@ -58,7 +58,7 @@ const SCHEMA: [&str; 7] = [
     )",
     // Keys taken over from another shard during the change of count named with each, the
     // change this shard last ran under until it is declared over, and how far this shard has
-    // got with its own hand-overs (see crate::shard::migration_store).
+    // got with its own hand-overs (see crate::shard::resharding::store).
     "CREATE TABLE IF NOT EXISTS arrivals (
         ns TEXT NOT NULL,
         key TEXT NOT NULL,

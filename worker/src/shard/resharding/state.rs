@@ -1,4 +1,4 @@
-//! Where a shard is in a change of the shard count: what [`crate::shard::hand_over`] reads and
+//! Where a shard is in a change of the shard count: what [`crate::shard::resharding::hand_over`] reads and
 //! updates as keys arrive and leave, kept beside the shard's other state
 //! ([`crate::shard::object::ShardObject`]).
 
@@ -12,7 +12,7 @@ use worker::console_error;
 use crate::shard::sql_store::SqlShardStore;
 
 /// Names read per page when counting the keys to move (as the alarm's sweep reads them).
-pub(super) const SWEEP_PAGE: u64 = 500;
+pub(in crate::shard) const SWEEP_PAGE: u64 = 500;
 /// Arrived keys remembered in memory (beyond it, storage is asked again): a bound on the set.
 const MAX_REMEMBERED_ARRIVALS: usize = 100_000;
 /// Keys still arriving whose furthest stored page is remembered (beyond it, a take-over of
@@ -26,19 +26,19 @@ pub struct HandOverState {
     /// A change this shard ran under, not declared over, that this deployment does not declare
     /// (it declares none, or another): every op is refused, and no key handed over or taken,
     /// until it is declared again or over.
-    pub(super) interrupted: Cell<Option<Migration>>,
+    pub(in crate::shard) interrupted: Cell<Option<Migration>>,
     /// This shard's index, once a caller has told it.
-    pub(super) shard: Cell<Option<u32>>,
+    pub(in crate::shard) shard: Cell<Option<u32>>,
     /// Whether every key leaving this shard has been handed over.
-    pub(super) done: Cell<bool>,
+    pub(in crate::shard) done: Cell<bool>,
     /// The last name the alarm's sweep handed over or passed.
-    pub(super) cursor: RefCell<Option<(String, String)>>,
+    pub(in crate::shard) cursor: RefCell<Option<(String, String)>>,
     /// Keys known to have arrived here: storage need not be asked again. Every key that
     /// arrives while the object runs is added, so a key not in it arrived earlier, or not at
     /// all, unless the set was emptied since (see [`Self::forgotten`]).
-    pub(super) arrived: RefCell<KeySet<(Namespace, Key)>>,
+    pub(in crate::shard) arrived: RefCell<KeySet<(Namespace, Key)>>,
     /// How many times [`Self::arrived`] was emptied, at its bound.
-    pub(super) forgotten: Cell<u64>,
+    pub(in crate::shard) forgotten: Cell<u64>,
     /// Of keys whose records arrive in pages, the last record of the furthest page stored
     /// here. Every take-over of such a key asks for the page after it, whichever take-over (or
     /// the old home's alarm) stored it: a busy key written to by many requests at once then
@@ -48,9 +48,9 @@ pub struct HandOverState {
     /// `sql_store::RECORDS`), so starting after it loses nothing.
     stored_through: RefCell<KeyMap<(Namespace, Key), RecordsAfter>>,
     /// Most keys one alarm hands over (`EDGECOUNT_HAND_OVER_KEYS`).
-    pub(super) keys_per_alarm: usize,
+    pub(in crate::shard) keys_per_alarm: usize,
     /// Keys still to leave, once counted (see [`HandOverState::keys_to_move`]).
-    pub(super) leaving_left: Cell<Option<u64>>,
+    pub(in crate::shard) leaving_left: Cell<Option<u64>>,
 }
 
 impl HandOverState {
@@ -161,13 +161,13 @@ impl HandOverState {
     }
 
     /// Where a take-over of `name` goes on from, if a page of its records is stored here.
-    pub(super) fn stored_through(&self, name: &(Namespace, Key)) -> Option<RecordsAfter> {
+    pub(in crate::shard) fn stored_through(&self, name: &(Namespace, Key)) -> Option<RecordsAfter> {
         self.stored_through.borrow().get(name).cloned()
     }
 
     /// Remembers that `name`'s records are stored here through `last`, unless a further page
     /// is, the key has arrived, or the map is at its bound.
-    pub(super) fn remember_page(&self, name: &(Namespace, Key), last: RecordsAfter) {
+    pub(in crate::shard) fn remember_page(&self, name: &(Namespace, Key), last: RecordsAfter) {
         if self.arrived.borrow().contains(name) {
             return;
         }
@@ -183,7 +183,10 @@ impl HandOverState {
         }
     }
 
-    pub(super) fn remember_arrived<'a>(&self, keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>) {
+    pub(in crate::shard) fn remember_arrived<'a>(
+        &self,
+        keys: impl IntoIterator<Item = (&'a Namespace, &'a Key)>,
+    ) {
         let mut arrived = self.arrived.borrow_mut();
         let mut stored = self.stored_through.borrow_mut();
         for (ns, key) in keys {

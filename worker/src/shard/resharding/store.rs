@@ -151,7 +151,7 @@ impl SqlShardStore {
     /// mark forgotten then, once every old home had handed its keys over) and now declared
     /// again. Marks are forgotten at no other time: a shard whose change is still under way,
     /// opened under another, forgets none and runs nothing (see
-    /// [`crate::shard::hand_over_state::HandOverState::open`]), so a copy its old home still
+    /// [`crate::shard::resharding::state::HandOverState::open`]), so a copy its old home still
     /// holds is never taken for a key that arrived here and was written since.
     ///
     /// # Errors
@@ -278,7 +278,7 @@ impl SqlShardStore {
     }
 
     /// The parcels of `keys`, in order, without their idempotency records.
-    pub(super) fn parcels_with(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Parcel>> {
+    pub(in crate::shard) fn parcels_with(&self, keys: &[(Namespace, Key)]) -> Result<Vec<Parcel>> {
         let mut parcels: Vec<Parcel> =
             keys.iter().map(|(ns, key)| Parcel::empty(ns.clone(), key.clone())).collect();
         if keys.is_empty() {
@@ -349,7 +349,7 @@ impl SqlShardStore {
 
     /// How many of `keys`, from the first, have parcels within `budget` bytes, their records
     /// aside (at least one).
-    pub(super) fn fitting(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<usize> {
+    pub(in crate::shard) fn fitting(&self, keys: &[(Namespace, Key)], budget: usize) -> Result<usize> {
         if keys.len() <= 1 {
             return Ok(keys.len());
         }
@@ -469,7 +469,12 @@ impl SqlShardStore {
     ///
     /// # Errors
     /// A description of the storage failure.
-    pub(super) fn save_parcel_entry(&self, ns: &Namespace, key: &Key, entry: &ParcelEntry) -> Result<()> {
+    pub(in crate::shard) fn save_parcel_entry(
+        &self,
+        ns: &Namespace,
+        key: &Key,
+        entry: &ParcelEntry,
+    ) -> Result<()> {
         self.save_entry(ns, key, &entry.value, &entry.content_type, entry.expires_at_ms, entry.written_at_ms)
     }
 

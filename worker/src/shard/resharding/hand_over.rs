@@ -34,9 +34,10 @@ use worker::console_error;
 
 use crate::isolate::clock::now_ms;
 use crate::isolate::{drills, request_task, shard_client};
-use crate::shard::hand_over_state::SWEEP_PAGE;
-use crate::shard::migration_store::Adopted;
 use crate::shard::object::ShardObject;
+use crate::shard::resharding::error::ReshardingError;
+use crate::shard::resharding::state::SWEEP_PAGE;
+use crate::shard::resharding::store::Adopted;
 
 /// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
 const PAGES_PER_ALARM: usize = 4;
@@ -70,7 +71,7 @@ pub enum Route {
 ///
 /// # Errors
 /// A storage failure.
-pub fn handed_over(object: &ShardObject, change: Migration) -> Result<bool, String> {
+pub fn handed_over(object: &ShardObject, change: Migration) -> Result<bool, ReshardingError> {
     Ok(object.store.hand_overs()?.done == Some(change))
 }
 
@@ -101,7 +102,7 @@ fn placed_under(object: &ShardObject, request: &ShardRequest) -> u32 {
 ///
 /// # Errors
 /// A storage failure.
-pub fn route(object: &ShardObject, request: &ShardRequest) -> Result<Route, String> {
+pub fn route(object: &ShardObject, request: &ShardRequest) -> Result<Route, ReshardingError> {
     if let Some(Migration { from, to }) = object.hand_overs.interrupted.get() {
         return Ok(Route::Refused(CoreError::ChangeInterrupted { from, to }));
     }
@@ -156,8 +157,7 @@ async fn read_where_held(object: &Rc<ShardObject>, request: &ShardRequest) -> Re
         take_over_keys_of(object, request).await?;
         return object.run_here(request).await;
     };
-    let storage = |detail: String| JsValue::from_str(&detail);
-    let missing = unarrived(object, migration, &request.ops).map_err(storage)?;
+    let missing = unarrived(object, migration, &request.ops)?;
     if missing.is_empty() {
         return object.run_here(request).await;
     }
@@ -182,7 +182,8 @@ async fn read_where_held(object: &Rc<ShardObject>, request: &ShardRequest) -> Re
             let arrived_meanwhile = state.forgotten.get() != forgotten
                 || part.ops.iter().any(|call| state.arrived.borrow().contains(&name_of(call)));
             if !arrived_meanwhile {
-                return results.map_err(|_| JsValue::from_str("a key's old shard did not answer a read"));
+                return results
+                    .map_err(|_| ReshardingError::Call("a key's old shard did not answer a read").into());
             }
             take_over_keys_of(object, &part).await?;
         }
@@ -197,11 +198,11 @@ async fn read_where_held(object: &Rc<ShardObject>, request: &ShardRequest) -> Re
 /// A storage failure, or an old home that does not hand a key over.
 pub async fn take_over_keys_of(object: &Rc<ShardObject>, request: &ShardRequest) -> Result<(), JsValue> {
     let Some(migration) = object.hand_overs.migration else { return Ok(()) };
-    let missing = unarrived(object, migration, &request.ops).map_err(|detail| JsValue::from_str(&detail))?;
+    let missing = unarrived(object, migration, &request.ops)?;
     if missing.is_empty() {
         return Ok(());
     }
-    take_over(object, migration, missing).await
+    Ok(take_over(object, migration, missing).await?)
 }
 
 /// The keys of `ops` that move here in `migration` and have not arrived, each once.
@@ -209,7 +210,7 @@ fn unarrived(
     object: &ShardObject,
     migration: Migration,
     ops: &[ShardCall],
-) -> Result<Vec<(Namespace, Key)>, String> {
+) -> Result<Vec<(Namespace, Key)>, ReshardingError> {
     let candidates = not_known_arrived(object, migration, ops);
     if candidates.is_empty() {
         return Ok(candidates);
@@ -247,7 +248,7 @@ async fn take_over(
     object: &Rc<ShardObject>,
     migration: Migration,
     keys: Vec<(Namespace, Key)>,
-) -> Result<(), JsValue> {
+) -> Result<(), ReshardingError> {
     let by_old_home = migration::grouped(keys, |(ns, key)| migration.old_home(ns, key));
     // Memory knows every key that arrived while the object runs (unless it had to forget them
     // at its bound: a key then goes on arriving, to no effect).
@@ -255,17 +256,18 @@ async fn take_over(
     let stored_through = |name: &(Namespace, Key)| object.hand_overs.stored_through(name);
     let takes = by_old_home.iter().map(|(old, names)| {
         carry(names, known_arrived, stored_through, move |rest, after| async move {
-            let parcels =
-                shard_client::hand_over(&object.env, *old, rest, after.as_ref(), migration).await.map_err(
-                    |error| error.as_string().unwrap_or_else(|| format!("shard {old} handed nothing over")),
-                )?;
+            let parcels = shard_client::hand_over(&object.env, *old, rest, after.as_ref(), migration)
+                .await
+                .map_err(|error| ReshardingError::NotHandedOver {
+                old_home: *old,
+                detail: error.as_string().unwrap_or_default(),
+            })?;
             let (lapses_at, _) = adopt_parcels(object, &parcels, migration)?;
-            object.reclaim_by(lapses_at).await.map_err(|_| "setting the alarm failed".to_owned())?;
+            object.reclaim_by(lapses_at).await.map_err(|_| ReshardingError::AlarmUnset)?;
             Ok(parcels)
         })
     });
-    let taken: Result<(), String> = request_task::join_every(takes).await.into_iter().collect();
-    taken.map_err(|detail| JsValue::from_str(&detail))
+    request_task::join_every(takes).await.into_iter().collect()
 }
 
 /// Moves `keys`, all of one old home and one new, in as many calls as they take: `call` moves
@@ -280,9 +282,9 @@ async fn carry<'k, Moved>(
     arrived: impl Fn(&(Namespace, Key)) -> bool,
     stored_through: impl Fn(&(Namespace, Key)) -> Option<RecordsAfter>,
     mut call: impl FnMut(&'k [(Namespace, Key)], Option<RecordsAfter>) -> Moved,
-) -> Result<(), String>
+) -> Result<(), ReshardingError>
 where
-    Moved: Future<Output = Result<Vec<Parcel>, String>>,
+    Moved: Future<Output = Result<Vec<Parcel>, ReshardingError>>,
 {
     let (mut rest, mut after) = (keys, None);
     loop {
@@ -305,7 +307,11 @@ where
 /// Stores what `parcels` carry of keys that have not arrived, and forgets what memory held of
 /// those that arrive; answers when the first thing they hold lapses, which the alarm must
 /// reclaim by then, and the keys whose parcels were ignored as they had arrived before.
-fn adopt_parcels(object: &ShardObject, parcels: &[Parcel], migration: Migration) -> Result<Adoption, String> {
+fn adopt_parcels(
+    object: &ShardObject,
+    parcels: &[Parcel],
+    migration: Migration,
+) -> Result<Adoption, ReshardingError> {
     // Wholly or not at all: a failure leaves the sender to send the parcels again.
     let Adopted { arrived, there_before } =
         object.store.atomically(|| object.store.adopt(parcels, migration))?;
@@ -332,17 +338,26 @@ type Adoption = (Option<u64>, Vec<(Namespace, Key)>);
 ///
 /// # Errors
 /// A malformed or too long list, or a storage failure.
-pub fn hand_over(object: &ShardObject, keys: &str, after: &str, change: Migration) -> Result<String, String> {
+pub fn hand_over(
+    object: &ShardObject,
+    keys: &str,
+    after: &str,
+    change: Migration,
+) -> Result<String, ReshardingError> {
     same_change(object, change)?;
-    let keys: Vec<(Namespace, Key)> =
-        serde_json::from_str(keys).map_err(|e| format!("malformed keys: {e}"))?;
-    let after: Option<RecordsAfter> =
-        serde_json::from_str(after).map_err(|e| format!("malformed cursor: {e}"))?;
+    let keys: Vec<(Namespace, Key)> = parse("keys", keys)?;
+    let after: Option<RecordsAfter> = parse("cursor", after)?;
     if keys.len() > MAX_PARCELS_PER_CALL {
-        return Err(format!("at most {MAX_PARCELS_PER_CALL} keys per hand-over"));
+        return Err(ReshardingError::TooManyKeys(keys.len()));
     }
     let parcels = object.store.parcels(&keys, after.as_ref(), now_ms())?;
-    serde_json::to_string(&parcels).map_err(|e| e.to_string())
+    serde_json::to_string(&parcels)
+        .map_err(|e| ReshardingError::Malformed { what: "parcels to send", detail: e.to_string() })
+}
+
+/// `text` read as the JSON of `what` a call between shards carries.
+fn parse<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Result<T, ReshardingError> {
+    serde_json::from_str(text).map_err(|e| ReshardingError::Malformed { what, detail: e.to_string() })
 }
 
 /// The `adoptPaged` call: stores the JSON parcels; answers when the first thing they hold
@@ -350,10 +365,9 @@ pub fn hand_over(object: &ShardObject, keys: &str, after: &str, change: Migratio
 ///
 /// # Errors
 /// Malformed or too many parcels, no change under way, or a storage failure.
-pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<Adoption, String> {
+pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<Adoption, ReshardingError> {
     same_change(object, change)?;
-    let parcels: Vec<Parcel> =
-        serde_json::from_str(parcels).map_err(|e| format!("malformed parcels: {e}"))?;
+    let parcels: Vec<Parcel> = parse("parcels", parcels)?;
     migration::within_one_call(&parcels)?;
     adopt_parcels(object, &parcels, change)
 }
@@ -361,12 +375,12 @@ pub fn adopt(object: &ShardObject, parcels: &str, change: Migration) -> Result<A
 /// Refuses a hand-over between shards that are not under the same change: a shard still on
 /// the previous configuration would go on applying ops to a key it handed over. A shard that
 /// another change interrupted takes part in none (see [`Route::Refused`]).
-fn same_change(object: &ShardObject, change: Migration) -> Result<(), String> {
+fn same_change(object: &ShardObject, change: Migration) -> Result<(), ReshardingError> {
     let state = &object.hand_overs;
     if state.migration == Some(change) && state.interrupted.get().is_none() {
         Ok(())
     } else {
-        Err(format!("this shard is not under the change from {} to {} shards", change.from, change.to))
+        Err(ReshardingError::NotUnderChange(change))
     }
 }
 
@@ -483,7 +497,11 @@ pub async fn push(object: &Rc<ShardObject>) -> Option<u64> {
 
 /// Sweeps up to [`PAGES_PER_ALARM`] pages of names, handing over at most the configured number
 /// of keys; answers whether names remain.
-async fn sweep(object: &Rc<ShardObject>, migration: Migration, shard: ShardId) -> Result<bool, String> {
+async fn sweep(
+    object: &Rc<ShardObject>,
+    migration: Migration,
+    shard: ShardId,
+) -> Result<bool, ReshardingError> {
     let state = &object.hand_overs;
     let mut allowance = state.keys_per_alarm;
     for _ in 0..PAGES_PER_ALARM {
@@ -528,7 +546,7 @@ async fn send_away(
     object: &Rc<ShardObject>,
     migration: Migration,
     keys: Vec<(Namespace, Key)>,
-) -> Result<(), String> {
+) -> Result<(), ReshardingError> {
     let by_home = migration::grouped(keys, |(ns, key)| shard_for(ns, key, migration.to));
     // Only the new home knows which keys arrived (taken over by a request): it ignores their
     // parcels and says so, and a key it names is sent no further page of its records.
@@ -543,7 +561,7 @@ async fn send_away(
                 let parcels = object.store.parcels(rest, after.as_ref(), now_ms())?;
                 let held = shard_client::adopt(&object.env, *home, &parcels, migration)
                     .await
-                    .map_err(|_| format!("shard {home} did not take {} keys", parcels.len()))?;
+                    .map_err(|_| ReshardingError::NotTaken { new_home: *home, keys: parcels.len() })?;
                 there_before.borrow_mut().extend(held);
                 // Every key that arrived with this call, and every one the new home had already.
                 let sent: Vec<(Namespace, Key)> = parcels
@@ -598,7 +616,7 @@ mod tests {
     }
 
     /// Runs a carry whose calls answer at once to its end.
-    fn run(carried: impl Future<Output = Result<(), String>>) -> Result<(), String> {
+    fn run(carried: impl Future<Output = Result<(), ReshardingError>>) -> Result<(), ReshardingError> {
         match pin!(carried).poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(done) => done,
             Poll::Pending => panic!("calls that answer at once left the carry waiting"),
@@ -623,7 +641,7 @@ mod tests {
                 } else {
                     vec![whole(1)]
                 };
-                async move { Ok::<_, String>(answer) }
+                async move { Ok::<_, ReshardingError>(answer) }
             },
         );
         assert_eq!(run(carried), Ok(()));
@@ -646,7 +664,7 @@ mod tests {
                     n @ 1..=2 => vec![page(0, n)],
                     _ => vec![whole(0)],
                 };
-                async move { Ok::<_, String>(answer) }
+                async move { Ok::<_, ReshardingError>(answer) }
             },
         );
         assert_eq!(run(carried), Ok(()));
@@ -674,7 +692,7 @@ mod tests {
                     2 => vec![page(0, 6)],
                     _ => vec![whole(0)],
                 };
-                async move { Ok::<_, String>(answer) }
+                async move { Ok::<_, ReshardingError>(answer) }
             },
         );
         assert_eq!(run(carried), Ok(()));
