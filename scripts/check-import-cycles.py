@@ -70,10 +70,15 @@ def without_tests(code):
     closing its body, or, for a field, a variant or an argument, at the `,` or closing bracket
     after it."""
     while (mark := code.find("#[cfg(test)]")) >= 0:
-        end, depth, opened_body = mark + len("#[cfg(test)]"), 0, False
+        end, depth, angles, opened_body = mark + len("#[cfg(test)]"), 0, 0, False
         while end < len(code):
             ch = code[end]
-            if ch in "([{":
+            # Generics' angle brackets hold commas too (`impl<A, B>`); an arrow is no bracket.
+            if depth == 0 and ch == "<":
+                angles += 1
+            elif depth == 0 and ch == ">" and code[end - 1] not in "-=" and angles > 0:
+                angles -= 1
+            elif ch in "([{":
                 depth += 1
                 opened_body |= ch == "{" and depth == 1
             elif ch in ")]}":
@@ -83,7 +88,7 @@ def without_tests(code):
                 if depth == 0 and ch == "}" and opened_body:
                     end += 1
                     break
-            elif depth == 0 and ch in ";,":
+            elif depth == 0 and ch == ";" or (depth == 0 and angles == 0 and ch == ","):
                 end += ch == ";"
                 break
             end += 1

@@ -227,9 +227,10 @@ describe("the rate of reads of visitors", () => {
         "200",
         "190",
       ]);
-      // A badge that counts pays as a count: were it refused, its view would be lost.
+      // A badge that counts pays for the visitors it reads too (past the bucket it still
+      // counts its view: see below).
       expect(await charged(limited, `${badge}&incr=1`, "198.51.100.3")).toEqual(
-        [200, "20", "19"],
+        [200, "200", "190"],
       );
       // A bad period pays one, and is refused by its handler.
       expect(
@@ -260,11 +261,13 @@ describe("the rate of reads of visitors", () => {
       ...from,
     });
     expect(counted.status).toBe(200);
+    // The badge counts its view, and says it did not read the visitors past the bucket.
     const badge = await service.fetch(
       `/v1/badge/${ns}/k.svg?period=total&unique=1&incr=1`,
       from,
     );
     expect(badge.status).toBe(200);
+    expect(await badge.text()).toContain("<title>views: rate limited</title>");
     expect(await service.value(ns, "k")).toBe(
       BigInt((await counted.json()).value) + 1n,
     );

@@ -145,7 +145,13 @@ pub fn render(label: &str, value: i64, color: &str) -> String {
 /// [`render`] with its text in `text_color` (a colour [`parse_color`] answered).
 #[must_use]
 pub fn render_with_text_color(label: &str, value: i64, color: &str, text_color: &str) -> String {
-    let value = value.to_string();
+    render_text(label, &value.to_string(), color, text_color)
+}
+
+/// [`render_with_text_color`] with any text for the value (escaped here).
+#[must_use]
+pub fn render_text(label: &str, value: &str, color: &str, text_color: &str) -> String {
+    let value = escape(value);
     let (label_w, value_w) = (text_width(label) + 10, text_width(&value) + 10);
     let width = label_w + value_w;
     let (label, color, text_color) = (escape(label), escape(color), escape(text_color));

@@ -7,7 +7,7 @@
 //! write and is never cached, or image proxies would swallow the views.
 
 use edgecount_core::edge::access::Right;
-use edgecount_core::http::badge::{render, BadgeQuery};
+use edgecount_core::http::badge::{render, render_text, BadgeQuery};
 use edgecount_core::http::query::parse_period;
 use edgecount_core::visits::day::Period;
 use edgecount_core::{OpKind, OpResult, ShardCall, ShardOp};
@@ -32,6 +32,7 @@ pub async fn serve(
     cx: &RequestContext<'_>,
     token: Option<&str>,
     target: &Target,
+    visitors_allowed: bool,
 ) -> Result<Response, ApiError> {
     let config = cx.config;
     let query = BadgeQuery::parse(req.query())?;
@@ -42,25 +43,35 @@ pub async fn serve(
     // A counting badge adds 1: a count.
     let need = if query.incr { Right::Count } else { Right::Read };
     config.access.check(token, need, Some(&target.ns))?;
-    if query.incr && !visitors::leaves_uncounted(req, config, token, &target.ns) {
+    let counts = query.incr && !visitors::leaves_uncounted(req, config, token, &target.ns);
+    let mut value = None;
+    if counts {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };
         let visit = Some(days::visit_of(req, config, target, OpKind::Incr, query.unique));
         let call = ShardCall { op, idempotency_key, operator: false, visit, count_visitor: false };
-        let mut value = match counters::apply_write(cx, target, call).await?.0 {
-            OpResult::Value { value, .. } => value,
+        value = match counters::apply_write(cx, target, call).await?.0 {
+            OpResult::Value { value, .. } => Some(value),
             OpResult::Failed { error } => return Err(error.into()),
             _ => return Err(ApiError::ShardUnavailable),
         };
-        if by_days {
-            value = shown(&days::tally(cx, target, period, query.unique).await?, query.unique);
-        }
-        let mut response = svg(&query, value);
+    }
+    if query.unique && !visitors_allowed {
+        // Past the client's bucket for reads of many days' visitors (`Meter::charge_visitors`),
+        // which only a counting badge gets this far with: its view is counted, and the badge
+        // says its visitors were not read rather than lose the view.
+        let text = render_text(&query.label, "rate limited", &query.color, "#fff");
+        let mut response = Response::with_body(200, SVG, Body::Text(text));
         response.set_header("cache-control", "no-store");
         return Ok(response);
     }
     if by_days {
         // Days are read from the shard each time, as on the counter route.
         let value = shown(&days::tally(cx, target, period, query.unique).await?, query.unique);
+        let mut response = svg(&query, value);
+        response.set_header("cache-control", "no-store");
+        return Ok(response);
+    }
+    if let Some(value) = value {
         let mut response = svg(&query, value);
         response.set_header("cache-control", "no-store");
         return Ok(response);

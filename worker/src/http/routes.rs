@@ -213,17 +213,26 @@ async fn dispatch_matched(
     // Checked in this order whatever the route: the charge (before the token is checked, so a
     // refused authentication costs the address like any request, and guessing tokens runs into
     // 429), the names, then the token's right.
+    let counting_badge =
+        matches!(action, Action::Badge) && BadgeQuery::parse(req.query()).is_ok_and(|q| q.incr);
     let visitor_days = match action {
         Action::Op(OpKind::Days) => CounterQuery::parse(req.query()).ok().map(|q| q.unique),
-        // A counting badge pays as a count: refused, its view would be lost.
-        Action::Badge => BadgeQuery::parse(req.query()).ok().filter(|q| !q.incr).map(|q| q.unique),
+        Action::Badge => BadgeQuery::parse(req.query()).ok().map(|q| q.unique),
         _ => None,
     }
     .and_then(|unique| days::visitor_days(req.query(), unique, config));
     // A read of visitors pays for its days on arrival too (a bad query is refused by its
-    // handler, and pays one).
+    // handler, and pays one). A counting badge past that bucket still counts its view, and
+    // shows no visitors (see `badge::serve`): refused, the view would be lost.
+    let mut visitors_allowed = true;
     let charged = meter.charge(config, 1).and_then(|()| match visitor_days {
-        Some(days) => meter.charge_visitors(config, visitors_read_cost(days)),
+        Some(days) => match meter.charge_visitors(config, visitors_read_cost(days)) {
+            Err(ApiError::RateLimited(_)) if counting_badge => {
+                visitors_allowed = false;
+                Ok(())
+            }
+            charged => charged,
+        },
         None => Ok(()),
     });
     let admitted = charged.and(target).and_then(|target| {
@@ -232,7 +241,10 @@ async fn dispatch_matched(
     });
     let outcome = match admitted {
         Ok(target) => match placement::ensure(cx.env, config).await {
-            Ok(()) => serve(action, req, cx, target.as_ref(), token.as_deref(), &mut meter).await,
+            Ok(()) => {
+                let charged = Charged { meter: &mut meter, visitors_allowed };
+                serve(action, req, cx, target.as_ref(), token.as_deref(), charged).await
+            }
             Err(error) => Err(error),
         },
         Err(error) => Err(error),
@@ -248,14 +260,22 @@ async fn dispatch_matched(
     Ok(response)
 }
 
+/// What a request paid on arrival: its meter, charged again by a batch, and whether a read of
+/// many days' visitors fitted its bucket.
+struct Charged<'m> {
+    meter: &'m mut Meter,
+    visitors_allowed: bool,
+}
+
 async fn serve(
     action: Action,
     req: Request,
     cx: &RequestContext<'_>,
     target: Option<&Target>,
     token: Option<&str>,
-    meter: &mut Meter,
+    charged: Charged<'_>,
 ) -> Result<Response, ApiError> {
+    let Charged { meter, visitors_allowed } = charged;
     let (env, config) = (cx.env, cx.config);
     // The key routes always resolve a target; the others never use one.
     let keyed = || target.ok_or_else(|| ApiError::Internal("a key route without its key".into()));
@@ -263,7 +283,7 @@ async fn serve(
         Action::Stats => operations::stats(env, config).await,
         Action::Metrics => operations::metrics(env, config).await,
         Action::Batch => batch::serve(req, cx, token, meter).await,
-        Action::Badge => badge::serve(&req, cx, token, keyed()?).await,
+        Action::Badge => badge::serve(&req, cx, token, keyed()?, visitors_allowed).await,
         Action::Export => transfer::export(&req, env, config).await,
         Action::Import => transfer::import(&req, env, config).await,
         Action::Op(kind) => match kind.spec().subject {

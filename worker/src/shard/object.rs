@@ -178,6 +178,10 @@ impl ShardObject {
         if let Some(at) = next_alarm_after(now, &reclaimed) {
             self.ensure_alarm(at, now).await?;
         }
+        // The alarm is set for what storage holds that lapses next, owed or not.
+        if reclaimed.is_ok() {
+            self.alarm.owed.set(None);
+        }
         Ok(())
     }
 
@@ -225,7 +229,8 @@ impl ShardObject {
     /// [`Refusal::StoredWithoutAlarm`], as a rejection: the writes stay stored, and the caller
     /// must not take them as unapplied.
     pub(crate) async fn reclaim_by(&self, at: Option<u64>) -> std::result::Result<(), JsValue> {
-        let Some(at) = self.alarm.needed_by(at).filter(|&at| !self.alarm.is_due_by(at)) else {
+        let own = at.filter(|&at| !self.alarm.is_due_by(at));
+        let Some(at) = self.alarm.needed_by(own).filter(|&at| !self.alarm.is_due_by(at)) else {
             return Ok(());
         };
         let mut tries = 1;
@@ -237,9 +242,15 @@ impl ShardObject {
             };
             match set {
                 Ok(()) => {
-                    self.alarm.owed.set(None);
+                    // What is owed now may be a later call's, owed meanwhile and still earlier.
+                    if self.alarm.owed.get().is_some_and(|owed| owed >= at) {
+                        self.alarm.owed.set(None);
+                    }
                     return Ok(());
                 }
+                // A call that lapses nothing of its own tried once for an earlier one: it
+                // answers as it ran, and the alarm stays owed.
+                Err(_) if own.is_none() => return Ok(()),
                 Err(error) if tries == ALARM_TRIES => {
                     console_error!(
                         "the alarm could not be set after {tries} tries, the writes stay: {error}"
