@@ -78,6 +78,8 @@ lint-rust: $(call needs,tools-rust)
 	@cargo clippy --locked --workspace --all-targets --all-features --quiet -- -D warnings
 	@echo "[lint] no Rust file uses one that uses it back"
 	@python3 scripts/check-import-cycles.py
+	@echo "[lint] no match over ShardOp or OpKind has a wildcard arm"
+	@python3 scripts/check-op-matches.py
 
 lint-js: $(call needs,tools-test)
 	@echo "[lint] prettier --check"

@@ -38,7 +38,17 @@ impl Right {
         match op {
             ShardOp::Incr { by, ttl, .. } => Self::for_increment(*by, *ttl),
             op if op.is_write() => Self::Write,
-            _ => Self::Read,
+            ShardOp::Get { .. }
+            | ShardOp::Decr { .. }
+            | ShardOp::Set { .. }
+            | ShardOp::Delete { .. }
+            | ShardOp::CacheGet { .. }
+            | ShardOp::CachePut { .. }
+            | ShardOp::CacheDelete { .. }
+            | ShardOp::Create { .. }
+            | ShardOp::Guarded { .. }
+            | ShardOp::Info { .. }
+            | ShardOp::Days { .. } => Self::Read,
         }
     }
 

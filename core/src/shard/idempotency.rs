@@ -129,7 +129,18 @@ pub fn request_digest(op: &ShardOp) -> u128 {
             }
             json_digest(&tried)
         }
-        _ => json_digest(op),
+        ShardOp::Get { .. }
+        | ShardOp::Incr { .. }
+        | ShardOp::Decr { .. }
+        | ShardOp::Set { .. }
+        | ShardOp::Delete { .. }
+        | ShardOp::CacheGet { .. }
+        | ShardOp::CachePut { .. }
+        | ShardOp::CacheDelete { .. }
+        | ShardOp::Create { .. }
+        | ShardOp::Guarded { .. }
+        | ShardOp::Info { .. }
+        | ShardOp::Days { .. } => json_digest(op),
     }
 }
 

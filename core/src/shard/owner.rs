@@ -34,7 +34,18 @@ pub fn permits(counter: Option<&Counter>, op: &ShardOp) -> Result<(), CoreError>
         // Adding keeps the count growing; a TTL other than the counter's own could end it early.
         ShardOp::Incr { by, ttl, .. } if *by > 0 && (ttl.is_none() || *ttl == counter.ttl_seconds) => Ok(()),
         op if may_bind(op) => Err(CoreError::OwnedCounter),
-        _ => Ok(()),
+        ShardOp::Get { .. }
+        | ShardOp::Incr { .. }
+        | ShardOp::Decr { .. }
+        | ShardOp::Set { .. }
+        | ShardOp::Delete { .. }
+        | ShardOp::CacheGet { .. }
+        | ShardOp::CachePut { .. }
+        | ShardOp::CacheDelete { .. }
+        | ShardOp::Create { .. }
+        | ShardOp::Guarded { .. }
+        | ShardOp::Info { .. }
+        | ShardOp::Days { .. } => Ok(()),
     }
 }
 

@@ -419,7 +419,15 @@ impl Commands {
             OpKind::Get => self.reads += 1,
             OpKind::Incr => self.increments += 1,
             OpKind::Create => self.creates += 1,
-            _ => {}
+            OpKind::Decr
+            | OpKind::Set
+            | OpKind::Delete
+            | OpKind::CacheGet
+            | OpKind::CachePut
+            | OpKind::CacheDelete
+            | OpKind::Guarded
+            | OpKind::Info
+            | OpKind::Days => {}
         }
     }
 

@@ -146,7 +146,18 @@ fn serve_one_way(
                         ShardOp::Decr { by, ttl, .. } if call.idempotency_key.is_none() => {
                             (-i128::from(by), ttl)
                         }
-                        _ => {
+                        ShardOp::Get { .. }
+                        | ShardOp::Incr { .. }
+                        | ShardOp::Decr { .. }
+                        | ShardOp::Set { .. }
+                        | ShardOp::Delete { .. }
+                        | ShardOp::CacheGet { .. }
+                        | ShardOp::CachePut { .. }
+                        | ShardOp::CacheDelete { .. }
+                        | ShardOp::Create { .. }
+                        | ShardOp::Guarded { .. }
+                        | ShardOp::Info { .. }
+                        | ShardOp::Days { .. } => {
                             return Err(ApiError::from(CoreError::InvalidOp {
                                 reason: "cannot be one-way: a one-way batch takes only incr and \
                                          decr ops without an idempotency_key"

@@ -42,7 +42,15 @@ pub async fn serve(
             let value = respond::read_bounded_body(req, MAX_CACHE_VALUE_BYTES).await?;
             ShardOp::CachePut { ns, key, value, content_type, ttl: query.ttl }
         }
-        _ => return Err(ApiError::Internal(format!("`{}` on a cache route", kind.spec().name))),
+        OpKind::Get
+        | OpKind::Incr
+        | OpKind::Decr
+        | OpKind::Set
+        | OpKind::Delete
+        | OpKind::Create
+        | OpKind::Guarded
+        | OpKind::Info
+        | OpKind::Days => return Err(ApiError::Internal(format!("`{}` on a cache route", kind.spec().name))),
     };
     let call = ShardCall {
         op,

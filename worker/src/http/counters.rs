@@ -63,7 +63,16 @@ pub async fn serve(
         {
             uncounted(&req, cx, target).await
         }
-        _ => {
+        OpKind::Incr
+        | OpKind::Decr
+        | OpKind::Set
+        | OpKind::Delete
+        | OpKind::CacheGet
+        | OpKind::CachePut
+        | OpKind::CacheDelete
+        | OpKind::Create
+        | OpKind::Guarded
+        | OpKind::Info => {
             let operator = cx.config.access.is_operator(token, &target.ns);
             write(kind, &req, cx, target, operator).await
         }
@@ -258,7 +267,16 @@ async fn write(
             let value = read_set_body(req).await?;
             ShardOp::Set { ns, key, value, ttl }
         }
-        _ => return Err(ApiError::Internal(format!("`{}` on a counter route", kind.spec().name))),
+        OpKind::Get
+        | OpKind::CacheGet
+        | OpKind::CachePut
+        | OpKind::CacheDelete
+        | OpKind::Create
+        | OpKind::Guarded
+        | OpKind::Info
+        | OpKind::Days => {
+            return Err(ApiError::Internal(format!("`{}` on a counter route", kind.spec().name)))
+        }
     };
     let visit = matches!(kind, OpKind::Incr | OpKind::Decr)
         .then(|| days::visit_of(req, cx.config, target, kind, query.unique));
