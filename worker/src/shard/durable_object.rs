@@ -45,6 +45,9 @@ impl Shard {
         let Ok(request) = serde_json::from_str::<ShardRequest>(body) else {
             return rejected(CoreError::InvalidBody { reason: "is not a shard request".into() });
         };
+        if self.object.is_steady_for(&request) {
+            return self.object.answer(&request);
+        }
         match hand_over::route(&self.object, &request) {
             Ok(Route::Here) => self.object.answer(&request),
             Ok(Route::Refused(error)) => {

@@ -214,6 +214,16 @@ impl ShardObject {
         })
     }
 
+    /// Whether `request` runs here with no part of a change of the shard count to play: none
+    /// is declared, none was left interrupted, and its sender placed its keys under this
+    /// deployment's count (one that does not say knows only that count). The steady path never
+    /// enters [`crate::shard::resharding`].
+    pub(crate) fn is_steady_for(&self, request: &ShardRequest) -> bool {
+        self.hand_overs.migration.is_none()
+            && self.hand_overs.interrupted.get().is_none()
+            && request.placed.is_none_or(|placed| placed.shards == self.shards)
+    }
+
     /// Whether the alarm is known to fire by `at` (or nothing lapses), and by whatever earlier
     /// call could not set it.
     pub(crate) fn alarm_due_by(&self, at: Option<u64>) -> bool {
