@@ -35,20 +35,13 @@ impl Right {
     /// counter's life short (a reset by another name), so it needs the write right.
     #[must_use]
     pub fn for_op(op: &ShardOp) -> Self {
-        match op {
-            ShardOp::Incr { by, ttl, .. } => Self::for_increment(*by, *ttl),
-            op if op.is_write() => Self::Write,
-            ShardOp::Get { .. }
-            | ShardOp::Decr { .. }
-            | ShardOp::Set { .. }
-            | ShardOp::Delete { .. }
-            | ShardOp::CacheGet { .. }
-            | ShardOp::CachePut { .. }
-            | ShardOp::CacheDelete { .. }
-            | ShardOp::Create { .. }
-            | ShardOp::Guarded { .. }
-            | ShardOp::Info { .. }
-            | ShardOp::Days { .. } => Self::Read,
+        // Whether an op writes is its kind's, in the table of ops (`OpKind::spec`).
+        if let ShardOp::Incr { by, ttl, .. } = op {
+            Self::for_increment(*by, *ttl)
+        } else if op.is_write() {
+            Self::Write
+        } else {
+            Self::Read
         }
     }
 

@@ -11,14 +11,18 @@ use crate::shard::settings::Guard;
 /// Whether `op` could be refused by the rule, so that the shard must look at the counter.
 #[must_use]
 pub fn may_bind(op: &ShardOp) -> bool {
-    matches!(
-        op,
-        ShardOp::Incr { .. }
-            | ShardOp::Decr { .. }
-            | ShardOp::Set { .. }
-            | ShardOp::Delete { .. }
-            | ShardOp::Guarded { guard: Guard::Reset | Guard::Bounds, .. }
-    )
+    // Every op named: a new one makes the compiler ask whether an owner key binds it.
+    match op {
+        ShardOp::Incr { .. } | ShardOp::Decr { .. } | ShardOp::Set { .. } | ShardOp::Delete { .. } => true,
+        ShardOp::Guarded { guard, .. } => matches!(guard, Guard::Reset | Guard::Bounds),
+        ShardOp::Get { .. }
+        | ShardOp::CacheGet { .. }
+        | ShardOp::CachePut { .. }
+        | ShardOp::CacheDelete { .. }
+        | ShardOp::Create { .. }
+        | ShardOp::Info { .. }
+        | ShardOp::Days { .. } => false,
+    }
 }
 
 /// Whether a caller without the key and without an operator's token may apply `op` to
@@ -30,22 +34,12 @@ pub fn permits(counter: Option<&Counter>, op: &ShardOp) -> Result<(), CoreError>
     let Some(counter) = counter.filter(|c| c.rules().admin_key_hash.is_some()) else {
         return Ok(());
     };
-    match op {
-        // Adding keeps the count growing; a TTL other than the counter's own could end it early.
-        ShardOp::Incr { by, ttl, .. } if *by > 0 && (ttl.is_none() || *ttl == counter.ttl_seconds) => Ok(()),
-        op if may_bind(op) => Err(CoreError::OwnedCounter),
-        ShardOp::Get { .. }
-        | ShardOp::Incr { .. }
-        | ShardOp::Decr { .. }
-        | ShardOp::Set { .. }
-        | ShardOp::Delete { .. }
-        | ShardOp::CacheGet { .. }
-        | ShardOp::CachePut { .. }
-        | ShardOp::CacheDelete { .. }
-        | ShardOp::Create { .. }
-        | ShardOp::Guarded { .. }
-        | ShardOp::Info { .. }
-        | ShardOp::Days { .. } => Ok(()),
+    // Adding keeps the count growing; a TTL other than the counter's own could end it early.
+    let adds = matches!(op, ShardOp::Incr { by, ttl, .. } if *by > 0 && (ttl.is_none() || *ttl == counter.ttl_seconds));
+    if may_bind(op) && !adds {
+        Err(CoreError::OwnedCounter)
+    } else {
+        Ok(())
     }
 }
 
