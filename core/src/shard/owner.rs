@@ -14,7 +14,11 @@ pub fn may_bind(op: &ShardOp) -> bool {
     // Every op named: a new one makes the compiler ask whether an owner key binds it.
     match op {
         ShardOp::Incr { .. } | ShardOp::Decr { .. } | ShardOp::Set { .. } | ShardOp::Delete { .. } => true,
-        ShardOp::Guarded { guard, .. } => matches!(guard, Guard::Reset | Guard::Bounds),
+        ShardOp::Guarded { guard, .. } => match guard {
+            Guard::Reset | Guard::Bounds => true,
+            // These carry their own proof: the key itself, or the operator's right.
+            Guard::AdminKey { .. } | Guard::Operator => false,
+        },
         ShardOp::Get { .. }
         | ShardOp::CacheGet { .. }
         | ShardOp::CachePut { .. }

@@ -265,7 +265,8 @@ impl ShardObject {
                     console_error!(
                         "the alarm could not be set after {tries} tries, the writes stay: {error}"
                     );
-                    self.alarm.owed.set(Some(at));
+                    // Owed meanwhile by another call, an earlier debt stays.
+                    self.alarm.owed.set(Some(self.alarm.owed.get().map_or(at, |owed| owed.min(at))));
                     return Err(refusal(Refusal::StoredWithoutAlarm));
                 }
                 Err(_) => {
