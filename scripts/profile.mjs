@@ -13,7 +13,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, stopProcess } from "./child-process.mjs";
+import { freePort, run, stopProcess, waitUntilUp } from "./child-process.mjs";
 
 const [path, method = "GET", count = "5000", concurrency = "16", top = "30"] =
   process.argv.slice(2);
@@ -60,29 +60,6 @@ try {
 } finally {
   await stopProcess(workerd);
   rmSync(dir, { recursive: true, force: true });
-}
-
-function run(command, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      stdio: ["ignore", "ignore", "inherit"],
-    });
-    child.on("exit", (code) =>
-      code === 0 ? resolve() : reject(new Error(`${command} exited ${code}`)),
-    );
-  });
-}
-
-async function waitUntilUp(url) {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`workerd did not answer ${url}`);
 }
 
 /** Sends `total` requests from `concurrency` clients, each waiting for its answer. */

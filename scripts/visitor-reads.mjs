@@ -24,7 +24,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, stopProcess } from "./child-process.mjs";
+import { freePort, run, stopProcess, waitUntilUp } from "./child-process.mjs";
 
 const reads = Math.min(Number(process.argv[2] ?? 30), 1_000);
 const seconds = Math.min(Number(process.argv[3] ?? 5), 60);
@@ -249,27 +249,4 @@ async function start(vars) {
   });
   await waitUntilUp(`${base}/v1/health`);
   return child;
-}
-
-function run(command, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      stdio: ["ignore", "ignore", "inherit"],
-    });
-    child.on("exit", (code) =>
-      code === 0 ? resolve() : reject(new Error(`${command} exited ${code}`)),
-    );
-  });
-}
-
-async function waitUntilUp(url) {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`workerd did not answer ${url}`);
 }
