@@ -52,7 +52,10 @@ pub fn with_day(call: ShardCall, req: &Request, config: &Config) -> ShardCall {
 /// for its charge (`Meter::charge_visitors`): the total reads the days kept. `None` when it
 /// reads none, or when the handler will refuse the query.
 pub fn visitor_days(query: &str, unique: bool, config: &Config) -> Option<u32> {
-    let period = parse_period(query, config.days_kept).ok().filter(|_| unique)?;
+    if !unique {
+        return None;
+    }
+    let period = parse_period(query, config.days_kept).ok()?;
     let (from, to) = period.days(Day(0)).unwrap_or((Day(1 - config.days_kept), Day(0)));
     u32::try_from(to.0.saturating_sub(from.0).saturating_add(1)).ok()
 }

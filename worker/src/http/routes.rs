@@ -213,14 +213,12 @@ async fn dispatch_matched(
     // Checked in this order whatever the route: the charge (before the token is checked, so a
     // refused authentication costs the address like any request, and guessing tokens runs into
     // 429), the names, then the token's right.
-    let counting_badge =
-        matches!(action, Action::Badge) && BadgeQuery::parse(req.query()).is_ok_and(|q| q.incr);
-    let visitor_days = match action {
-        Action::Op(OpKind::Days) => CounterQuery::parse(req.query()).ok().map(|q| q.unique),
-        Action::Badge => BadgeQuery::parse(req.query()).ok().map(|q| q.unique),
-        _ => None,
-    }
-    .and_then(|unique| days::visitor_days(req.query(), unique, config));
+    let (unique, counting_badge) = match action {
+        Action::Op(OpKind::Days) => (CounterQuery::parse(req.query()).is_ok_and(|q| q.unique), false),
+        Action::Badge => BadgeQuery::parse(req.query()).map_or((false, false), |q| (q.unique, q.incr)),
+        _ => (false, false),
+    };
+    let visitor_days = days::visitor_days(req.query(), unique, config);
     // A read of visitors pays for its days on arrival too (a bad query is refused by its
     // handler, and pays one). A counting badge past that bucket still counts its view, and
     // shows no visitors (see `badge::serve`): refused, the view would be lost.
