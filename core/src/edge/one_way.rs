@@ -932,10 +932,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn counts_are_kept_apart_from_deltas_an_owned_counter_refuses() {
-        let store = crate::shard::memory_store::MemoryStore::default();
-        let mut shard = new_shard();
+    /// `n/owned` at 100, created with an admin key: an owned counter.
+    fn owned_counter(
+        shard: &mut crate::ShardEngine,
+        store: &crate::shard::memory_store::MemoryStore,
+    ) -> (Namespace, Key) {
         let (ns, key) = names("owned");
         let create = ShardOp::Create {
             ns: ns.clone(),
@@ -945,7 +946,15 @@ mod tests {
             admin_key: Some("k".to_owned()),
             ttl: None,
         };
-        shard.run(&store, &ShardRequest { ops: vec![create.into()], ..Default::default() }, 0);
+        shard.run(store, &ShardRequest { ops: vec![create.into()], ..Default::default() }, 0);
+        (ns, key)
+    }
+
+    #[test]
+    fn counts_are_kept_apart_from_deltas_an_owned_counter_refuses() {
+        let store = crate::shard::memory_store::MemoryStore::default();
+        let mut shard = new_shard();
+        let (ns, key) = owned_counter(&mut shard, &store);
         let mut buffer = OneWayBuffer::new(limits());
         for _ in 0..10 {
             buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, 1), 0);
@@ -963,16 +972,7 @@ mod tests {
     fn an_operator_s_deltas_are_applied_as_an_operator_s_and_nobody_else_s_are() {
         let store = crate::shard::memory_store::MemoryStore::default();
         let mut shard = new_shard();
-        let (ns, key) = names("owned");
-        let create = ShardOp::Create {
-            ns: ns.clone(),
-            key: key.clone(),
-            value: 100,
-            settings: crate::shard::settings::CounterSettings::default(),
-            admin_key: Some("k".to_owned()),
-            ttl: None,
-        };
-        shard.run(&store, &ShardRequest { ops: vec![create.into()], ..Default::default() }, 0);
+        let (ns, key) = owned_counter(&mut shard, &store);
         let mut buffer = OneWayBuffer::new(limits());
         let operator = |delta| Counted { operator: true, ..Counted::plain(None, delta) };
         buffer.accept(ShardId(0), &ns, &key, operator(-30), 0);

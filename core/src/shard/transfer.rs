@@ -292,34 +292,43 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_line_carries_at_most_the_days_and_sketches_a_counter_keeps() {
+    /// An export's line of a counter `n/k` counted in `today` (its latest day), with finished
+    /// `days` and visitors' `sketches` of those days.
+    fn line_with_days(
+        today: Option<i32>,
+        days: impl IntoIterator<Item = i32>,
+        sketches: impl IntoIterator<Item = i32>,
+    ) -> String {
         use crate::shard::counter::DayCount;
         use crate::shard::migration::ParcelSketch;
         use crate::visits::day::Day;
         use crate::visits::sketch::Sketch;
 
+        let parcel = Parcel {
+            counter: Some(Counter {
+                value: 1,
+                version: 1,
+                ttl_seconds: None,
+                expires_at_ms: None,
+                created_ms: Some(1),
+                settings: None,
+                today: today.map(|d| DayCount { day: Day(d), count: 1 }),
+            }),
+            days: days.into_iter().map(|d| DayCount { day: Day(d), count: 1 }).collect(),
+            sketches: sketches
+                .into_iter()
+                .map(|d| ParcelSketch { day: Day(d), sketch: Sketch::new().to_bytes() })
+                .collect(),
+            ..Parcel::empty(Namespace::new("n").unwrap(), Key::new("k").unwrap())
+        };
+        serde_json::to_string(&parcel).unwrap()
+    }
+
+    #[test]
+    fn a_line_carries_at_most_the_days_and_sketches_a_counter_keeps() {
         let line = |days: usize, sketches: usize| {
-            let parcel = Parcel {
-                counter: Some(Counter {
-                    value: 1,
-                    version: 1,
-                    ttl_seconds: None,
-                    expires_at_ms: None,
-                    created_ms: Some(1),
-                    settings: None,
-                    today: None,
-                }),
-                days: (0..days).map(|d| DayCount { day: Day(i32::try_from(d).unwrap()), count: 1 }).collect(),
-                sketches: (0..sketches)
-                    .map(|d| ParcelSketch {
-                        day: Day(i32::try_from(d).unwrap()),
-                        sketch: Sketch::new().to_bytes(),
-                    })
-                    .collect(),
-                ..Parcel::empty(Namespace::new("n").unwrap(), Key::new("k").unwrap())
-            };
-            serde_json::to_string(&parcel).unwrap()
+            let count = |n: usize| 0..i32::try_from(n).unwrap();
+            line_with_days(None, count(days), count(sketches))
         };
         // Late enough that every day of the longest line has come.
         let now_ms = 4_000 * 86_400_000;
@@ -332,43 +341,18 @@ mod tests {
 
     #[test]
     fn days_before_1970_or_after_tomorrow_in_the_widest_zone_are_refused() {
-        use crate::shard::counter::DayCount;
-        use crate::shard::migration::ParcelSketch;
-        use crate::visits::day::Day;
-        use crate::visits::sketch::Sketch;
-
         // 2026-11-28 12:00 UTC is day 20,420; it is already 2026-11-29 in UTC+14.
         let now_ms = 20_420 * 86_400_000 + 12 * 3_600_000;
-        let line = |today: Option<i32>, day: Option<i32>, sketch: Option<i32>| {
-            let parcel = Parcel {
-                counter: Some(Counter {
-                    value: 1,
-                    version: 1,
-                    ttl_seconds: None,
-                    expires_at_ms: None,
-                    created_ms: Some(1),
-                    settings: None,
-                    today: today.map(|d| DayCount { day: Day(d), count: 1 }),
-                }),
-                days: day.map(|d| DayCount { day: Day(d), count: 1 }).into_iter().collect(),
-                sketches: sketch
-                    .map(|d| ParcelSketch { day: Day(d), sketch: Sketch::new().to_bytes() })
-                    .into_iter()
-                    .collect(),
-                ..Parcel::empty(Namespace::new("n").unwrap(), Key::new("k").unwrap())
-            };
-            serde_json::to_string(&parcel).unwrap()
-        };
         let refused =
             |line: &str| matches!(parse_import_line(line, now_ms), Err(CoreError::InvalidBody { .. }));
         for day in [0, 20_420, 20_421] {
-            assert!(!refused(&line(Some(day), None, None)), "today {day}");
-            assert!(!refused(&line(None, Some(day), Some(day))), "day {day}");
+            assert!(!refused(&line_with_days(Some(day), None, None)), "today {day}");
+            assert!(!refused(&line_with_days(None, Some(day), Some(day))), "day {day}");
         }
         for day in [-1, 20_422, 999_999] {
-            assert!(refused(&line(Some(day), None, None)), "today {day}");
-            assert!(refused(&line(None, Some(day), None)), "day {day}");
-            assert!(refused(&line(None, None, Some(day))), "sketch {day}");
+            assert!(refused(&line_with_days(Some(day), None, None)), "today {day}");
+            assert!(refused(&line_with_days(None, Some(day), None)), "day {day}");
+            assert!(refused(&line_with_days(None, None, Some(day))), "sketch {day}");
         }
     }
 
