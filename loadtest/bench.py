@@ -459,7 +459,9 @@ def billed_units(before: dict, after: dict, requests: float, ops: float) -> dict
     units.update({
         "edge_hit_ratio": round(hits / (hits + misses), 4) if hits + misses else 0.0,
         "shard_calls_per_request": round(delta("totals", "calls") / requests, 4) if requests else None,
-        "coalesced_ops": delta("edge", "coalesced_ops"),
+        # Shard calls that ran in a group with others (see docs/architecture.md): calls less groups.
+        "grouped_calls": delta("totals", "calls") - delta("totals", "groups"),
+        "groups_per_op": round(delta("totals", "groups") / ops, 4) if ops else None,
         "worker_requests_per_op": round(requests / ops, 4) if ops else None,
         "shard_calls_per_op": round(delta("totals", "calls") / ops, 4) if ops else None,
         "rows_read_per_op": round(delta("totals", "rows_read") / ops, 4) if ops else None,

@@ -118,7 +118,7 @@ def tables(rows: list[dict]) -> list[str]:
         for r in group:
             notes = [r.get("note", ""), r.get("persistence", ""), units_note(r), r.get("shard_state", "")]
             if "edge_hit_ratio" in r and (r.get("shard_calls_per_request") or 0) >= 0 and r["system"] != FLOOR_SYSTEM:
-                notes.append(f"edge hits {r['edge_hit_ratio']:.0%}, coalesced ops {r.get('coalesced_ops')}")
+                notes.append(f"edge hits {r['edge_hit_ratio']:.0%}, shard groups {r.get('groups_per_op')} an op")
             lines.append(
                 f"| {r['system']} | {cell(r['ops_per_s'], 0)} | {busy(r)} | {ratio(r, by_system.get(BASELINES[0]))} "
                 f"| {ratio(r, by_system.get(BASELINES[1]))} | {cell(r.get('server_cpu_us_per_op'), 1)} "

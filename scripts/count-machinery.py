@@ -37,9 +37,13 @@ MACHINERY = [
     "worker/src/isolate/one_way.rs",
     "core/src/shard/receipt.rs",
     "core/src/shard/group_commit.rs",
+    # What the isolate's coalescing took (removed when the shard began grouping calls), and
+    # what replaced it: the shard's groups and the futures on the runtime.
     "core/src/edge/coalescer.rs",
     "worker/src/isolate/request_task",
     "worker/src/isolate/shard_calls",
+    "worker/src/shard/group.rs",
+    "worker/src/isolate/tasks.rs",
     "worker/src/http/cancellation",
     # Before they became folders.
     "worker/src/isolate/request_task.rs",

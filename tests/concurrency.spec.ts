@@ -1,5 +1,5 @@
-// Concurrent writes to one key: none lost, none applied twice, each caller its own value; ops
-// that wait for their shard's call in flight go together in the next call.
+// Concurrent writes to one key: none lost, none applied twice, each caller its own value; calls
+// that arrive while the shard makes a group's writes durable run together in the next group.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import {
   edgeStats,
@@ -9,7 +9,6 @@ import {
   startService,
   type Service,
   type ShardStats,
-  untilEdge,
 } from "./service";
 
 let service: Service;
@@ -28,7 +27,7 @@ async function strongValue(on: Service, ns: string, key: string) {
   return BigInt(await response.text());
 }
 
-it("1,000 concurrent increments on one key give exactly 1,000, distinct values, and no more shard calls than ops", async () => {
+it("1,000 concurrent increments on one key give exactly 1,000, distinct values, in one shard call each", async () => {
   const ns = freshNamespace("race");
   const before = await edgeStats(service);
   const responses = await Promise.all(
@@ -48,22 +47,12 @@ it("1,000 concurrent increments on one key give exactly 1,000, distinct values, 
   // isolate's kept value without reaching the shard.
   expect(await strongValue(service, ns, "hot")).toBe(1_000n);
   const after = await edgeStats(service);
-  const calls = after.shard_calls - before.shard_calls;
-  const ops = after.ops_submitted - before.ops_submitted;
-  // The increments, each submitted once; the read after them, with nothing under way at its
-  // shard, went straight to it.
-  expect(ops).toBe(1_000);
-  // How many calls the ops travel in depends on how they arrive (a busy machine makes smaller
-  // groups); that a call carries at least one op, and the coalesced rest ride in others', not.
-  expect(calls).toBeGreaterThanOrEqual(1);
-  expect(calls).toBeLessThanOrEqual(ops);
-  expect(after.coalesced_ops - before.coalesced_ops).toBe(ops - calls);
-  console.log(
-    `1,000 increments: ${calls} shard calls (${(ops / calls).toFixed(1)} ops per call)`,
-  );
+  // The increments and the read, each in a call of its own.
+  expect(after.shard_calls - before.shard_calls).toBe(1_001);
+  expect(after.calls_under_way).toBe(0);
 });
 
-it("100 concurrent increments of one key write its row once per shard call, however many calls they travel in", async () => {
+it("100 concurrent increments of one key write its row once per group the shard ran them in", async () => {
   const ns = freshNamespace("rows");
   const { shardStats } = await shardOfNewCounter(service, ns, "hot");
   const before = await shardStats();
@@ -82,78 +71,132 @@ it("100 concurrent increments of one key write its row once per shard call, howe
   // Each caller still gets its own value, and every increment is stored.
   expect(new Set(values).size).toBe(100);
   expect(await strongValue(service, ns, "hot")).toBe(101n);
-  // How many calls the increments travel in depends on timing (a busy machine makes smaller
-  // groups); that each call writes the key's row once, whatever it carries, does not. The
-  // test below holds the shard busy to make the grouping certain.
+  // How many groups the calls ran in depends on how they arrived (a busy machine makes
+  // smaller groups); that each group writes the key's row once, whatever it carries, does not.
+  // The test below holds a group open to make the grouping certain.
   const calls = after.calls - before.calls;
+  const groups = after.groups - before.groups;
   const rows = after.rows_written - before.rows_written;
   console.log(
-    `100 concurrent increments of one key: ${calls} shard calls, ${rows / 100} rows written per op`,
+    `100 concurrent increments of one key: ${groups} groups, ${rows / 100} rows written per op`,
   );
-  expect(rows).toBe(calls);
-  expect(calls).toBeGreaterThanOrEqual(1);
-  expect(calls).toBeLessThanOrEqual(100);
+  // The increments, and the reads of the figures before them.
+  expect(calls).toBe(100);
+  expect(rows).toBe(groups);
+  expect(groups).toBeGreaterThanOrEqual(1);
+  expect(groups).toBeLessThanOrEqual(100);
 });
 
-it("increments that wait for their shard's call in flight go together in the next call, which writes the key's row once", async () => {
-  // The isolate's first shard call is sent and then waited on as if its shard never answered
-  // (EDGECOUNT_DRILL_STALLED_CALLS): the shard applies it, and the isolate holds the shard busy
-  // until the call's 10 s lease ends, so every later op for that shard waits for the next call.
-  const stalled = await startService({
-    vars: { EDGECOUNT_DRILL_STALLED_CALLS: "1" },
+it("calls that arrive while a group's writes are made durable run together in the next group, which writes the key's row once", async () => {
+  // The shard's first group waits, once the first call's writes are durable, until 99 calls
+  // have queued (EDGECOUNT_DRILL_GROUP_AFTER): which calls run together is then certain.
+  const held = await startService({
+    vars: { EDGECOUNT_DRILL_GROUP_AFTER: "99" },
   });
   try {
     const ns = freshNamespace("grouped");
     // The key's shard, found without calling it: a refused method still names it.
-    const refused = await stalled.fetch(`/v1/counters/${ns}/hot`, {
+    const refused = await held.fetch(`/v1/counters/${ns}/hot`, {
       method: "PATCH",
     });
     expect(refused.status).toBe(405);
     const shard = Number(refused.headers.get("x-edgecount-shard"));
     const shardStats = async (): Promise<ShardStats> =>
-      (await (await stalled.fetch("/v1/stats")).json()).shards[shard];
+      (await (await held.fetch("/v1/stats")).json()).shards[shard];
     const before = await shardStats();
 
-    const sentAt = Date.now();
-    const first = stalled.fetch(`/v1/counters/${ns}/hot/incr`, {
+    const first = await held.fetch(`/v1/counters/${ns}/hot/incr`, {
       method: "POST",
     });
-    first.catch(() => {}); // awaited below; a failure before then is the test's, not this
-    await untilEdge(stalled, (edge) => edge.shard_calls === 1);
-    const waiting = Promise.all(
-      Array.from({ length: 100 }, () =>
-        stalled.fetch(`/v1/counters/${ns}/hot/incr`, { method: "POST" }),
+    expect(first.status).toBe(200);
+    expect(exactValue(await first.text())).toBe(1n);
+    const responses = await Promise.all(
+      Array.from({ length: 99 }, () =>
+        held.fetch(`/v1/counters/${ns}/hot/incr`, { method: "POST" }),
       ),
     );
-    waiting.catch(() => {});
-    await untilEdge(stalled, (edge) => edge.ops_submitted === 101);
-    // All queued well before the lease ends (10 s after the first call was sent).
-    expect(Date.now() - sentAt).toBeLessThan(9_000);
-
     const values = await Promise.all(
-      (await waiting).map(async (response) => {
+      responses.map(async (response) => {
         expect(response.status).toBe(200);
         return Number(exactValue(await response.text()));
       }),
     );
-    // The stalled call was applied first: the waiting ones count on from 1.
+    // Each its own value, counting on from the first.
     expect(values.sort((a, b) => a - b)).toEqual(
-      Array.from({ length: 100 }, (_, i) => i + 2),
+      Array.from({ length: 99 }, (_, i) => i + 2),
     );
-    const edge = await edgeStats(stalled);
-    expect(edge.shard_calls).toBe(2);
-    expect(edge.coalesced_ops).toBe(99);
-    expect(edge.shard_calls_lost).toBe(1);
     const after = await shardStats();
-    expect(after.calls - before.calls).toBe(2);
-    // The key's row once per call, and the shard's key total once, for the new key.
+    expect(after.calls - before.calls).toBe(100);
+    expect(after.groups - before.groups).toBe(2);
+    // The new key's row and the shard's key total for the first call, the key's row once
+    // for the group of 99.
     expect(after.rows_written - before.rows_written).toBe(2 + 1);
-
-    const answer = await first;
-    expect(answer.status).toBe(503);
-    expect((await answer.json()).error.code).toBe("outcome_unknown");
-    expect(await strongValue(stalled, ns, "hot")).toBe(101n);
+    expect(await strongValue(held, ns, "hot")).toBe(100n);
   } finally {
-    await stalled.stop();
+    await held.stop();
+  }
+});
+
+it("refuses a call that would take the ops waiting for the next group past 2,000, before applying any of it", async () => {
+  // One shard, whose first group waits until three calls have arrived: two batches of 1,000
+  // increments and a single one, sent at once. Any two of them fit in the group's 2,000 ops;
+  // all three do not, so whichever arrives last is refused, whatever the order.
+  const held = await startService({
+    vars: { EDGECOUNT_SHARDS: "1", EDGECOUNT_DRILL_GROUP_AFTER: "3" },
+  });
+  try {
+    const ns = freshNamespace("bound");
+    const first = await held.fetch(`/v1/counters/${ns}/single/incr`, {
+      method: "POST",
+    });
+    expect(first.status).toBe(200);
+    const thousand = (key: string) =>
+      held.fetch("/v1/batch", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          ops: Array.from({ length: 1_000 }, () => ({ op: "incr", ns, key })),
+        }),
+      });
+    const [a, b, single] = await Promise.all([
+      thousand("a"),
+      thousand("b"),
+      held.fetch(`/v1/counters/${ns}/single/incr`, { method: "POST" }),
+    ]);
+    const codes = async (response: Response): Promise<string[]> => {
+      if (response.headers.get("content-type")?.includes("json") !== true)
+        return [String(response.status)];
+      const body = await response.json();
+      if (body.error) return [body.error.code];
+      if (!body.results) return ["applied"]; // a counter's answer
+      return [
+        ...new Set(
+          body.results.map((r: any) => (r.error ? r.error.code : "applied")),
+        ),
+      ] as string[];
+    };
+    const outcomes = [await codes(a), await codes(b), await codes(single)];
+    expect(
+      outcomes.filter((o) => o.join() === "shard_overloaded"),
+    ).toHaveLength(1);
+    expect(outcomes.filter((o) => o.join() === "applied")).toHaveLength(2);
+    const value = async (key: string) =>
+      Number(
+        await (
+          await held.fetch(`/v1/counters/${ns}/${key}?consistency=strong`, {
+            headers: { accept: "text/plain" },
+          })
+        ).text(),
+      );
+    const applied = [
+      outcomes[0].join() === "applied" ? 1_000 : 0,
+      outcomes[1].join() === "applied" ? 1_000 : 0,
+      outcomes[2].join() === "applied" ? 2 : 1,
+    ];
+    expect([await value("a"), await value("b"), await value("single")]).toEqual(
+      applied,
+    );
+  } finally {
+    await held.stop();
   }
 });

@@ -185,6 +185,7 @@ export function exactValue(body: string): bigint {
 /** One shard's figures in `/v1/stats` (docs/operations.md lists them all). */
 export interface ShardStats {
   calls: number;
+  groups: number;
   ops: number;
   rows_read: number;
   rows_written: number;

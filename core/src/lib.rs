@@ -23,8 +23,7 @@
 //!   [`shard::memory_store`] (the stores in memory, for tests and benchmarks).
 //! - [`edge`], what a worker isolate decides on its own:
 //!   [`edge::hot_keys`] (which keys are hot), [`edge::read_cache`] (kept reads and the max-age
-//!   policy), [`edge::coalescer`] (merging concurrent calls to one shard),
-//!   [`edge::access`] (tokens and rights), [`edge::rate_limit`] (a token bucket per client).
+//!   policy), [`edge::access`] (tokens and rights), [`edge::rate_limit`] (a token bucket per client).
 //!
 //! - [`visits`], what a page view counts beside the total: [`visits::day`] (days in a
 //!   namespace's time zone, the periods a read asks), [`visits::sketch`] (distinct visitors,
@@ -48,7 +47,6 @@ pub mod shard;
 pub mod visits;
 
 pub use edge::access::AccessPolicy;
-pub use edge::coalescer::Coalescer;
 pub use edge::hot_keys::HotKeys;
 pub use edge::read_cache::EdgeCache;
 pub use error::{CoreError, StorageError, StoreResult};
@@ -58,5 +56,5 @@ pub use shard::cache_table::{CacheBounds, CacheStore, CacheTable};
 pub use shard::content_type::ContentType;
 pub use shard::counter::{Counter, CounterWrite};
 pub use shard::counter_table::{CounterStore, CounterTable};
-pub use shard::engine::{Ran, ShardEngine, ShardStore};
+pub use shard::engine::{Grouped, Ran, ShardEngine, ShardStore};
 pub use shard::protocol::{OpKind, OpResult, ShardCall, ShardOp, ShardRequest, ShardResponse};

@@ -9,12 +9,12 @@
 //!   [`http::cancellation`] (a request whose client hangs up).
 //! - [`isolate`], what one isolate keeps between requests, all of it in [`isolate::state`]:
 //!   [`isolate::config`] (the vars, read once), [`isolate::hot_reads`] (kept reads of hot keys), [`isolate::meter`] (rate-limit
-//!   buckets), [`isolate::shard_calls`] (concurrent calls to one shard merged),
-//!   [`isolate::shard_client`] (the RPC to a shard), [`isolate::one_way`] (one-way writes
+//!   buckets), [`isolate::shard_client`] (the RPC to a shard, and the calls under way to each), [`isolate::one_way`] (one-way writes
 //!   waiting to be applied), [`isolate::hash_seed`] (the random seed of its hash tables),
-//!   [`isolate::clock`].
-//! - [`shard`], the Durable Object: [`shard::durable_object`] (a shell over the core's engine)
-//!   and [`shard::sql_store`] (its SQLite tables).
+//!   [`isolate::clock`], [`isolate::tasks`] (futures on the runtime).
+//! - [`shard`], the Durable Object: [`shard::durable_object`] (a shell over the core's engine),
+//!   [`shard::group`] (calls that arrive together run together) and [`shard::sql_store`] (its
+//!   SQLite tables).
 
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 use worker::{worker_sys, Context, Env};
@@ -24,20 +24,17 @@ pub mod isolate;
 pub mod shard;
 
 /// The worker's `fetch` handler, called by the entry module for every request: answers the
-/// `Response`, or a promise of it when the request has to wait. Each request's future runs on
-/// an executor of its own ([`isolate::request_task`]), not wasm-bindgen's shared one, so that
-/// its code only ever runs in its own request's context.
+/// `Response`, or a promise of it when the request has to wait ([`isolate::tasks::run`]).
 #[wasm_bindgen]
 pub fn fetch(req: worker_sys::web_sys::Request, env: Env, ctx: worker_sys::Context) -> JsValue {
     isolate::hash_seed::seed_once();
     isolate::clock::note_request();
-    isolate::request_task::run(async move {
+    isolate::tasks::run(async move {
         let req = http::message::Request::new(req)?;
         let ctx = Context::new(ctx);
-        let response = http::cancellation::serve_cancellable(req.handle(), move |cancellation| {
-            http::routes::handle(req, env, ctx, cancellation)
-        })
-        .await;
+        let handle = req.handle();
+        let serving = isolate::tasks::counted(http::routes::handle(req, env, ctx));
+        let response = http::cancellation::serve_cancellable(handle, serving).await;
         Ok(JsValue::from(response.into_web()?))
     })
 }

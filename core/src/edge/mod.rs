@@ -5,7 +5,6 @@
 
 pub mod access;
 pub mod bots;
-pub mod coalescer;
 pub mod hot_keys;
 pub mod one_way;
 pub mod rate_limit;

@@ -166,10 +166,13 @@ impl EdgeCache {
         self.entries.peek_mut(&slot)
     }
 
-    /// Keeps `read`, unless a newer read of the key is already kept: one sent later, or sent in
-    /// the same millisecond and of a later version (a read that comes back after a write
-    /// through this isolate must not replace the write's value); nor if it was sent no later
-    /// than the key was last forgotten (it may predate the delete).
+    /// Keeps `read`, unless a newer read of the key is already kept: one of a later version, or
+    /// of the same version and sent later. A read that comes back after a write through this
+    /// isolate must not replace the write's value, whichever was sent first: a read sent after
+    /// the write may reach the shard before it, or wait behind it. (A counter deleted and made
+    /// again elsewhere starts its versions again; its kept read then stays at most the max age,
+    /// as any kept read does.) Nor is a read kept if it was sent no later than the key was
+    /// last forgotten (it may predate the delete).
     pub fn put(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
         if self.max_age_ms == 0 {
             return;
@@ -178,7 +181,7 @@ impl EdgeCache {
         if self.forgotten.peek(&slot).is_some_and(|&at| read.read_at_ms <= at) {
             return;
         }
-        let newer = |kept: &Kept| (kept.read.read_at_ms, kept.read.version) > (read.read_at_ms, read.version);
+        let newer = |kept: &Kept| (kept.read.version, kept.read.read_at_ms) > (read.version, read.read_at_ms);
         if self.entries.peek(&slot).is_some_and(newer) {
             return;
         }
@@ -413,6 +416,12 @@ mod tests {
         // The same within one millisecond: the later version stays.
         cache.put(&ns, &key, CachedRead { value: 0, exists: true, version: 1, read_at_ms: 105 });
         assert_eq!(cache.get(&ns, &key, 150).map(|r| r.version), Some(2));
+        // A read sent after the write that reached the shard before it: the write's value stays.
+        cache.put(&ns, &key, CachedRead { value: 0, exists: true, version: 1, read_at_ms: 110 });
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.version), Some(2));
+        // A later read of the same version is kept: it is as true, and younger.
+        cache.put(&ns, &key, CachedRead { value: 1, exists: true, version: 2, read_at_ms: 120 });
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.read_at_ms), Some(120));
     }
 
     #[test]

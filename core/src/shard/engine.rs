@@ -42,6 +42,9 @@ pub struct ShardEngine {
     cache: CacheTable,
     /// Requests run since the shard started.
     calls: u64,
+    /// Groups those requests ran in (see [`ShardEngine::run_group`]); a receipted request is a
+    /// group of its own.
+    groups: u64,
     /// Ops executed since the shard started.
     ops: u64,
     /// Expired counters and cache entries reclaimed by the alarm since the shard started.
@@ -52,6 +55,15 @@ pub struct ShardEngine {
     cache_lapse_owed: Option<u64>,
     /// Of the ops executed, the counter reads, increments and creates: Abacus's command counts.
     commands: Commands,
+}
+
+/// What [`ShardEngine::run_group`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grouped {
+    /// Each request's response, in the group's order.
+    pub responses: Vec<ShardResponse>,
+    /// When the first thing the group wrote lapses: the shard's alarm must fire by then.
+    pub reclaim_by: Option<u64>,
 }
 
 /// What [`ShardEngine::run`] answers.
@@ -73,6 +85,7 @@ impl ShardEngine {
             counters: CounterTable::new(),
             cache: CacheTable::new(cache_bounds),
             calls: 0,
+            groups: 0,
             ops: 0,
             reclaimed: 0,
             cache_lapse_owed: None,
@@ -89,23 +102,42 @@ impl ShardEngine {
         if let Some(receipt) = &request.receipt {
             return self.run_receipted(store, receipt, &request.ops, now_ms);
         }
-        self.calls += 1;
+        let Grouped { mut responses, reclaim_by } = self.run_group(store, &[request], now_ms);
+        let response = responses.pop().unwrap_or(ShardResponse { results: Vec::new() });
+        Ran { response, reclaim_by }
+    }
+
+    /// Runs requests that arrived together as one group, in order, each op seeing what the ops
+    /// before it left: one transaction for them all and one commit, so the writes of one key
+    /// in the group are stored as one row. Each request keeps its own answer budget and gets
+    /// its own response. A group whose writes cannot be stored applies nothing, and every op
+    /// of every request is answered as failed. Requests under a receipt are not grouped: they
+    /// go to [`Self::run`] one by one.
+    pub fn run_group(&mut self, store: &impl ShardStore, requests: &[&ShardRequest], now_ms: u64) -> Grouped {
+        self.calls += requests.len() as u64;
+        self.groups += 1;
         let index_was_loaded = self.cache.is_loaded();
-        let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
-        let ran = in_transaction(store, &request.ops, || {
-            let pending = self.read_ahead(store, &request.ops);
-            let results: Vec<OpResult> = request
-                .ops
-                .iter()
-                .map(|call| budget.admit(self.execute_call(&pending, call, now_ms)))
-                .collect();
+        let ops: Vec<ShardCall> = requests.iter().flat_map(|request| request.ops.iter().cloned()).collect();
+        let ran = in_transaction(store, &ops, || {
+            let pending = self.read_ahead(store, &ops);
+            let mut results = Vec::with_capacity(ops.len());
+            for request in requests {
+                let mut budget = request.answer_budget.map_or_else(AnswerBudget::default, AnswerBudget::new);
+                for call in &request.ops {
+                    results.push(budget.admit(self.execute_call(&pending, call, now_ms)));
+                }
+            }
             pending.commit()?;
             Ok(results)
         });
-        let results = ran.unwrap_or_else(|detail| self.undone(&request.ops, detail, |_| true));
-        let ops_lapse = request.ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
+        let mut results = ran.unwrap_or_else(|detail| self.undone(&ops, detail, |_| true)).into_iter();
+        let responses = requests
+            .iter()
+            .map(|request| ShardResponse { results: results.by_ref().take(request.ops.len()).collect() })
+            .collect();
+        let ops_lapse = ops.iter().filter_map(|call| lapses_at(call, now_ms)).min();
         let reclaim_by = ops_lapse.into_iter().chain(self.cache_lapse(index_was_loaded)).min();
-        Ran { response: ShardResponse { results }, reclaim_by }
+        Grouped { responses, reclaim_by }
     }
 
     /// When the cache index's first entry lapses, once a call has loaded the index and until
@@ -129,6 +161,7 @@ impl ShardEngine {
         now_ms: u64,
     ) -> Ran {
         self.calls += 1;
+        self.groups += 1;
         let index_was_loaded = self.cache.is_loaded();
         let answer_all =
             |results: Vec<OpResult>| Ran { response: ShardResponse { results }, reclaim_by: None };
@@ -294,6 +327,7 @@ impl ShardEngine {
         let (keys, stored_counters) = store.count_counters(now_ms).map_err(CoreError::storage)?;
         Ok(ShardStats {
             calls: self.calls,
+            groups: self.groups,
             ops: self.ops,
             keys,
             stored_counters,
@@ -870,6 +904,49 @@ mod receipt_tests {
 
     fn applied(result: &OpResult) -> bool {
         matches!(result.clone().unwrap_replay().0, OpResult::Value { .. })
+    }
+
+    fn plain(ops: Vec<ShardCall>) -> ShardRequest {
+        ShardRequest { ops, answer_budget: None, receipt: None, placed: None }
+    }
+
+    fn values(response: &ShardResponse) -> Vec<i64> {
+        response
+            .results
+            .iter()
+            .map(|result| match result {
+                OpResult::Value { value, .. } => *value,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_group_answers_each_request_its_own_values_and_writes_a_key_once() {
+        let store = MapStore::default();
+        let mut shard = engine();
+        let requests =
+            [plain(vec![incr("a", 1)]), plain(vec![incr("a", 2), incr("b", 1)]), plain(vec![incr("a", 3)])];
+        let grouped = shard.run_group(&store, &requests.iter().collect::<Vec<_>>(), 1_000);
+        let answers: Vec<Vec<i64>> = grouped.responses.iter().map(values).collect();
+        assert_eq!(answers, [vec![1], vec![3, 1], vec![6]], "each op sees the ops before it, in order");
+        assert_eq!(store.rows_written.get(), 2, "one row for `a`, one for `b`");
+        let stats = shard.stats(&store, 1_000).unwrap();
+        assert_eq!((stats.calls, stats.groups, stats.ops), (3, 1, 4));
+    }
+
+    #[test]
+    fn a_group_whose_writes_fail_fails_every_request_and_applies_nothing() {
+        let store = MapStore::default();
+        let mut shard = engine();
+        store.counter_saves_left.set(Some(0));
+        let requests = [plain(vec![incr("a", 1)]), plain(vec![incr("b", 1)])];
+        let grouped = shard.run_group(&store, &requests.iter().collect::<Vec<_>>(), 1_000);
+        for response in &grouped.responses {
+            assert!(matches!(response.results[..], [OpResult::Failed { .. }]), "{response:?}");
+        }
+        store.counter_saves_left.set(None);
+        assert_eq!([value(&mut shard, &store, "a"), value(&mut shard, &store, "b")], [0, 0]);
     }
 
     #[test]

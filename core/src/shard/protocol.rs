@@ -498,6 +498,11 @@ pub struct ShardResponse {
 pub struct ShardStats {
     /// Calls from the worker (each carrying one or more ops) since the object last started.
     pub calls: u64,
+    /// The groups those calls ran in, one transaction each: calls that arrive while the
+    /// shard's previous group is being made durable run together (see
+    /// [`crate::shard::engine::ShardEngine::run_group`]).
+    #[serde(default)]
+    pub groups: u64,
     /// Ops executed since the shard's object last started.
     pub ops: u64,
     /// Live counters.
@@ -554,9 +559,10 @@ pub mod base64_bytes {
 impl ShardStats {
     /// The statistics as `(name, value)` pairs, in declaration order, for totals and metrics.
     #[must_use]
-    pub fn fields(&self) -> [(&'static str, u64); 12] {
+    pub fn fields(&self) -> [(&'static str, u64); 13] {
         [
             ("calls", self.calls),
+            ("groups", self.groups),
             ("ops", self.ops),
             ("keys", self.keys),
             ("stored_counters", self.stored_counters),

@@ -26,6 +26,9 @@ pub enum Refusal {
     /// a finished day's salt) could not be set: the caller must never take the call as one that
     /// applied nothing. The shard's next call, of any kind, sets the alarm.
     StoredWithoutAlarm,
+    /// The shard has as many ops waiting for its next group as it takes: nothing was applied,
+    /// and the caller should back off before trying again.
+    Overloaded,
 }
 
 impl From<CoreError> for Refusal {

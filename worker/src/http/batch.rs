@@ -31,7 +31,7 @@ use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
-use crate::isolate::{hot_reads, one_way, request_task, shard_client, visitors};
+use crate::isolate::{hot_reads, one_way, shard_client, visitors};
 
 /// Serves `POST /v1/batch`.
 ///
@@ -82,7 +82,7 @@ pub async fn serve(
             (indexes, ops, outcome)
         });
     let mut answered: Vec<Option<OpResult>> = vec![None; results.len()];
-    for (indexes, ops, outcome) in request_task::join_every(calls).await {
+    for (indexes, ops, outcome) in futures_util::future::join_all(calls).await {
         match outcome {
             Ok(shard_results) => {
                 for ((index, call), result) in indexes.into_iter().zip(&ops).zip(shard_results) {

@@ -3,9 +3,9 @@
 //!
 //! Each handler validates everything it can before calling a shard, so bad input costs no shard
 //! call and changes nothing. Reads of hot keys may be answered from this isolate's edge cache,
-//! never older than the configured max age, and other reads go straight to the owning shard
-//! unless this isolate has writes under way there. Every write goes to it through the
-//! coalescer and is answered once it is durable, except one-way increments and decrements
+//! never older than the configured max age, and other reads go to the owning shard. Every write
+//! goes to it in a call of its own and is answered once it is durable (the shard groups the
+//! calls that arrive together: `shard::group`), except one-way increments and decrements
 //! (`Prefer: respond-async` or `?async=1`), answered 202 at once and applied within the flush
 //! interval (see [`crate::isolate::one_way`]).
 
@@ -29,7 +29,7 @@ use crate::http::respond;
 use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, shard_calls, shard_client, visitors};
+use crate::isolate::{hot_reads, one_way, shard_client, visitors};
 
 /// A counter as the API shows it, fields in the documented order.
 #[derive(Serialize)]
@@ -128,17 +128,8 @@ pub(crate) async fn current(
     } else {
         hot_reads::count_miss(config);
     }
-    // Straight to the shard, not through the coalescer, unless this isolate has writes under
-    // way there (see `shard_calls::busy`): a read waiting behind a call in flight polled its
-    // slot on timers and ran the queue's bookkeeping, which cost more CPU than the shard calls
-    // it saved (reads over a million keys shared a call 16% of the time), and writes are what
-    // sharing a call is for (see `docs/hot-keys.md`).
     let call: ShardCall = ShardOp::Get { ns: target.ns.clone(), key: target.key.clone() }.into();
-    let answer = if shard_calls::busy(target.shard) {
-        shard_calls::submit(cx, target.shard, call).await?
-    } else {
-        shard_client::execute_one(cx.env, target.shard, call).await?
-    };
+    let answer = shard_client::execute_one(cx.env, target.shard, call).await?;
     match answer {
         OpResult::Value { value, exists, version } => {
             let read = CachedRead { value, exists, version, read_at_ms: now };
@@ -295,7 +286,7 @@ async fn write(
     Ok(response)
 }
 
-/// Runs a write on its shard (through the coalescer) and keeps this isolate's cached read of
+/// Runs a write on its shard and keeps this isolate's cached read of
 /// the key in step with it. Answers the result and whether it is a replayed earlier answer.
 pub(crate) async fn apply_write(
     cx: &RequestContext<'_>,
@@ -305,7 +296,7 @@ pub(crate) async fn apply_write(
     let now = now_ms();
     hot_reads::record(cx.config, &target.ns, &target.key, now);
     let op = call.op.clone();
-    let outcome = shard_calls::submit(cx, target.shard, call).await;
+    let outcome = shard_client::execute_one(cx.env, target.shard, call).await;
     hot_reads::after_op(cx.config, &op, outcome.as_ref().ok(), now);
     Ok(outcome?.unwrap_replay())
 }

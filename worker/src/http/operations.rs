@@ -12,7 +12,7 @@ use crate::http::message::Response;
 use crate::http::respond;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, request_task, shard_calls, shard_stats, visitors};
+use crate::isolate::{hot_reads, one_way, shard_client, shard_stats, tasks, visitors};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///
@@ -68,7 +68,7 @@ pub async fn stats(env: &Env, config: &Config) -> Result<Response, ApiError> {
 /// This isolate's edge figures; its hot keys are also listed under the shard that owns each.
 fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
     let (hits, misses, hot_keys) = hot_reads::snapshot(config, now_ms());
-    let coalescing = shard_calls::stats();
+    let (shard_calls, overloaded, under_way) = shard_client::single_key_calls();
     let mut listed = Vec::with_capacity(hot_keys.len());
     for hot in hot_keys {
         let shard = shard_for(&hot.ns, &hot.key, config.shards);
@@ -86,22 +86,15 @@ fn edge_stats(config: &Config, shards: &mut [Value]) -> Value {
         "misses": misses,
         "hit_ratio": if reads == 0 { 0.0 } else { hits as f64 / reads as f64 },
         "hot_keys": listed,
-        "ops_submitted": coalescing.ops,
-        "shard_calls": coalescing.calls,
-        "coalesced_ops": coalescing.coalesced,
-        "shard_calls_saved": coalescing.calls_saved(),
-        "ops_shed_overloaded": coalescing.refused,
-        "ops_withdrawn": coalescing.withdrawn,
-        "shard_calls_lost": coalescing.lost_calls,
-        // Single-key writes submitted and not yet ended: a counter's read of their shards waits
-        // behind them.
-        "writes_under_way": shard_calls::writes_under_way(),
+        "shard_calls": shard_calls,
+        "ops_shed_overloaded": overloaded,
+        "calls_under_way": under_way,
         "one_way": one_way_stats(config),
         // Counts in public namespaces from known bots, answered and not counted.
         "bot_counts_not_counted": visitors::not_counted(),
         // Times this isolate asked every shard for these figures (once at a time, reused).
         "shard_stats_asks": shard_stats::asks(),
-        "tasks_in_flight": request_task::in_flight(),
+        "tasks_in_flight": tasks::in_flight(),
         // Whether this isolate's hash tables took their seed from the runtime's random source.
         "hash_seeded": edgecount_core::hashing::seeded(),
         "hot_threshold_per_s": config.hot_threshold_per_s,
@@ -135,7 +128,7 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
     let mut text = String::new();
     for (field, _) in ShardStats::default().fields() {
         let (kind, name) = match field {
-            "calls" | "ops" | "evictions" | "reclaimed" | "rows_read" | "rows_written" => {
+            "calls" | "groups" | "ops" | "evictions" | "reclaimed" | "rows_read" | "rows_written" => {
                 ("counter", format!("edgecount_shard_{field}_total"))
             }
             _ => ("gauge", format!("edgecount_shard_{field}")),
@@ -148,25 +141,20 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
         }
     }
     let (hits, misses, _) = hot_reads::snapshot(config, now_ms());
-    let coalescing = shard_calls::stats();
+    let (shard_calls, overloaded, under_way) = shard_client::single_key_calls();
     let isolate = [
         ("edgecount_edge_hits_total", "Reads answered from this isolate's edge cache.", hits),
         ("edgecount_edge_misses_total", "Reads answered by a shard.", misses),
-        (
-            "edgecount_coalesced_ops_total",
-            "Single-key ops that rode in another op's shard call.",
-            coalescing.coalesced,
-        ),
         // Not `edgecount_shard_calls_total`: that is the shards' own count, per shard.
         (
             "edgecount_edge_shard_calls_total",
-            "Shard calls this isolate made for queued single-key ops (writes, and reads queued with them).",
-            coalescing.calls,
+            "Shard calls this isolate made for single-key ops.",
+            shard_calls,
         ),
         (
             "edgecount_overloaded_ops_total",
-            "Single-key ops refused with 503 because their shard's queue was full.",
-            coalescing.refused,
+            "Single-key ops refused with 503 because their shard had too many calls under way or was overloaded.",
+            overloaded,
         ),
     ];
     let (one_way, held) = one_way::snapshot(config);
@@ -199,11 +187,7 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
             "How soon accepted one-way writes are applied.",
             config.one_way.interval_ms,
         ),
-        (
-            "edgecount_writes_under_way",
-            "Single-key writes this isolate has submitted and not yet ended.",
-            shard_calls::writes_under_way() as u64,
-        ),
+        ("edgecount_calls_under_way", "Single-key shard calls this isolate has under way.", under_way as u64),
     ];
     for (name, help, value) in gauges {
         let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");

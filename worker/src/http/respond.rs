@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::http::api_error::ApiError;
 use crate::http::message::{Body, Header, Request, Response};
 use crate::isolate::config::{Config, CorsOrigins};
-use crate::isolate::request_task;
+use crate::isolate::tasks;
 
 const JSON: &str = "application/json; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -126,7 +126,7 @@ pub async fn read_bounded_body(req: &Request, limit: usize) -> Result<Vec<u8>, A
     };
     let mut chunks = std::pin::pin!(chunks);
     let stalled = ApiError::BodyTimeout { idle_s: BODY_IDLE_MS / 1000 };
-    while let Some(chunk) = request_task::within(chunks.next(), BODY_IDLE_MS).await.ok_or(stalled.clone())? {
+    while let Some(chunk) = tasks::within(chunks.next(), BODY_IDLE_MS).await.ok_or(stalled.clone())? {
         let chunk = chunk?;
         if body.len() + chunk.len() > limit {
             // Dropping the stream cancels the rest of the upload.

@@ -11,7 +11,6 @@ use edgecount_core::http::query::CounterQuery;
 use edgecount_core::shard::protocol::Subject;
 use edgecount_core::{Namespace, OpKind, ShardId};
 
-use crate::http::cancellation::Cancellation;
 use crate::http::counters;
 use crate::http::documents::{self, Document};
 use crate::http::message::{Header, Request, Response};
@@ -108,7 +107,7 @@ fn match_path(path: &str) -> Option<Matched> {
 }
 
 /// Serves one request; every failure becomes a JSON error and every response gets CORS headers.
-pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancellation) -> Response {
+pub async fn handle(req: Request, env: Env, ctx: Context) -> Response {
     let origin = req.header(Header::Origin);
     // Every answer here (refusals and errors too) may hold or stand in for stored bytes.
     let serves_stored_bytes = req.path().starts_with("/v1/cache/");
@@ -116,7 +115,7 @@ pub async fn handle(req: Request, env: Env, ctx: Context, cancellation: Cancella
         Ok(config) => config,
         Err(error) => return error_response(&error),
     };
-    let cx = RequestContext::new(&env, &config, &ctx, cancellation);
+    let cx = RequestContext::new(&env, &config, &ctx);
     let mut response = match dispatch(req, &cx).await {
         Ok(response) => response,
         Err(error) => error_response(&error),

@@ -11,6 +11,9 @@
 //! - `EDGECOUNT_DRILL_FAILED_ALARMS=N`: the first N tries of this isolate's shards at setting
 //!   their alarm after storing a call's writes fail, with a storage error whose text says
 //!   "overloaded" (the rejection that follows must still read as stored).
+//! - `EDGECOUNT_DRILL_GROUP_AFTER=N`: a shard's first group waits until N calls have arrived
+//!   for it, queued or refused (20 seconds at most), so that a spec knows which calls ran
+//!   together.
 
 use worker::Env;
 
@@ -89,3 +92,26 @@ fn fires(fired: &std::cell::Cell<u32>, limit: u32) -> bool {
     }
     firing
 }
+
+/// How long a shard's first group waits, after the writes before it are durable, for this many
+/// calls to arrive, queued or refused as `arrived` counts them (`EDGECOUNT_DRILL_GROUP_AFTER=N`,
+/// at most 20 seconds): a spec then knows which calls ran together. Every later group runs as
+/// soon as it may.
+#[cfg(feature = "drills")]
+pub async fn hold_group(env: &Env, arrived: impl Fn() -> usize) {
+    thread_local! {
+        static FIRED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    let wanted = limit(env, "EDGECOUNT_DRILL_GROUP_AFTER") as usize;
+    if wanted == 0 || !FIRED.with(|fired| fires(fired, 1)) {
+        return;
+    }
+    let deadline = crate::isolate::clock::now_ms() + 20_000;
+    while arrived() < wanted && crate::isolate::clock::now_ms() < deadline {
+        crate::isolate::tasks::sleep(2).await;
+    }
+}
+
+#[cfg(not(feature = "drills"))]
+#[inline(always)]
+pub async fn hold_group(_env: &Env, _arrived: impl Fn() -> usize) {}

@@ -15,7 +15,6 @@
 
 use edgecount_core::edge::one_way::{Accept, Counted, Flush, FlusherId, OneWayBuffer, OneWayStats};
 use edgecount_core::{CoreError, ShardId};
-use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env};
 
 use crate::http::api_error::ApiError;
@@ -24,7 +23,7 @@ use crate::http::target::Target;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
 use crate::isolate::state::{self, OneWayWrites};
-use crate::isolate::{drills, request_task, shard_client};
+use crate::isolate::{drills, shard_client, tasks};
 
 /// The wait before the first resend; each later one waits four times as long, up to 64 s.
 const FIRST_RESEND_MS: u64 = 250;
@@ -71,11 +70,8 @@ pub fn accept(cx: &RequestContext<'_>, target: &Target, count: Counted) -> Resul
         Accept::Accepted { start_flusher } => {
             if let Some(flusher) = start_flusher {
                 let (env, config, shard) = (cx.env.clone(), cx.config.clone(), target.shard);
-                let (_, promise) = request_task::spawn_with_id(async move {
-                    run_flusher(&env, &config, shard, flusher).await;
-                    Ok(JsValue::UNDEFINED)
-                });
-                cx.keep_alive(&promise);
+                let flushing = tasks::spawn(async move { run_flusher(&env, &config, shard, flusher).await });
+                cx.keep_alive(&flushing);
             }
             Ok(())
         }
@@ -91,7 +87,7 @@ async fn run_flusher(env: &Env, config: &Config, shard: ShardId, flusher: Flushe
             with_buffer(config, |buffer| buffer.claim(shard, flusher, now).then(|| buffer.due_at(shard)));
         let Some(due) = due else { return };
         if let Some(due) = due.filter(|due| *due > now) {
-            request_task::sleep((due - now).min(MAX_NAP_MS)).await;
+            tasks::sleep((due - now).min(MAX_NAP_MS)).await;
             continue;
         }
         let (flush, given_up) = with_buffer(config, |buffer| {
@@ -107,7 +103,7 @@ async fn run_flusher(env: &Env, config: &Config, shard: ShardId, flusher: Flushe
         }
         let Some(flush) = flush else { return };
         if flush.attempts > 1 {
-            request_task::sleep(FIRST_RESEND_MS << (2 * (flush.attempts - 2).min(4))).await;
+            tasks::sleep(FIRST_RESEND_MS << (2 * (flush.attempts - 2).min(4))).await;
         }
         send(env, config, &flush).await;
     }

@@ -9,7 +9,7 @@ use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::isolate::config::Config;
-use crate::isolate::{request_task, shard_client, state};
+use crate::isolate::{shard_client, state};
 
 /// Succeeds once this isolate's shard count is known to be the placement's.
 ///
@@ -26,7 +26,7 @@ pub async fn ensure(env: &Env, config: &Config) -> Result<(), ApiError> {
         // again; this one goes on, as its own keys do not need the others.
         let shards =
             (0..config.shards_holding_keys()).map(|shard| shard_client::migrate(env, ShardId(shard)));
-        if request_task::join_every(shards).await.iter().any(Result::is_err) {
+        if futures_util::future::join_all(shards).await.iter().any(Result::is_err) {
             return Ok(());
         }
     }

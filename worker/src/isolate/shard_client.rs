@@ -23,7 +23,7 @@ use worker::Env;
 use crate::http::api_error::ApiError;
 use crate::isolate::config::Config;
 use crate::isolate::state::{self, ShardIds};
-use crate::isolate::{drills, request_task};
+use crate::isolate::{drills, tasks};
 
 /// The Durable Object binding in `wrangler.toml`.
 pub const SHARDS_BINDING: &str = "SHARDS";
@@ -121,7 +121,7 @@ pub const ANSWER_DEADLINE_MS: u64 = 15_000;
 /// [`ANSWER_DEADLINE_MS`] at most: past it, an error as if the call had failed (it may have run
 /// all the same).
 async fn answer_of(answer: impl Future<Output = Result<JsValue, JsValue>>) -> Result<JsValue, JsValue> {
-    request_task::within(answer, ANSWER_DEADLINE_MS)
+    tasks::within(answer, ANSWER_DEADLINE_MS)
         .await
         .unwrap_or_else(|| Err(JsValue::from_str("the shard did not answer in time")))
 }
@@ -318,8 +318,10 @@ pub async fn watch(
 }
 
 fn unreachable(error: &JsValue) -> ApiError {
-    if refusal_of(error) == Some(Refusal::StoredWithoutAlarm) {
-        return ApiError::OutcomeUnknown;
+    match refusal_of(error) {
+        Some(Refusal::StoredWithoutAlarm) => return ApiError::OutcomeUnknown,
+        Some(Refusal::Overloaded) => return ApiError::ShardOverloaded,
+        _ => {}
     }
     classify_failure(error_flag(error, "overloaded"), error_flag(error, "remote"))
 }
@@ -351,14 +353,67 @@ fn classify_failure(overloaded: bool, remote: bool) -> ApiError {
     }
 }
 
-/// Runs a single op on `shard`.
+/// Runs a single op on `shard`, in a call of its own.
 ///
 /// # Errors
-/// As [`execute`], with a write whose call failed reported as [`ApiError::OutcomeUnknown`].
+/// As [`execute`], with a write whose call failed reported as [`ApiError::OutcomeUnknown`];
+/// [`ApiError::ShardOverloaded`], with nothing sent, when this isolate already has
+/// `EDGECOUNT_SHARD_QUEUE_LIMIT` calls under way to the shard.
 pub async fn execute_one(env: &Env, shard: ShardId, call: ShardCall) -> Result<OpResult, ApiError> {
     let is_write = call.op.is_write();
+    let _under_way = CallUnderWay::begin(shard, Config::for_isolate(env)?.shard_queue_limit)?;
     let results = execute(env, shard, std::slice::from_ref(&call), MAX_SHARD_ANSWER_BYTES).await;
-    results.and_then(|mut r| r.pop().ok_or(ApiError::ShardUnavailable)).map_err(|e| e.after_send(is_write))
+    let answer = results
+        .and_then(|mut r| r.pop().ok_or(ApiError::ShardUnavailable))
+        .map_err(|e| e.after_send(is_write));
+    if matches!(answer, Err(ApiError::ShardOverloaded)) {
+        state::with(|s| s.single_key_calls_refused.set(s.single_key_calls_refused.get() + 1));
+    }
+    answer
+}
+
+/// This isolate's single-key calls: made, refused as overloaded (here or by their shard), and
+/// under way now.
+#[must_use]
+pub fn single_key_calls() -> (u64, u64, usize) {
+    state::with(|s| {
+        let under_way = s.calls_under_way.borrow().values().sum();
+        (s.single_key_calls.get(), s.single_key_calls_refused.get(), under_way)
+    })
+}
+
+/// A single-key call under way to a shard, counted against the isolate's bound until it ends
+/// however it ends (answered, given up, or dropped with a request whose client hung up).
+struct CallUnderWay(ShardId);
+
+impl CallUnderWay {
+    fn begin(shard: ShardId, limit: usize) -> Result<Self, ApiError> {
+        state::with(|s| {
+            let mut under_way = s.calls_under_way.borrow_mut();
+            let count = under_way.entry(shard).or_default();
+            if *count >= limit {
+                s.single_key_calls_refused.set(s.single_key_calls_refused.get() + 1);
+                return Err(ApiError::ShardOverloaded);
+            }
+            *count += 1;
+            s.single_key_calls.set(s.single_key_calls.get() + 1);
+            Ok(Self(shard))
+        })
+    }
+}
+
+impl Drop for CallUnderWay {
+    fn drop(&mut self) {
+        state::with(|s| {
+            let mut under_way = s.calls_under_way.borrow_mut();
+            if let Some(count) = under_way.get_mut(&self.0) {
+                *count -= 1;
+                if *count == 0 {
+                    under_way.remove(&self.0);
+                }
+            }
+        });
+    }
 }
 
 /// A page of `shard`'s export after `after` (see `Shard::export_page_rpc`).

@@ -4,22 +4,22 @@
 //! `/metrics` and the compatible `/stats` cost the shards the same however many ask at once.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use edgecount_core::edge::single_flight::{SingleFlight, Step, Ticket};
 use edgecount_core::shard::protocol::ShardStats;
 use edgecount_core::ShardId;
-use worker::{Delay, Env};
+use futures_util::future::join_all;
+use worker::Env;
 
 use crate::http::api_error::ApiError;
 use crate::isolate::clock::now_ms;
 use crate::isolate::config::Config;
-use crate::isolate::{request_task, shard_client, state};
+use crate::isolate::{shard_client, state, tasks};
 
 /// A claim to ask lapses after this: past the 15 s every shard call is given, and then some.
 const LEASE_MS: u64 = 20_000;
 /// How often a waiting request looks for the answer.
-const LOOK_EVERY: Duration = Duration::from_millis(10);
+const LOOK_EVERY_MS: u64 = 10;
 
 type Figures = Rc<Vec<ShardStats>>;
 
@@ -41,7 +41,7 @@ fn with_flight<R>(config: &Config, act: impl FnOnce(&mut SingleFlight<Figures, A
 /// Every shard's statistics, asked concurrently.
 async fn all_shard_stats(env: &Env, config: &Config) -> Result<Vec<ShardStats>, ApiError> {
     let shards = 0..config.shards_holding_keys();
-    request_task::join_every(shards.map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
+    join_all(shards.map(|i| shard_client::stats(env, ShardId(i)))).await.into_iter().collect()
 }
 
 /// Lets the next request ask if this one's asking ends without a word (its client hung up and
@@ -70,7 +70,7 @@ pub async fn shard_stats(env: &Env, config: &Config) -> Result<Figures, ApiError
         match with_flight(config, |flight| flight.step(now_ms(), since)) {
             Step::Use(figures) => return Ok(figures),
             Step::Failed(error) => return Err(error),
-            Step::Wait => Delay::from(LOOK_EVERY).await,
+            Step::Wait => tasks::sleep(LOOK_EVERY_MS).await,
             Step::Ask(ticket) => {
                 let claim = Claim(ticket);
                 state::with(|s| s.shard_stats_asks.set(s.shard_stats_asks.get() + 1));

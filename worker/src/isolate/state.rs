@@ -9,9 +9,8 @@
 //! lock another's, and code that runs inside a borrow (a drop, say) finds the other fields free.
 //!
 //! It names only core and runtime types and those of files that use nothing of what uses it
-//! (`http::api_error`, `isolate::config::vars`, `isolate::request_task::{executor, js_turns}`,
-//! `isolate::shard_calls::waiter`), so no module is used back by one it uses; a module's own
-//! record is defined here when it is plain data.
+//! (`http::api_error`, `isolate::config::vars`), so no module is used back by one it uses; a
+//! module's own record is defined here when it is plain data.
 //!
 //! What does not live here, and why:
 //! - what is made once and never changes, each beside the only code that reads it: the routers
@@ -19,14 +18,13 @@
 //!   `http::message`, and the one abort listener of `http::cancellation`;
 //! - [`isolate::hash_seed`](crate::isolate::hash_seed)'s flag, set before this state is made,
 //!   as its tables hash with the seed;
-//! - what only tests use: the fake runtime of `request_task::fake`, and the counts of
-//!   `isolate::drills`, built only with the `drills` feature.
+//! - what only tests use: the counts of `isolate::drills`, built only with the `drills`
+//!   feature.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use edgecount_core::edge::coalescer::Coalescer;
 use edgecount_core::edge::one_way::OneWayBuffer;
 use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter};
 use edgecount_core::edge::single_flight::SingleFlight;
@@ -37,9 +35,6 @@ use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 
 use crate::http::api_error::ApiError;
 use crate::isolate::config::vars::Config;
-use crate::isolate::request_task::executor::Executor;
-use crate::isolate::request_task::js_turns::JsTurns;
-use crate::isolate::shard_calls::waiter::Waiter;
 
 /// Everything an isolate keeps between requests. Each field is `None`, empty or zero until
 /// its module first needs it.
@@ -74,23 +69,23 @@ pub struct IsolateState {
     /// both serve every request of the isolate; looking them up again would take several calls
     /// into JavaScript per shard call.
     pub shard_ids: RefCell<Option<ShardIds>>,
-    /// The ops waiting for each shard while a call to it is in flight
-    /// (`isolate::shard_calls`): one request's op goes out in another's call, so the queues
-    /// belong to no request.
-    pub shard_calls: RefCell<Coalescer<Waiter>>,
-    /// How many single-key writes this isolate has submitted to each shard whose submission
-    /// has not ended (answered, given up or dropped; `isolate::shard_calls::busy`): a read of that shard waits behind them. A shard leaves
-    /// the map with its last write, so it holds at most one entry a shard.
-    pub writes_under_way: RefCell<HashMap<ShardId, usize>>,
+    /// How many single-key calls this isolate has under way to each shard
+    /// (`isolate::shard_client`), against `EDGECOUNT_SHARD_QUEUE_LIMIT`: the bound is over
+    /// every request's calls. A shard leaves the map with its last call, so it holds at most
+    /// one entry a shard.
+    pub calls_under_way: RefCell<HashMap<ShardId, usize>>,
+    /// Single-key calls made, and refused at that bound or by an overloaded shard, for
+    /// `/v1/stats`.
+    pub single_key_calls: Cell<u64>,
+    pub single_key_calls_refused: Cell<u64>,
     /// The shards' statistics being asked for or kept (`isolate::shard_stats`): one asking
     /// answers every request of the isolate for `EDGECOUNT_STATS_MAX_AGE_MS`.
     pub shard_stats: RefCell<Option<SingleFlight<Rc<Vec<ShardStats>>, ApiError>>>,
     /// How many times this isolate asked every shard for its statistics, for `/v1/stats`.
     pub shard_stats_asks: Cell<u64>,
-    /// The tasks of every request and of the shard calls and flushers they started
-    /// (`isolate::request_task`): a task started by a request runs on after its answer
-    /// (`waitUntil`), so the executor outlives requests.
-    pub executor: Executor<JsTurns>,
+    /// Requests being served and the flushers they started (`isolate::tasks::in_flight`): a
+    /// flusher runs on after its request's answer (`waitUntil`).
+    pub tasks_in_flight: Cell<usize>,
     /// One-way writes accepted and not yet applied (`isolate::one_way`): flushers apply them
     /// after the requests that sent them have answered 202.
     pub one_way: RefCell<Option<OneWayWrites>>,

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::{self, Kept, Placement};
-use edgecount_core::shard::protocol::{OpResult, ShardOp, ShardRequest, ShardResponse};
+use edgecount_core::shard::protocol::{ShardOp, ShardRequest};
 use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::{CoreError, Key, Namespace};
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
@@ -18,13 +18,17 @@ use worker::{durable_object, DurableObject, Env, Request, Response, Result, Stat
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
 use crate::isolate::clock::now_ms;
-use crate::isolate::request_task;
+use crate::isolate::tasks;
+use crate::shard::group::{self, Groups};
 use crate::shard::object::{refusal, rejected, ShardObject};
+use crate::shard::resharding;
 use crate::shard::resharding::hand_over::{self, Route};
 
 #[durable_object]
 pub struct Shard {
     object: Rc<ShardObject>,
+    /// The calls waiting for the next group.
+    groups: Rc<Groups>,
 }
 
 // The worker calls `runOps` over Durable Object RPC: a plain string each way, without the
@@ -37,32 +41,20 @@ pub struct Shard {
 impl Shard {
     /// Runs a JSON [`ShardRequest`] and answers the JSON
     /// [`ShardResponse`](edgecount_core::shard::protocol::ShardResponse), or a promise of it when
-    /// the alarm has to be read or set first (a rejected one for a malformed request or a
-    /// failure to schedule the reclaiming alarm). The output gate holds the answer until the
-    /// writes it made are durable, as for `fetch`.
+    /// it waits for the next group ([`group`]) or the alarm has to be read or set first (a
+    /// rejected one for a malformed request, a full group, or a failure to schedule the
+    /// reclaiming alarm). The output gate holds the answer until the writes it made are
+    /// durable, as for `fetch`. A call during a change of the shard count goes to
+    /// [`resharding::run`].
     #[wasm_bindgen(js_name = runOps)]
     pub fn run_ops_rpc(&self, body: &str) -> JsValue {
         let Ok(request) = serde_json::from_str::<ShardRequest>(body) else {
             return rejected(CoreError::InvalidBody { reason: "is not a shard request".into() });
         };
         if self.object.is_steady_for(&request) {
-            return self.object.answer(&request);
+            return group::arrive(&self.groups, &self.object, request);
         }
-        match hand_over::route(&self.object, &request) {
-            Ok(Route::Here) => self.object.answer(&request),
-            Ok(Route::Refused(error)) => {
-                let results = vec![OpResult::Failed { error }; request.ops.len()];
-                serde_json::to_string(&ShardResponse { results })
-                    .map_or_else(|e| rejected(CoreError::storage(e.to_string().into())), JsValue::from)
-            }
-            Ok(Route::AfterHandOvers) => {
-                let object = Rc::clone(&self.object);
-                request_task::run(
-                    async move { hand_over::run_placed(&object, request).await.map(JsValue::from) },
-                )
-            }
-            Err(detail) => rejected(CoreError::storage(detail.to_string().into())),
-        }
+        resharding::run(&self.object, request)
     }
 
     /// What the next hand-over call carries of the keys named in the JSON `[[ns, key], ...]`,
@@ -107,7 +99,7 @@ impl Shard {
             return answer;
         }
         let object = Rc::clone(&self.object);
-        request_task::run(async move {
+        tasks::run(async move {
             object.reclaim_by(lapses_at).await?;
             Ok(answer)
         })
@@ -141,7 +133,7 @@ impl Shard {
             return JsValue::UNDEFINED;
         }
         let object = Rc::clone(&self.object);
-        request_task::run(async move {
+        tasks::run(async move {
             let now = now_ms();
             object.ensure_alarm(now, now).await?;
             Ok(JsValue::UNDEFINED)
@@ -174,7 +166,7 @@ impl Shard {
             Ok(Route::AfterHandOvers) => {
                 let object = Rc::clone(&self.object);
                 let client = client.to_owned();
-                Ok(request_task::run(async move {
+                Ok(tasks::run(async move {
                     hand_over::take_over_keys_of(&object, &read).await?;
                     object.open_stream(ns, key, &client, &read)
                 }))
@@ -211,7 +203,7 @@ impl Shard {
             Ok(Placement::Remember(kept)) => keep(kept),
             Ok(Placement::Finish { change, settled }) => {
                 let object = Rc::clone(&self.object);
-                request_task::run(async move {
+                tasks::run(async move {
                     let mut unfinished = hand_over::shards_unfinished(&object, change).await;
                     if unfinished == 0 {
                         unfinished = hand_over::settle_everywhere(&object, change).await;
@@ -297,7 +289,7 @@ impl Shard {
             }
         };
         let object = Rc::clone(&self.object);
-        request_task::run(async move {
+        tasks::run(async move {
             let refused = object.import(&parcels, respect_owners, cache_bytes as u64).await?;
             serde_json::to_string(&refused).map(JsValue::from).map_err(|e| JsValue::from_str(&e.to_string()))
         })
@@ -317,7 +309,7 @@ impl Shard {
 
 impl DurableObject for Shard {
     fn new(state: State, env: Env) -> Self {
-        Self { object: Rc::new(ShardObject::open(state, env)) }
+        Self { object: Rc::new(ShardObject::open(state, env)), groups: Rc::default() }
     }
 
     /// The worker reaches shards over RPC only (`runOps`, `stats`); this door stays shut.

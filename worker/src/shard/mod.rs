@@ -2,6 +2,7 @@
 //! SQLite store it runs the engine on.
 
 pub mod durable_object;
+pub mod group;
 pub mod object;
 pub mod resharding;
 pub mod sql_store;

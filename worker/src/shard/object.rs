@@ -14,6 +14,7 @@ use std::rc::Rc;
 
 use edgecount_core::shard::alarm_schedule::{next_alarm_after, AlarmSchedule, AlarmStep};
 use edgecount_core::shard::migration::Parcel;
+use edgecount_core::shard::protocol::ShardResponse;
 use edgecount_core::shard::protocol::{OpResult, ShardRequest, ShardStats};
 use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::shard::watchers::{self, Watchers};
@@ -27,7 +28,7 @@ use crate::isolate::clock::now_ms;
 use crate::isolate::config::{
     Config, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS,
 };
-use crate::isolate::{drills, request_task};
+use crate::isolate::{drills, tasks};
 use crate::shard::resharding::state::HandOverState;
 use crate::shard::sql_store::SqlShardStore;
 use crate::shard::watch_stream::{watcher, WatchSender};
@@ -52,6 +53,13 @@ pub struct ShardObject {
     /// [`crate::shard::resharding::hand_over`]).
     pub(crate) shards: u32,
     pub(crate) hand_overs: HandOverState,
+}
+
+/// What [`ShardObject::run_group_now`] answers: each call's JSON answer (a rejected promise if
+/// it cannot be encoded), and when the alarm must fire for what the group wrote.
+pub(crate) struct GroupAnswers {
+    pub answers: Vec<JsValue>,
+    pub reclaim_by: Option<u64>,
 }
 
 /// A call's answer when it fails: a rejected promise, as an `async` method's error would be.
@@ -185,6 +193,11 @@ impl ShardObject {
         Ok(())
     }
 
+    /// The object's storage.
+    pub(crate) fn storage(&self) -> Storage {
+        self.state.storage()
+    }
+
     /// Makes sure the alarm fires by `at`.
     ///
     /// # Errors
@@ -208,7 +221,7 @@ impl ShardObject {
             return JsValue::from(answer);
         }
         let object = Rc::clone(self);
-        request_task::run(async move {
+        tasks::run(async move {
             object.reclaim_by(reclaim_by).await?;
             Ok(JsValue::from(answer))
         })
@@ -270,7 +283,7 @@ impl ShardObject {
                     return Err(refusal(Refusal::StoredWithoutAlarm));
                 }
                 Err(_) => {
-                    request_task::sleep(ALARM_RETRY_MS << (2 * (tries - 1))).await;
+                    tasks::sleep(ALARM_RETRY_MS << (2 * (tries - 1))).await;
                     tries += 1;
                 }
             }
@@ -297,14 +310,38 @@ impl ShardObject {
         now: u64,
     ) -> std::result::Result<(String, Option<u64>), String> {
         let ran = self.engine.borrow_mut().run(&self.store, request, now);
-        let mut watching = self.watchers.borrow_mut();
-        if !watching.is_empty() {
-            let changes = watchers::changes(&request.ops, &ran.response.results);
-            watching.notify(&changes, WatchSender::send);
-        }
-        drop(watching);
+        self.notify_watchers(std::iter::once((request, &ran.response)));
         let answer = serde_json::to_string(&ran.response).map_err(|error| error.to_string())?;
         Ok((answer, ran.reclaim_by))
+    }
+
+    /// Runs `requests` in this turn as one group (see [`crate::shard::group`]).
+    pub(crate) fn run_group_now(&self, requests: &[&ShardRequest], now: u64) -> GroupAnswers {
+        let grouped = self.engine.borrow_mut().run_group(&self.store, requests, now);
+        self.notify_watchers(requests.iter().copied().zip(&grouped.responses));
+        let answers = grouped
+            .responses
+            .iter()
+            .map(|response| {
+                serde_json::to_string(response).map_or_else(
+                    |error| rejected(CoreError::storage(error.to_string().into())),
+                    JsValue::from,
+                )
+            })
+            .collect();
+        GroupAnswers { answers, reclaim_by: grouped.reclaim_by }
+    }
+
+    /// Tells the open streams what the requests' writes stored.
+    fn notify_watchers<'a>(&self, ran: impl Iterator<Item = (&'a ShardRequest, &'a ShardResponse)>) {
+        let mut watching = self.watchers.borrow_mut();
+        if watching.is_empty() {
+            return;
+        }
+        for (request, response) in ran {
+            let changes = watchers::changes(&request.ops, &response.results);
+            watching.notify(&changes, WatchSender::send);
+        }
     }
 
     /// A stream of `ns`/`key`'s value, read by `read` (see [`Shard::watch_rpc`]).

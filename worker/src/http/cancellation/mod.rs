@@ -3,13 +3,13 @@
 //! holds (its request, its waits, its share of the JS heap) would stay in the isolate for good,
 //! a few kilobytes per hang-up. So each request runs under [`serve_cancellable`], which listens
 //! to the request's abort signal (`request.signal`, the `enable_request_signal` compatibility
-//! flag) and on abort first runs what the request registered with [`Cancellation::on_cancel`]
-//! (a shard call it carried is abandoned, see `isolate::shard_calls`), then drops the request's future.
+//! flag) and on abort drops the request's future.
 //! A request answered in its first poll (health, a hot read from this isolate's cache) never
 //! waits, so it never listens: the listener is added only once the request is pending, in one
 //! call into JavaScript; the listeners of all requests call one function of the isolate with the
 //! request's number, and a request that has finished is no longer listed, so a late abort
-//! changes nothing.
+//! changes nothing. Whatever the request started with `waitUntil` (a one-way flush) is its own
+//! task, and goes on or is cancelled by the runtime as it decides.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -24,43 +24,30 @@ use crate::http::message::Response;
 use crate::http::respond;
 use crate::isolate::state;
 
-type Handler = Box<dyn FnOnce()>;
 type Serving = Pin<Box<dyn Future<Output = Response>>>;
 
 #[derive(Default)]
 struct State {
-    handlers: Vec<Handler>,
     cancelled: bool,
     /// The request's future, until it finishes or is cancelled.
     serving: Option<Serving>,
     waker: Option<Waker>,
 }
 
-/// A request's cancellation: what to do if its client hangs up.
+/// A request's cancellation: its future, dropped if its client hangs up.
 #[derive(Clone, Default)]
 pub struct Cancellation {
     state: Rc<RefCell<State>>,
 }
 
 impl Cancellation {
-    /// Runs `handler` if the request is cancelled before it finishes.
-    pub fn on_cancel(&self, handler: impl FnOnce() + 'static) {
-        let mut state = self.state.borrow_mut();
-        if !state.cancelled {
-            state.handlers.push(Box::new(handler));
-        }
-    }
-
     fn cancel(&self) {
-        let (handlers, serving, waker) = {
+        let (serving, waker) = {
             let mut state = self.state.borrow_mut();
             state.cancelled = true;
-            (std::mem::take(&mut state.handlers), state.serving.take(), state.waker.take())
+            (state.serving.take(), state.waker.take())
         };
-        for handler in handlers {
-            handler();
-        }
-        // Dropped outside the borrow: dropping a future may run code that registers handlers.
+        // Dropped outside the borrow: dropping a future runs its drops, which may look here.
         drop(serving);
         if let Some(waker) = waker {
             waker.wake();
@@ -96,10 +83,7 @@ thread_local! {
 
 /// Serves a request with `serve`, dropping its future at once if its client hangs up (the
 /// runtime aborts `request`'s signal then).
-pub async fn serve_cancellable<F>(
-    request: web_sys::Request,
-    serve: impl FnOnce(Cancellation) -> F,
-) -> Response
+pub async fn serve_cancellable<F>(request: web_sys::Request, serve: F) -> Response
 where
     F: Future<Output = Response> + 'static,
 {
@@ -110,15 +94,12 @@ where
 /// [`serve_cancellable`] with its listening apart: `listen` is called once, when the request
 /// first waits, and what it answers stops listening when dropped (when the request ends,
 /// either way).
-async fn serve_until_cancelled<F, G>(
-    serve: impl FnOnce(Cancellation) -> F,
-    listen: impl FnOnce(&Cancellation) -> G,
-) -> Response
+async fn serve_until_cancelled<F, G>(serve: F, listen: impl FnOnce(&Cancellation) -> G) -> Response
 where
     F: Future<Output = Response> + 'static,
 {
     let cancellation = Cancellation::default();
-    cancellation.state.borrow_mut().serving = Some(Box::pin(serve(cancellation.clone())));
+    cancellation.state.borrow_mut().serving = Some(Box::pin(serve));
     Serve { cancellation: &cancellation, listen: Some(listen), listening: None }.await
 }
 

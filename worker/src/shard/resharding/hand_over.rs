@@ -33,7 +33,7 @@ use wasm_bindgen::prelude::JsValue;
 use worker::console_error;
 
 use crate::isolate::clock::now_ms;
-use crate::isolate::{drills, request_task, shard_client};
+use crate::isolate::{drills, shard_client};
 use crate::shard::object::ShardObject;
 use crate::shard::resharding::error::ReshardingError;
 use crate::shard::resharding::state::SWEEP_PAGE;
@@ -80,7 +80,8 @@ pub fn handed_over(object: &ShardObject, change: Migration) -> Result<bool, Resh
 pub async fn shards_unfinished(object: &ShardObject, change: Migration) -> u32 {
     let asks = (0..change.from.max(change.to))
         .map(|shard| shard_client::handed_over(&object.env, ShardId(shard), change));
-    request_task::join_every(asks).await.into_iter().filter(|done| !matches!(done, Ok(true))).count() as u32
+    futures_util::future::join_all(asks).await.into_iter().filter(|done| !matches!(done, Ok(true))).count()
+        as u32
 }
 
 /// Has every shard of either count in `change` forget it, declared over; answers how many
@@ -88,7 +89,7 @@ pub async fn shards_unfinished(object: &ShardObject, change: Migration) -> u32 {
 pub async fn settle_everywhere(object: &ShardObject, change: Migration) -> u32 {
     let settles = (0..change.from.max(change.to))
         .map(|shard| shard_client::settle_change(&object.env, ShardId(shard), change));
-    request_task::join_every(settles).await.into_iter().filter(Result::is_err).count() as u32
+    futures_util::future::join_all(settles).await.into_iter().filter(Result::is_err).count() as u32
 }
 
 /// The count the request's sender placed its keys under. A sender that does not say is of a
@@ -267,7 +268,7 @@ async fn take_over(
             Ok(parcels)
         })
     });
-    request_task::join_every(takes).await.into_iter().collect()
+    futures_util::future::join_all(takes).await.into_iter().collect()
 }
 
 /// Moves `keys`, all of one old home and one new, in as many calls as they take: `call` moves
@@ -446,7 +447,7 @@ where
             },
         )
     });
-    let answers: Vec<Result<Vec<OpResult>, JsValue>> = request_task::join_every(runs).await;
+    let answers: Vec<Result<Vec<OpResult>, JsValue>> = futures_util::future::join_all(runs).await;
     for ((_, places), answer) in groups.iter().zip(answers) {
         for (&place, result) in places.iter().zip(answer?) {
             answered[place] = Some(result);
