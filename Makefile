@@ -48,7 +48,7 @@ build: $(call needs,tools)
 	@scripts/build-worker.sh
 
 # The build the worker specs run: with the test-only faults they ask for by variable
-# (worker/src/isolate/drills.rs). `make build`, dev, deploy and bench leave them out.
+# (worker/src/shared/drills.rs). `make build`, dev, deploy and bench leave them out.
 build-drills: $(call needs,tools)
 	@EDGECOUNT_DRILLS=1 scripts/build-worker.sh
 
@@ -78,6 +78,7 @@ lint-rust: $(call needs,tools-rust)
 	@cargo clippy --locked --workspace --all-targets --all-features --quiet -- -D warnings
 	@echo "[lint] no Rust file uses one that uses it back"
 	@python3 scripts/check-import-cycles.py
+	@python3 scripts/check-layers.py
 	@echo "[lint] no match over ShardOp or OpKind has a wildcard arm"
 	@python3 scripts/check-op-matches.py
 

@@ -16,7 +16,7 @@
 # are those of a kept result skips step 1 as well.
 #
 # `EDGECOUNT_DRILLS=1` builds with the `drills` cargo feature: the test-only faults the specs ask
-# for by environment variable (worker/src/isolate/drills.rs). `make test` builds so; every other
+# for by environment variable (worker/src/shared/drills.rs). `make test` builds so; every other
 # build leaves them out. build/.features says which build build/ holds.
 #
 # `--compile-only` runs step 1 alone, when it would run at all: `make test` starts it beside the

@@ -43,7 +43,7 @@ MACHINERY = [
     "worker/src/isolate/request_task",
     "worker/src/isolate/shard_calls",
     "worker/src/shard/group.rs",
-    "worker/src/isolate/tasks.rs",
+    "worker/src/shared/tasks.rs",
     "worker/src/http/cancellation",
     # Before they became folders.
     "worker/src/isolate/request_task.rs",

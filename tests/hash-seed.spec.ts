@@ -1,5 +1,5 @@
 // Every table keyed by client-chosen names hashes under a seed from the runtime's random
-// source (core/src/hashing.rs, worker/src/isolate/hash_seed.rs). The seed must be handed in
+// source (core/src/hashing.rs, worker/src/shared/hash_seed.rs). The seed must be handed in
 // before the first table is made, in the worker and in each shard, or those tables hash with
 // keys anyone can compute from the published Wasm; the worker logs when that happens. So the
 // runtime is driven through every kind of table (counters, cache entries, hot keys, one-way

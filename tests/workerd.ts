@@ -48,7 +48,9 @@ export async function startWorkerd(
     log = (log + text).slice(-LOG_BYTES);
   });
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
+  // Up to 30 s: a runtime compiling the worker's Wasm on a machine busy with the rest of the
+  // suite has taken more than 10.
+  for (let i = 0; i < 600; i++) {
     try {
       if ((await fetch(`${url}/v1/health`)).ok)
         return { url, process: child, log: () => log };

@@ -12,13 +12,13 @@ use edgecount_core::http::query::parse_period;
 use edgecount_core::visits::day::Period;
 use edgecount_core::{OpKind, OpResult, ShardCall, ShardOp};
 
-use crate::http::api_error::ApiError;
-use crate::http::message::{Body, Request, Response};
+use crate::http::message::{Body, Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
 use crate::http::{counters, days};
-use crate::isolate::clock::now_ms;
 use crate::isolate::visitors;
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
 
 const SVG: &str = "image/svg+xml; charset=utf-8";
 
@@ -43,7 +43,8 @@ pub async fn serve(
     // A counting badge adds 1: a count.
     let need = if query.incr { Right::Count } else { Right::Read };
     config.access.check(token, need, Some(&target.ns))?;
-    let counts = query.incr && !visitors::leaves_uncounted(req, config, token, &target.ns);
+    let counts = query.incr
+        && !visitors::leaves_uncounted(req.header(Header::UserAgent).as_deref(), config, token, &target.ns);
     let mut value = None;
     if counts {
         let op = ShardOp::Incr { ns: target.ns.clone(), key: target.key.clone(), by: 1, ttl: None };

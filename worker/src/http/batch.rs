@@ -22,16 +22,17 @@ use edgecount_core::shard::answer_budget::{shard_shares, AnswerBudget, MAX_BATCH
 use edgecount_core::{shard_for, CoreError, OpKind, OpResult, ShardCall, ShardId, ShardOp};
 use serde_json::{json, Value};
 
-use crate::http::api_error::ApiError;
-use crate::http::days;
 use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::respond;
 use crate::http::target::Target;
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
+use crate::http::{counters, days};
 use crate::isolate::meter::Meter;
-use crate::isolate::{hot_reads, one_way, shard_client, visitors};
+use crate::isolate::{hot_reads, visitors};
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::shard_client;
 
 /// Serves `POST /v1/batch`.
 ///
@@ -172,7 +173,7 @@ fn serve_one_way(
                         .visit
                         .unwrap_or_else(|| days::visit_of(req, config, &target, OpKind::Incr, false));
                     let visitor = visit.visitors.first().copied();
-                    one_way::accept(
+                    counters::accept_one_way(
                         cx,
                         &target,
                         Counted { ttl, delta, day: Some(visit.day), visitor, operator: call.operator },
@@ -208,7 +209,9 @@ fn permitted(
     let (ns, key) = call.op.target();
     let need = Right::for_op(&call.op);
     config.access.check(token, need, Some(ns))?;
-    if need == Right::Count && visitors::leaves_uncounted(req, config, token, ns) {
+    if need == Right::Count
+        && visitors::leaves_uncounted(req.header(Header::UserAgent).as_deref(), config, token, ns)
+    {
         // A bot's count in a public namespace: answered with the value, not counted. In a
         // one-way batch, where a read is refused, it is accepted and dropped instead.
         let op = ShardOp::Get { ns: ns.clone(), key: key.clone() };

@@ -9,13 +9,13 @@ use edgecount_core::{OpKind, OpResult, ShardCall, ShardOp};
 use serde_json::json;
 use worker::Env;
 
-use crate::http::api_error::ApiError;
 use crate::http::counters::{idempotency_key, read_audience};
 use crate::http::message::{Body, Header, Request, Response};
 use crate::http::respond;
 use crate::http::target::Target;
-use crate::isolate::config::Config;
-use crate::isolate::shard_client;
+use crate::shared::api_error::ApiError;
+use crate::shared::config::Config;
+use crate::shared::shard_client;
 
 /// Content type kept for a value sent without one.
 const DEFAULT_CONTENT_TYPE: &str = FALLBACK_CONTENT_TYPE;

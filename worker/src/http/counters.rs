@@ -21,15 +21,16 @@ use edgecount_core::{CoreError, Namespace, OpKind, OpResult, ShardCall, ShardOp}
 use serde::Serialize;
 use serde_json::json;
 
-use crate::http::api_error::ApiError;
 use crate::http::days;
 use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::respond;
 use crate::http::target::Target;
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, shard_client, visitors};
+use crate::isolate::{hot_reads, one_way, visitors};
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::shard_client;
 
 /// A counter as the API shows it, fields in the documented order.
 #[derive(Serialize)]
@@ -59,7 +60,13 @@ pub async fn serve(
             days::read(&req, cx, target, period, query.unique).await
         }
         OpKind::Incr
-            if counts_once(&req) && visitors::leaves_uncounted(&req, cx.config, token, &target.ns) =>
+            if counts_once(&req)
+                && visitors::leaves_uncounted(
+                    req.header(Header::UserAgent).as_deref(),
+                    cx.config,
+                    token,
+                    &target.ns,
+                ) =>
         {
             uncounted(&req, cx, target).await
         }
@@ -242,7 +249,7 @@ async fn write(
         let delta = if kind == OpKind::Incr { i128::from(by) } else { -i128::from(by) };
         let visit = days::visit_of(req, cx.config, target, kind, query.unique);
         let visitor = visit.visitors.first().copied();
-        one_way::accept(cx, target, Counted { ttl, delta, day: Some(visit.day), visitor, operator })?;
+        accept_one_way(cx, target, Counted { ttl, delta, day: Some(visit.day), visitor, operator })?;
         let mut response = respond::json(202, &json!({ "status": "accepted" }))?;
         if asked_by_header {
             response.set_header("preference-applied", "respond-async");
@@ -299,6 +306,23 @@ pub(crate) async fn apply_write(
     let outcome = shard_client::execute_one(cx.env, target.shard, call).await;
     hot_reads::after_op(cx.config, &op, outcome.as_ref().ok(), now);
     Ok(outcome?.unwrap_replay())
+}
+
+/// Accepts a one-way count for `target`, keeping the flusher it starts, if any, alive after the
+/// request has answered.
+///
+/// # Errors
+/// As `one_way::accept`: the buffer is full, or the key's sum would overflow.
+pub(crate) fn accept_one_way(
+    cx: &RequestContext<'_>,
+    target: &Target,
+    count: Counted,
+) -> Result<(), ApiError> {
+    let flusher = one_way::accept(cx.env, cx.config, (target.shard, &target.ns, &target.key), count)?;
+    if let Some(flusher) = flusher {
+        cx.keep_alive(&flusher);
+    }
+    Ok(())
 }
 
 /// The request's `Idempotency-Key`, if it sent one.

@@ -13,14 +13,14 @@ use edgecount_core::visits::visitor::visitor_hash;
 use edgecount_core::{CoreError, Key, Namespace, OpKind, OpResult, ShardCall, ShardOp};
 use serde::Serialize;
 
-use crate::http::api_error::ApiError;
 use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::respond;
 use crate::http::target::Target;
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::shard_client;
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::shard_client;
 
 /// The day a count of `kind` on `target` lands in now, and with `unique` (increments only) the
 /// hash of its visitor: the client's address and user agent, never sent on or kept as they are.

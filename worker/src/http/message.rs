@@ -17,7 +17,7 @@ use worker::js_sys::{self, Uint8Array};
 use worker::worker_sys::web_sys;
 use worker::Method;
 
-use crate::http::api_error::ApiError;
+use crate::shared::api_error::ApiError;
 
 #[wasm_bindgen(inline_js = "
 export function requestHead(request, names) {

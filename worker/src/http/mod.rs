@@ -1,9 +1,8 @@
 //! The HTTP side of the worker: the router resolves a request's route, method, names and shard
 //! once, charges and authorizes it, and hands the validated target to a thin handler per
 //! route; [`message`] holds the request and the answer as plain Rust values, [`respond`] and
-//! [`api_error`] shape every answer.
+//! [`api_error`](crate::shared::api_error) shape every answer.
 
-pub mod api_error;
 pub mod badge;
 pub mod batch;
 pub mod cache;

@@ -7,12 +7,13 @@ use edgecount_core::shard_for;
 use serde_json::{json, Map, Value};
 use worker::Env;
 
-use crate::http::api_error::ApiError;
 use crate::http::message::Response;
 use crate::http::respond;
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::{hot_reads, one_way, shard_client, shard_stats, tasks, visitors};
+use crate::isolate::{hot_reads, one_way, shard_stats, visitors};
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::{shard_client, tasks};
 
 /// `GET /v1/health`: answered by the worker alone, so it shows the worker is up and configured.
 ///

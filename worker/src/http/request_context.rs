@@ -5,7 +5,7 @@
 
 use worker::{js_sys, Context, Env};
 
-use crate::isolate::config::Config;
+use crate::shared::config::Config;
 
 /// One request's context (see the module's documentation).
 pub struct RequestContext<'a> {

@@ -3,10 +3,10 @@
 use futures_util::StreamExt;
 use serde::Serialize;
 
-use crate::http::api_error::ApiError;
 use crate::http::message::{Body, Header, Request, Response};
-use crate::isolate::config::{Config, CorsOrigins};
-use crate::isolate::tasks;
+use crate::shared::api_error::ApiError;
+use crate::shared::config::{Config, CorsOrigins};
+use crate::shared::tasks;
 
 const JSON: &str = "application/json; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";

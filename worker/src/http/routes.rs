@@ -3,7 +3,7 @@
 
 use worker::{console_error, Context, Env, Method};
 
-use crate::http::api_error::ApiError;
+use crate::shared::api_error::ApiError;
 use edgecount_core::edge::access::Right;
 use edgecount_core::edge::rate_limit::visitors_read_cost;
 use edgecount_core::http::badge::BadgeQuery;
@@ -17,9 +17,9 @@ use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::target::{unmatched_path_error, Target};
 use crate::http::{badge, batch, cache, compat, days, operations, respond, transfer};
-use crate::isolate::config::Config;
 use crate::isolate::meter::Meter;
 use crate::isolate::placement;
+use crate::shared::config::Config;
 
 /// The routes of API v1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl Route {
 }
 
 thread_local! {
-    /// The routes, built once per isolate and never changed (so not in `isolate::state`).
+    /// The routes, built once per isolate and never changed (so not in `shared::state`).
     static ROUTER: matchit::Router<Route> = build_router();
 }
 
@@ -206,7 +206,8 @@ async fn dispatch_matched(
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
     let token = req.bearer_token();
-    let mut meter = Meter::for_request(&req, config, token.as_deref());
+    let mut meter =
+        Meter::for_request(req.header(Header::ClientAddress).as_deref(), config, token.as_deref());
     let target = resolve_target(config, matched).transpose();
     let shard = target.as_ref().ok().and_then(|t| t.as_ref().map(|t| t.shard));
     // Checked in this order whatever the route: the charge (before the token is checked, so a
@@ -253,7 +254,9 @@ async fn dispatch_matched(
     if let Some(shard) = shard {
         name_shard(&mut response, shard);
     }
-    meter.add_headers(&mut response);
+    for (name, value) in meter.headers() {
+        response.set_header(name, value);
+    }
     Ok(response)
 }
 

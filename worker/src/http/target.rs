@@ -4,8 +4,8 @@
 
 use edgecount_core::{shard_for, CoreError, Key, Namespace, ShardId};
 
-use crate::http::api_error::ApiError;
-use crate::isolate::config::Config;
+use crate::shared::api_error::ApiError;
+use crate::shared::config::Config;
 
 /// A validated key and the shard that owns it.
 #[derive(Clone)]

@@ -19,12 +19,12 @@ use edgecount_core::{shard_for, CoreError, ShardId};
 use serde_json::json;
 use worker::Env;
 
-use crate::http::api_error::ApiError;
 use crate::http::message::{Body, Request, Response};
 use crate::http::respond;
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::shard_client;
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::shard_client;
 
 /// Shard calls one export page makes at most: the default count's worth (so a small export is
 /// one page), and a bound on a page's time however many shards there are.

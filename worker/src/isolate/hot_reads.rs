@@ -10,9 +10,9 @@ use edgecount_core::edge::read_cache::{self, AfterOp, CachedRead, Lookup};
 use edgecount_core::hashing::KeyHashing;
 use edgecount_core::{EdgeCache, HotKeys, Key, Namespace, OpResult, ShardOp};
 
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::state::{self, HotReads};
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::state::{self, HotReads};
 
 /// Hot reads kept per isolate at most.
 const EDGE_CACHE_ENTRIES: usize = 10_000;

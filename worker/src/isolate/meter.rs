@@ -9,11 +9,10 @@
 //! a client spread over many edge locations may get more in total; the limit protects each
 //! isolate and the shards behind it.
 
-use crate::http::api_error::ApiError;
-use crate::http::message::{Header, Request, Response};
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::state;
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::state;
 use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter, Decision, RateLimit, RequestCharge};
 
 /// The charges made for one request, so its answer can carry the figures.
@@ -23,12 +22,12 @@ pub struct Meter {
 }
 
 impl Meter {
-    /// The meter for a request sent with `token`.
-    pub fn for_request(req: &Request, config: &Config, token: Option<&str>) -> Self {
+    /// The meter for a request from `client_address` sent with `token`.
+    pub fn for_request(client_address: Option<&str>, config: &Config, token: Option<&str>) -> Self {
         let client = match token {
             // A count token is in pages' source, shared by every visitor: they are counted apart.
             Some(token) if config.access.is_private_token(token) => ClientId::token(token),
-            _ => ClientId::address(&req.header(Header::ClientAddress).unwrap_or_default()),
+            _ => ClientId::address(client_address.unwrap_or_default()),
         };
         Self { request: RequestCharge::new(client), last: None }
     }
@@ -89,11 +88,15 @@ impl Meter {
         }
     }
 
-    /// Adds the `RateLimit-*` headers of the latest charge, if any.
-    pub fn add_headers(&self, response: &mut Response) {
-        let Some(decision) = self.last else { return };
-        response.set_header("ratelimit-limit", decision.limit.to_string());
-        response.set_header("ratelimit-remaining", decision.remaining.to_string());
-        response.set_header("ratelimit-reset", decision.reset_s.to_string());
+    /// The `RateLimit-*` headers of the latest charge, if any.
+    #[must_use]
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        self.last.map_or_else(Vec::new, |decision| {
+            vec![
+                ("ratelimit-limit", decision.limit.to_string()),
+                ("ratelimit-remaining", decision.remaining.to_string()),
+                ("ratelimit-reset", decision.reset_s.to_string()),
+            ]
+        })
     }
 }

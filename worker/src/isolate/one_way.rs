@@ -14,16 +14,14 @@
 //! arrival for the shard starts another, which sends the flush in flight again under its number.
 
 use edgecount_core::edge::one_way::{Accept, Counted, Flush, FlusherId, OneWayBuffer, OneWayStats};
-use edgecount_core::{CoreError, ShardId};
+use edgecount_core::{CoreError, Key, Namespace, ShardId};
 use worker::{console_error, js_sys, Env};
 
-use crate::http::api_error::ApiError;
-use crate::http::request_context::RequestContext;
-use crate::http::target::Target;
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::state::{self, OneWayWrites};
-use crate::isolate::{drills, shard_client, tasks};
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::state::{self, OneWayWrites};
+use crate::shared::{drills, shard_client, tasks};
 
 /// The wait before the first resend; each later one waits four times as long, up to 64 s.
 const FIRST_RESEND_MS: u64 = 250;
@@ -54,27 +52,27 @@ pub fn snapshot(config: &Config) -> (OneWayStats, (usize, u64)) {
     with_buffer(config, |buffer| (buffer.stats(), buffer.held()))
 }
 
-/// Accepts `delta` for `target` (with `ttl`), to be applied within the flush interval; starts
-/// the shard's flusher as a task of `cx`'s request if it has none.
+/// Accepts `count` for `ns`/`key` on `shard`, to be applied within the flush interval. When
+/// the shard has no flusher, starts one and answers the promise of its end, which the request
+/// keeps alive (`waitUntil`).
 ///
 /// # Errors
 /// [`ApiError::OneWayBufferFull`] when the buffer is at its bound, and `overflow` when the
 /// key's pending sum would pass what any counter could absorb: nothing was accepted.
-pub fn accept(cx: &RequestContext<'_>, target: &Target, count: Counted) -> Result<(), ApiError> {
-    let accepted = with_buffer(cx.config, |buffer| {
-        buffer.accept(target.shard, &target.ns, &target.key, count, now_ms())
-    });
+pub fn accept(
+    env: &Env,
+    config: &Config,
+    (shard, ns, key): (ShardId, &Namespace, &Key),
+    count: Counted,
+) -> Result<Option<js_sys::Promise>, ApiError> {
+    let accepted = with_buffer(config, |buffer| buffer.accept(shard, ns, key, count, now_ms()));
     match accepted {
         Accept::Full => Err(ApiError::OneWayBufferFull),
         Accept::Overflow => Err(CoreError::Overflow.into()),
-        Accept::Accepted { start_flusher } => {
-            if let Some(flusher) = start_flusher {
-                let (env, config, shard) = (cx.env.clone(), cx.config.clone(), target.shard);
-                let flushing = tasks::spawn(async move { run_flusher(&env, &config, shard, flusher).await });
-                cx.keep_alive(&flushing);
-            }
-            Ok(())
-        }
+        Accept::Accepted { start_flusher } => Ok(start_flusher.map(|flusher| {
+            let (env, config) = (env.clone(), config.clone());
+            tasks::spawn(async move { run_flusher(&env, &config, shard, flusher).await })
+        })),
     }
 }
 

@@ -7,9 +7,9 @@
 use edgecount_core::ShardId;
 use worker::Env;
 
-use crate::http::api_error::ApiError;
-use crate::isolate::config::Config;
-use crate::isolate::{shard_client, state};
+use crate::shared::api_error::ApiError;
+use crate::shared::config::Config;
+use crate::shared::{shard_client, state};
 
 /// Succeeds once this isolate's shard count is known to be the placement's.
 ///

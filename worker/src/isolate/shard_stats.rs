@@ -11,10 +11,10 @@ use edgecount_core::ShardId;
 use futures_util::future::join_all;
 use worker::Env;
 
-use crate::http::api_error::ApiError;
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::Config;
-use crate::isolate::{shard_client, state, tasks};
+use crate::shared::api_error::ApiError;
+use crate::shared::clock::now_ms;
+use crate::shared::config::Config;
+use crate::shared::{shard_client, state, tasks};
 
 /// A claim to ask lapses after this: past the 15 s every shard call is given, and then some.
 const LEASE_MS: u64 = 20_000;

@@ -5,17 +5,19 @@
 use edgecount_core::edge::bots;
 use edgecount_core::Namespace;
 
-use crate::http::message::{Header, Request};
-use crate::isolate::config::Config;
-use crate::isolate::state;
+use crate::shared::config::Config;
+use crate::shared::state;
 
-/// Whether `req`'s count in `ns` is to be answered and not counted: the namespace is public,
-/// no token with more than the count right came with it, and its user agent is a known bot.
-/// Counted when true.
-pub fn leaves_uncounted(req: &Request, config: &Config, token: Option<&str>, ns: &Namespace) -> bool {
-    let bot = is_visitor(config, token)
-        && config.access.is_public(ns)
-        && bots::is_bot(req.header(Header::UserAgent).as_deref());
+/// Whether a count in `ns` from `user_agent` is to be answered and not counted: the namespace
+/// is public, no token with more than the count right came with it, and the user agent is a
+/// known bot. Counted when true.
+pub fn leaves_uncounted(
+    user_agent: Option<&str>,
+    config: &Config,
+    token: Option<&str>,
+    ns: &Namespace,
+) -> bool {
+    let bot = is_visitor(config, token) && config.access.is_public(ns) && bots::is_bot(user_agent);
     if bot {
         state::with(|s| s.bots_not_counted.set(s.bots_not_counted.get() + 1));
     }

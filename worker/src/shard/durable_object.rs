@@ -17,12 +17,12 @@ use worker::{durable_object, DurableObject, Env, Request, Response, Result, Stat
 
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
-use crate::isolate::clock::now_ms;
-use crate::isolate::tasks;
 use crate::shard::group::{self, Groups};
 use crate::shard::object::{refusal, rejected, ShardObject};
 use crate::shard::resharding;
 use crate::shard::resharding::hand_over::{self, Route};
+use crate::shared::clock::now_ms;
+use crate::shared::tasks;
 
 #[durable_object]
 pub struct Shard {

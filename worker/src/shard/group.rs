@@ -1,6 +1,7 @@
 //! Calls that arrive together run together. A shard runs a call at once when it is idle; if
 //! the call wrote, the shard then waits for those writes to be durable (`storage.sync()`), and
-//! every call that arrives meanwhile joins the next group. When the wait ends, the group runs
+//! every call that writes and arrives meanwhile joins the next group (a call that only reads
+//! runs at once). When the wait ends, the group runs
 //! in arrival order in one transaction ([`ShardEngine::run_group`]): the increments of one key
 //! are one row written, each call is answered the results of its own ops, and the runtime's
 //! output gate holds each answer until the group's writes are durable, as for a call run alone.
@@ -18,12 +19,12 @@ use std::rc::Rc;
 
 use edgecount_core::shard::protocol::ShardRequest;
 use edgecount_core::shard::refusal::Refusal;
-use wasm_bindgen::prelude::JsValue;
+use wasm_bindgen::prelude::{Closure, JsValue};
 use worker::{js_sys, wasm_bindgen_futures};
 
-use crate::isolate::clock::now_ms;
-use crate::isolate::drills;
 use crate::shard::object::{rejected, ShardObject};
+use crate::shared::clock::now_ms;
+use crate::shared::drills;
 
 /// Most ops that may wait for the next group; a call past it is refused with nothing applied.
 /// About a second of one shard's writes: a client waits no longer than that behind a queue.
@@ -37,7 +38,12 @@ pub struct Groups {
     queued_ops: Cell<usize>,
     /// Calls refused since the shard started, past [`MAX_QUEUED_OPS`].
     refused: Cell<u64>,
+    /// What the end of a wait for durability calls, made at the first wait.
+    on_durable: RefCell<Option<OnDurable>>,
 }
+
+/// The reaction to `storage.sync()`.
+type OnDurable = Closure<dyn FnMut(JsValue)>;
 
 /// A call waiting for the next group, and how to answer it.
 struct Queued {
@@ -47,10 +53,12 @@ struct Queued {
 }
 
 /// Runs `request`, which arrived on the steady path, now or in the next group: its JSON answer,
-/// or a promise of it.
+/// or a promise of it. A call that only reads runs now whatever is queued: it answers what the
+/// shard holds, and the output gate holds that answer, as any, until the writes before it are
+/// durable.
 pub fn arrive(groups: &Rc<Groups>, object: &Rc<ShardObject>, request: ShardRequest) -> JsValue {
-    if !groups.settling.get() {
-        let writes = request.ops.iter().any(|call| call.op.is_write());
+    let writes = request.ops.iter().any(|call| call.op.is_write());
+    if !writes || !groups.settling.get() {
         let answer = object.answer(&request);
         if writes {
             settle(groups, object);
@@ -71,32 +79,53 @@ pub fn arrive(groups: &Rc<Groups>, object: &Rc<ShardObject>, request: ShardReque
     promise.into()
 }
 
-/// Waits for what was written to be durable, then runs the calls that queued meanwhile as one
-/// group, and again while a group writes.
+/// Waits for what was written so far to be durable (`storage.sync()`), then runs the calls
+/// that queued meanwhile as the next group ([`durable`]). The wait's reaction is one function
+/// made once per object, so a wait costs a call into JavaScript and no allocation.
 fn settle(groups: &Rc<Groups>, object: &Rc<ShardObject>) {
     groups.settling.set(true);
-    let (groups, object) = (Rc::clone(groups), Rc::clone(object));
-    wasm_bindgen_futures::spawn_local(async move {
-        loop {
-            // A failed wait changes nothing here: the next group runs, and its own writes
-            // succeed or fail on their own.
-            let _ = object.storage().sync().await;
-            drills::hold_group(&object.env, || groups.next.borrow().len() + groups.refused.get() as usize)
-                .await;
-            let group = std::mem::take(&mut *groups.next.borrow_mut());
-            groups.queued_ops.set(0);
-            if group.is_empty() {
-                groups.settling.set(false);
-                return;
-            }
-            let writes = group.iter().any(|q| q.request.ops.iter().any(|call| call.op.is_write()));
-            run(&object, group);
-            if !writes {
-                groups.settling.set(false);
-                return;
-            }
-        }
+    let mut on_durable = groups.on_durable.borrow_mut();
+    let on_durable = on_durable.get_or_insert_with(|| {
+        let (groups, object) = (Rc::clone(groups), Rc::clone(object));
+        Closure::new(move |_: JsValue| durable(&groups, &object))
     });
+    match object.storage().as_raw().sync() {
+        // A failed wait changes nothing here: the next group runs, and its own writes succeed
+        // or fail on their own.
+        Ok(synced) => {
+            let _ = synced.then2(on_durable, on_durable);
+        }
+        Err(_) => {
+            let _ = js_sys::Promise::resolve(&JsValue::UNDEFINED).then(on_durable);
+        }
+    }
+}
+
+/// The writes before are durable: runs the calls queued meanwhile as one group, and waits
+/// again if it wrote.
+fn durable(groups: &Rc<Groups>, object: &Rc<ShardObject>) {
+    if drills::holds_group(&object.env) {
+        let (groups, object) = (Rc::clone(groups), Rc::clone(object));
+        wasm_bindgen_futures::spawn_local(async move {
+            let arrived = || groups.next.borrow().len() + groups.refused.get() as usize;
+            drills::wait_for_arrivals(&object.env, arrived).await;
+            run_next(&groups, &object);
+        });
+        return;
+    }
+    run_next(groups, object);
+}
+
+fn run_next(groups: &Rc<Groups>, object: &Rc<ShardObject>) {
+    let group = std::mem::take(&mut *groups.next.borrow_mut());
+    groups.queued_ops.set(0);
+    if group.is_empty() {
+        groups.settling.set(false);
+        return;
+    }
+    run(object, group);
+    // Every queued call writes: the group wrote, and the next one waits for it.
+    settle(groups, object);
 }
 
 /// Runs a group in order: the calls under no receipt together, each receipted one alone; a

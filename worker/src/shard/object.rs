@@ -24,15 +24,15 @@ use futures_util::StreamExt;
 use wasm_bindgen::prelude::JsValue;
 use worker::{console_error, js_sys, Env, Result, State, Storage};
 
-use crate::isolate::clock::now_ms;
-use crate::isolate::config::{
-    Config, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS,
-};
-use crate::isolate::{drills, tasks};
 use crate::shard::resharding::state::HandOverState;
 use crate::shard::sql_store::SqlShardStore;
 use crate::shard::watch_stream::{watcher, WatchSender};
 use crate::shard::{visit_store, visit_unions};
+use crate::shared::clock::now_ms;
+use crate::shared::config::{
+    Config, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS, DEFAULT_SHARD_CACHE_BOUNDS,
+};
+use crate::shared::{drills, tasks};
 
 /// Tries at setting the alarm after a call's writes are stored, [`ALARM_RETRY_MS`] apart and then
 /// four times longer each time: a passing storage failure does not leave the call unanswered.
@@ -132,7 +132,7 @@ impl ShardObject {
     /// The shard's state over `state`'s storage, with nothing read yet but the schema: counters
     /// load when first used, the cache index when a cache write or delete first needs it.
     pub fn open(state: State, env: Env) -> Self {
-        crate::isolate::hash_seed::seed_once();
+        crate::shared::hash_seed::seed_once();
         let (cache_bounds, shards, migration, keys_per_alarm, days_kept) = match Config::from_env(&env) {
             Ok(config) => (
                 config.shard_cache,

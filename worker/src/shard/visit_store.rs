@@ -17,11 +17,11 @@ use edgecount_core::{Key, Namespace, StoreResult};
 use serde::Deserialize;
 use worker::{Result, SqlStorageValue};
 
-use crate::isolate::hash_seed::fill_random;
 use crate::shard::sql_store::{
     blob, describe, json_names, json_rows, rows_statement, text, SqlShardStore, ROWS_PER_STATEMENT,
 };
 use crate::shard::visit_unions;
+use crate::shared::hash_seed::fill_random;
 
 const TABLES: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS counter_days (

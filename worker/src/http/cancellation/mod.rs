@@ -22,7 +22,7 @@ use worker::worker_sys::web_sys;
 
 use crate::http::message::Response;
 use crate::http::respond;
-use crate::isolate::state;
+use crate::shared::state;
 
 type Serving = Pin<Box<dyn Future<Output = Response>>>;
 
@@ -71,7 +71,7 @@ extern "C" {
 
 thread_local! {
     /// What every request's abort listener calls, made once per isolate: it runs what the
-    /// isolate's state lists for the request's number (`isolate::state`'s `waiting_requests`).
+    /// isolate's state lists for the request's number (`shared::state`'s `waiting_requests`).
     static ON_ABORT: Closure<dyn Fn(f64)> = Closure::new(|number: f64| {
         // Numbers count up from zero, far below 2^53.
         let waiting = state::with(|s| s.waiting_requests.borrow_mut().remove(&(number as u64)));

@@ -8,10 +8,10 @@ use edgecount_core::{Key, Namespace};
 use serde_json::Value;
 use worker::Method;
 
-use crate::http::api_error::ApiError;
 use crate::http::message::{Header, JsStream, Request};
 use crate::http::request_context::RequestContext;
 use crate::http::target::Target;
+use crate::shared::api_error::ApiError;
 
 /// The compatible routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl Route {
 }
 
 thread_local! {
-    /// The routes, built once per isolate and never changed (so not in `isolate::state`).
+    /// The routes, built once per isolate and never changed (so not in `shared::state`).
     static ROUTER: matchit::Router<(Route, Shape)> = build_router();
 }
 

@@ -19,8 +19,9 @@ use super::stream;
 use crate::http::counters;
 use crate::http::message::Header;
 use crate::http::target::Target;
-use crate::isolate::clock::{self, now_ms};
-use crate::isolate::{shard_client, shard_stats, visitors};
+use crate::isolate::{shard_stats, visitors};
+use crate::shared::clock::{self, now_ms};
+use crate::shared::shard_client;
 
 /// Runs the handler of `route`; `x_path` is set for routes that pick their names themselves.
 pub(super) async fn run(
@@ -81,7 +82,12 @@ fn unexpected() -> CompatError {
 async fn hit(call: &Call<'_>) -> Result<i64, CompatError> {
     let target = call.target()?;
     authorize(call, Right::Count, Some(&target.ns))?;
-    if visitors::leaves_uncounted(call.req, call.cx.config, call.token.as_deref(), &target.ns) {
+    if visitors::leaves_uncounted(
+        call.req.header(Header::UserAgent).as_deref(),
+        call.cx.config,
+        call.token.as_deref(),
+        &target.ns,
+    ) {
         return Ok(current(call).await?.unwrap_or(0));
     }
     // CountAPI's TTL comes with a write; a count alone (a public page's visitor) keeps the

@@ -16,7 +16,7 @@ use edgecount_core::compat::{params, CompatError};
 use serde_json::{json, Value};
 use worker::Method;
 
-use crate::http::message::{Body, Request, Response};
+use crate::http::message::{Body, Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::respond;
 use crate::http::target::Target;
@@ -58,7 +58,9 @@ pub async fn serve(req: &Request, cx: &RequestContext<'_>) -> Option<Response> {
         response.set_header("x-path", path);
     }
     if let Some(meter) = meter {
-        meter.add_headers(&mut response);
+        for (name, value) in meter.headers() {
+            response.set_header(name, value);
+        }
     }
     // Every answer here is a write's or a live count: caches must ask again.
     response.set_header("cache-control", "no-store");
@@ -95,7 +97,11 @@ async fn answer(
         return Err(CompatError::new(405, &format!("This route only accepts {}.", matched.route.allow())));
     }
     let token = req.bearer_token().or(params::token(req.query())?);
-    let meter = extras.meter.insert(Meter::for_request(req, config, token.as_deref()));
+    let meter = extras.meter.insert(Meter::for_request(
+        req.header(Header::ClientAddress).as_deref(),
+        config,
+        token.as_deref(),
+    ));
     meter.charge(config, 1).map_err(|error| {
         extras.retry_after = error.retry_after_seconds();
         from_api(&error)

@@ -23,9 +23,9 @@ use worker::{js_sys, Delay, Env};
 
 use crate::http::message::JsStream;
 use crate::http::target::Target;
-use crate::isolate::config::Config;
-use crate::isolate::shard_client::{self, WatchRefusal};
-use crate::isolate::state;
+use crate::shared::config::Config;
+use crate::shared::shard_client::{self, WatchRefusal};
+use crate::shared::state;
 
 /// Most streams one isolate keeps open: a few shards' worth.
 pub const MAX_STREAMS_PER_ISOLATE: usize = 1024;

@@ -32,12 +32,12 @@ use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardId};
 use wasm_bindgen::prelude::JsValue;
 use worker::console_error;
 
-use crate::isolate::clock::now_ms;
-use crate::isolate::{drills, shard_client};
 use crate::shard::object::ShardObject;
 use crate::shard::resharding::error::ReshardingError;
 use crate::shard::resharding::state::SWEEP_PAGE;
 use crate::shard::resharding::store::Adopted;
+use crate::shared::clock::now_ms;
+use crate::shared::{drills, shard_client};
 
 /// Pages one alarm sweeps before it lets the shard's other work in (it sets itself again).
 const PAGES_PER_ALARM: usize = 4;

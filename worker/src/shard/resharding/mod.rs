@@ -28,8 +28,8 @@ use wasm_bindgen::prelude::JsValue;
 pub use error::ReshardingError;
 pub use state::HandOverState;
 
-use crate::isolate::tasks;
 use crate::shard::object::{rejected, ShardObject};
+use crate::shared::tasks;
 use hand_over::Route;
 
 /// Runs a call that is not on the steady path (a change of count declared or left

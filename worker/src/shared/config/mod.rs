@@ -1,5 +1,5 @@
 //! The configuration this isolate runs under: the vars read into one value ([`vars`]) on the
-//! isolate's first request, then kept in its state (`isolate::state`) and shared.
+//! isolate's first request, then kept in its state (`shared::state`) and shared.
 
 pub mod vars;
 
@@ -7,8 +7,8 @@ use std::rc::Rc;
 
 use worker::Env;
 
-use crate::http::api_error::ApiError;
-use crate::isolate::state;
+use crate::shared::api_error::ApiError;
+use crate::shared::state;
 pub use vars::{
     Config, CorsOrigins, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS,
     DEFAULT_SHARD_CACHE_BOUNDS,

@@ -5,27 +5,33 @@
 //! next group are promises the group's run resolves, not Rust tasks), so a task is only ever
 //! woken from its own request's turns.
 
+use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll};
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 
 use futures_util::future::{select, Either};
-use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
+use wasm_bindgen::prelude::{wasm_bindgen, Closure, JsValue};
+use wasm_bindgen::JsCast;
 use worker::{js_sys, wasm_bindgen_futures};
 
-use crate::isolate::state;
+use crate::shared::state;
 
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(js_name = setTimeout)]
     fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
+    #[wasm_bindgen(js_name = clearTimeout)]
+    fn clear_timeout(id: &JsValue);
 }
 
 /// Runs `future` for the runtime: its value when the first poll finishes it (most requests the
 /// worker answers alone, and most shard calls, wait for nothing), else a promise of it.
 ///
 /// The first poll has no task to wake, so the futures awaited here must register the waker of
-/// each poll, not only the first's, as promises (`JsFuture`), channels and [`sleep`] do.
+/// each poll, not only the first's, as promises (`JsFuture`), channels and [`sleep`] do
+/// (`worker::Delay` keeps its first poll's, and must not be used).
 pub fn run(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -> JsValue {
     let mut future = Box::pin(future);
     match future.as_mut().poll(&mut Context::from_waker(std::task::Waker::noop())) {
@@ -75,13 +81,58 @@ impl Drop for InFlight {
 }
 
 /// Waits `ms` milliseconds.
-pub async fn sleep(ms: u64) {
-    let timer = js_sys::Promise::new(&mut |resolve, _| {
-        #[allow(clippy::cast_precision_loss)] // waits of seconds, far below 2^53 ms
-        set_timeout(&resolve, ms as f64);
-    });
-    // A timer's promise only resolves.
-    let _ = wasm_bindgen_futures::JsFuture::from(timer).await;
+pub fn sleep(ms: u64) -> Sleep {
+    Sleep { ms, timer: None, state: Rc::default() }
+}
+
+/// [`sleep`]'s future: one `setTimeout` on its first poll, which wakes the waker of the latest
+/// poll, and cleared if the future is dropped first (a deadline that was not needed leaves no
+/// timer behind).
+pub struct Sleep {
+    ms: u64,
+    /// The runtime's timer and the function it calls, once set.
+    timer: Option<(JsValue, Closure<dyn FnMut()>)>,
+    state: Rc<SleepState>,
+}
+
+#[derive(Default)]
+struct SleepState {
+    fired: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.state.fired.get() {
+            return Poll::Ready(());
+        }
+        *self.state.waker.borrow_mut() = Some(cx.waker().clone());
+        if self.timer.is_none() {
+            let state = Rc::clone(&self.state);
+            let fire = Closure::new(move || {
+                state.fired.set(true);
+                if let Some(waker) = state.waker.borrow_mut().take() {
+                    waker.wake();
+                }
+            });
+            #[allow(clippy::cast_precision_loss)] // waits of seconds, far below 2^53 ms
+            let id = set_timeout(fire.as_ref().unchecked_ref(), self.ms as f64);
+            self.timer = Some((id, fire));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some((id, _)) = &self.timer {
+            if !self.state.fired.get() {
+                clear_timeout(id);
+            }
+        }
+    }
 }
 
 /// `future`'s output if it comes within `ms` milliseconds, else `None` (the future is then

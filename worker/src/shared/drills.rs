@@ -93,25 +93,32 @@ fn fires(fired: &std::cell::Cell<u32>, limit: u32) -> bool {
     firing
 }
 
-/// How long a shard's first group waits, after the writes before it are durable, for this many
-/// calls to arrive, queued or refused as `arrived` counts them (`EDGECOUNT_DRILL_GROUP_AFTER=N`,
-/// at most 20 seconds): a spec then knows which calls ran together. Every later group runs as
-/// soon as it may.
+/// Whether this shard's group is to wait for arrivals first (`EDGECOUNT_DRILL_GROUP_AFTER=N`):
+/// only the first group of the isolate.
 #[cfg(feature = "drills")]
-pub async fn hold_group(env: &Env, arrived: impl Fn() -> usize) {
+pub fn holds_group(env: &Env) -> bool {
     thread_local! {
         static FIRED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
-    let wanted = limit(env, "EDGECOUNT_DRILL_GROUP_AFTER") as usize;
-    if wanted == 0 || !FIRED.with(|fired| fires(fired, 1)) {
-        return;
-    }
-    let deadline = crate::isolate::clock::now_ms() + 20_000;
-    while arrived() < wanted && crate::isolate::clock::now_ms() < deadline {
-        crate::isolate::tasks::sleep(2).await;
-    }
+    limit(env, "EDGECOUNT_DRILL_GROUP_AFTER") > 0 && FIRED.with(|fired| fires(fired, 1))
 }
 
 #[cfg(not(feature = "drills"))]
 #[inline(always)]
-pub async fn hold_group(_env: &Env, _arrived: impl Fn() -> usize) {}
+pub fn holds_group(_env: &Env) -> bool {
+    false
+}
+
+/// Waits until `arrived` counts `EDGECOUNT_DRILL_GROUP_AFTER` calls (queued or refused), 20 s at
+/// most: a spec then knows which calls ran together.
+pub async fn wait_for_arrivals(env: &Env, arrived: impl Fn() -> usize) {
+    let wanted = env
+        .var("EDGECOUNT_DRILL_GROUP_AFTER")
+        .ok()
+        .and_then(|value| value.to_string().trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let deadline = crate::shared::clock::now_ms() + 20_000;
+    while arrived() < wanted && crate::shared::clock::now_ms() < deadline {
+        crate::shared::tasks::sleep(2).await;
+    }
+}

@@ -17,7 +17,7 @@ extern "C" {
 }
 
 thread_local! {
-    /// Whether this Wasm instance has seeded. Apart from the isolate's state (`isolate::state`):
+    /// Whether this Wasm instance has seeded. Apart from the isolate's state (`shared::state`):
     /// that holds tables hashed with the seed, so it is made after this is set.
     static SEEDED: Cell<bool> = const { Cell::new(false) };
 }

@@ -20,10 +20,10 @@ use worker::js_sys;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-use crate::http::api_error::ApiError;
-use crate::isolate::config::Config;
-use crate::isolate::state::{self, ShardIds};
-use crate::isolate::{drills, tasks};
+use crate::shared::api_error::ApiError;
+use crate::shared::config::Config;
+use crate::shared::state::{self, ShardIds};
+use crate::shared::{drills, tasks};
 
 /// The Durable Object binding in `wrangler.toml`.
 pub const SHARDS_BINDING: &str = "SHARDS";

@@ -2,23 +2,23 @@
 //! that keeps something, each saying what it holds and why it outlives a request. It lives as
 //! long as the isolate's Wasm instance (until a new deployment, an eviction, or a trap's
 //! restart, which makes a new instance), and is made at its first use, which every entry point
-//! makes after [`isolate::hash_seed`](crate::isolate::hash_seed) has seeded the tables it holds.
+//! makes after [`shared::hash_seed`](crate::shared::hash_seed) has seeded the tables it holds.
 //!
 //! The modules reach it through [`with`] and each borrows only its own field, briefly, and
 //! never across an `.await`: the fields are cells of their own, so one module's borrow does not
 //! lock another's, and code that runs inside a borrow (a drop, say) finds the other fields free.
 //!
 //! It names only core and runtime types and those of files that use nothing of what uses it
-//! (`http::api_error`, `isolate::config::vars`), so no module is used back by one it uses; a
+//! (`shared::api_error`, `shared::config::vars`), so no module is used back by one it uses; a
 //! module's own record is defined here when it is plain data.
 //!
 //! What does not live here, and why:
 //! - what is made once and never changes, each beside the only code that reads it: the routers
 //!   of `http::routes` and `http::compat::call`, the JavaScript list of header names of
 //!   `http::message`, and the one abort listener of `http::cancellation`;
-//! - [`isolate::hash_seed`](crate::isolate::hash_seed)'s flag, set before this state is made,
+//! - [`shared::hash_seed`](crate::shared::hash_seed)'s flag, set before this state is made,
 //!   as its tables hash with the seed;
-//! - what only tests use: the counts of `isolate::drills`, built only with the `drills`
+//! - what only tests use: the counts of `shared::drills`, built only with the `drills`
 //!   feature.
 
 use std::cell::{Cell, RefCell};
@@ -33,21 +33,21 @@ use edgecount_core::shard::protocol::ShardStats;
 use edgecount_core::{EdgeCache, HotKeys, ShardId};
 use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 
-use crate::http::api_error::ApiError;
-use crate::isolate::config::vars::Config;
+use crate::shared::api_error::ApiError;
+use crate::shared::config::vars::Config;
 
 /// Everything an isolate keeps between requests. Each field is `None`, empty or zero until
 /// its module first needs it.
 #[derive(Default)]
 pub struct IsolateState {
-    /// The configuration (`isolate::config`), read from the vars on the first request. Vars
+    /// The configuration (`shared::config`), read from the vars on the first request. Vars
     /// and secrets cannot change under a running isolate (a new deployment or `wrangler dev`
     /// reload starts new isolates), and reading them costs several calls into JavaScript per
     /// var, twelve vars per request: a large share of a request's own CPU time before it was
     /// kept. A malformed configuration is not kept, so every request reports it.
     pub config: RefCell<Option<Rc<Config>>>,
     /// When this isolate served its first request (0 before), for Abacus's `uptime`
-    /// (`isolate::clock`): the isolate's age, so its own.
+    /// (`shared::clock`): the isolate's age, so its own.
     pub first_request_ms: Cell<u64>,
     /// Whether this isolate's shard count was found to be the placement's
     /// (`isolate::placement`): checked once, as the count cannot change under a running
@@ -64,13 +64,13 @@ pub struct IsolateState {
     /// Kept reads of hot keys and the sketch that finds them (`isolate::hot_reads`): they
     /// answer later requests without a shard call, which is what they are for.
     pub hot_reads: RefCell<Option<HotReads>>,
-    /// The shards' namespace and the object ids looked up so far (`isolate::shard_client`).
+    /// The shards' namespace and the object ids looked up so far (`shared::shard_client`).
     /// Bindings cannot change under a running isolate, and an object id is a plain value, so
     /// both serve every request of the isolate; looking them up again would take several calls
     /// into JavaScript per shard call.
     pub shard_ids: RefCell<Option<ShardIds>>,
     /// How many single-key calls this isolate has under way to each shard
-    /// (`isolate::shard_client`), against `EDGECOUNT_SHARD_QUEUE_LIMIT`: the bound is over
+    /// (`shared::shard_client`), against `EDGECOUNT_SHARD_QUEUE_LIMIT`: the bound is over
     /// every request's calls. A shard leaves the map with its last call, so it holds at most
     /// one entry a shard.
     pub calls_under_way: RefCell<HashMap<ShardId, usize>>,
@@ -83,7 +83,7 @@ pub struct IsolateState {
     pub shard_stats: RefCell<Option<SingleFlight<Rc<Vec<ShardStats>>, ApiError>>>,
     /// How many times this isolate asked every shard for its statistics, for `/v1/stats`.
     pub shard_stats_asks: Cell<u64>,
-    /// Requests being served and the flushers they started (`isolate::tasks::in_flight`): a
+    /// Requests being served and the flushers they started (`shared::tasks::in_flight`): a
     /// flusher runs on after its request's answer (`waitUntil`).
     pub tasks_in_flight: Cell<usize>,
     /// One-way writes accepted and not yet applied (`isolate::one_way`): flushers apply them
@@ -117,7 +117,7 @@ pub struct HotReads {
     pub(crate) settings: (u64, u64),
 }
 
-/// The shards' namespace and the ids of the shards called so far (`isolate::shard_client`).
+/// The shards' namespace and the ids of the shards called so far (`shared::shard_client`).
 pub struct ShardIds {
     pub(crate) namespace: DurableObjectNamespace,
     pub(crate) ids: Vec<Option<DurableObjectId>>,

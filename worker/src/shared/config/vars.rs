@@ -14,7 +14,7 @@ use edgecount_core::visits::day::Zones;
 use edgecount_core::{AccessPolicy, CacheBounds};
 use worker::Env;
 
-use crate::http::api_error::ApiError;
+use crate::shared::api_error::ApiError;
 
 /// Seconds a `/stream` stays silent before a keepalive: well under the 100 s after which
 /// Cloudflare closes an idle connection.

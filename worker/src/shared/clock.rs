@@ -3,7 +3,7 @@
 
 use worker::js_sys::Date;
 
-use crate::isolate::state;
+use crate::shared::state;
 
 /// Now, in milliseconds since the Unix epoch. The runtime advances it only across I/O, so two
 /// reads in one synchronous stretch agree. (`Date.now()`: one call, no `Date` object made.)
