@@ -80,11 +80,9 @@ it("100 concurrent increments of one key write its row once per group the shard 
   console.log(
     `100 concurrent increments of one key: ${groups} groups, ${rows / 100} rows written per op`,
   );
-  // The increments, and the reads of the figures before them.
+  // The increments (a read of the figures is a call of another kind, not counted here).
   expect(calls).toBe(100);
   expect(rows).toBe(groups);
-  expect(groups).toBeGreaterThanOrEqual(1);
-  expect(groups).toBeLessThanOrEqual(100);
 });
 
 it("calls that arrive while a group's writes are made durable run together in the next group, which writes the key's row once", async () => {

@@ -166,14 +166,44 @@ impl EdgeCache {
         self.entries.peek_mut(&slot)
     }
 
-    /// Keeps `read`, unless a newer read of the key is already kept: one of a later version, or
-    /// of the same version and sent later. A read that comes back after a write through this
-    /// isolate must not replace the write's value, whichever was sent first: a read sent after
-    /// the write may reach the shard before it, or wait behind it. (A counter deleted and made
+    /// Keeps a read from the shard, unless a newer read of the key is already kept: one of a
+    /// later version, or of the same version and sent later. A read that comes back after a
+    /// write through this isolate must not replace the write's value, whichever was sent first:
+    /// a read sent after the write may reach the shard before it. (A counter deleted and made
     /// again elsewhere starts its versions again; its kept read then stays at most the max age,
     /// as any kept read does.) Nor is a read kept if it was sent no later than the key was
     /// last forgotten (it may predate the delete).
     pub fn put(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
+        self.keep(ns, key, read, |kept, read| {
+            (kept.version, kept.read_at_ms) > (read.version, read.read_at_ms)
+        });
+    }
+
+    /// Updates a kept read after a write through this isolate, so this isolate reads its own
+    /// writes. The write's value replaces the kept one unless that was read after the write was
+    /// sent and is of the write's version or later: a counter made again (after a delete or an
+    /// expiry elsewhere) starts its versions again, and this isolate's write is still its
+    /// latest word. A key that is not kept is kept from now on if it is `hot`: a read of it sent
+    /// before the write and answered after would otherwise fill in the older value. A cold key
+    /// stays uncached (its reads are not served from here).
+    pub fn refresh(&mut self, ns: &Namespace, key: &Key, read: CachedRead, hot: bool) {
+        let slot = (ns.clone(), key.clone());
+        if hot || self.entries.contains(&slot) {
+            self.keep(ns, key, read, |kept, write| {
+                kept.read_at_ms > write.read_at_ms && kept.version >= write.version
+            });
+        }
+    }
+
+    /// Keeps `read` unless `newer(kept, read)` says the kept one stays, or the key was forgotten
+    /// since `read` was sent.
+    fn keep(
+        &mut self,
+        ns: &Namespace,
+        key: &Key,
+        read: CachedRead,
+        newer: impl Fn(&CachedRead, &CachedRead) -> bool,
+    ) {
         if self.max_age_ms == 0 {
             return;
         }
@@ -181,24 +211,12 @@ impl EdgeCache {
         if self.forgotten.peek(&slot).is_some_and(|&at| read.read_at_ms <= at) {
             return;
         }
-        let newer = |kept: &Kept| (kept.read.version, kept.read.read_at_ms) > (read.version, read.read_at_ms);
-        if self.entries.peek(&slot).is_some_and(newer) {
+        if self.entries.peek(&slot).is_some_and(|kept| newer(&kept.read, &read)) {
             return;
         }
         self.entries.put(slot, Kept { read, refresh_claimed_at_ms: None });
         while self.entries.len() > self.capacity {
             self.entries.pop_lru();
-        }
-    }
-
-    /// Updates a kept read after a write through this isolate, so this isolate reads its own
-    /// writes. A key that is not kept is kept from now on if it is `hot`: a read of it sent
-    /// before the write and answered after would otherwise fill in the older value. A cold key
-    /// stays uncached (its reads are not served from here).
-    pub fn refresh(&mut self, ns: &Namespace, key: &Key, read: CachedRead, hot: bool) {
-        let slot = (ns.clone(), key.clone());
-        if hot || self.entries.contains(&slot) {
-            self.put(ns, key, read);
         }
     }
 
@@ -422,6 +440,20 @@ mod tests {
         // A later read of the same version is kept: it is as true, and younger.
         cache.put(&ns, &key, CachedRead { value: 1, exists: true, version: 2, read_at_ms: 120 });
         assert_eq!(cache.get(&ns, &key, 150).map(|r| r.read_at_ms), Some(120));
+    }
+
+    #[test]
+    fn a_write_through_this_isolate_replaces_a_kept_read_of_a_counter_made_again_elsewhere() {
+        let (ns, key) = names();
+        let mut cache = EdgeCache::new(10, 1_000);
+        // Kept at version 500; the counter is then deleted elsewhere and counted again here.
+        cache.put(&ns, &key, CachedRead { value: 500, exists: true, version: 500, read_at_ms: 100 });
+        cache.refresh(&ns, &key, CachedRead { value: 1, exists: true, version: 1, read_at_ms: 110 }, true);
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.value), Some(1), "this isolate reads its own write");
+        // A read sent later that saw the write stays over the write's own answer.
+        cache.put(&ns, &key, CachedRead { value: 2, exists: true, version: 2, read_at_ms: 130 });
+        cache.refresh(&ns, &key, CachedRead { value: 2, exists: true, version: 2, read_at_ms: 120 }, true);
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.read_at_ms), Some(130));
     }
 
     #[test]

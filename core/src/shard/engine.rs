@@ -42,8 +42,8 @@ pub struct ShardEngine {
     cache: CacheTable,
     /// Requests run since the shard started.
     calls: u64,
-    /// Groups those requests ran in (see [`ShardEngine::run_group`]); a receipted request is a
-    /// group of its own.
+    /// Transactions those requests' writes ran in (see [`ShardEngine::run_group`]); a
+    /// receipted request is one of its own, a request that only reads none.
     groups: u64,
     /// Ops executed since the shard started.
     ops: u64,
@@ -115,9 +115,12 @@ impl ShardEngine {
     /// go to [`Self::run`] one by one.
     pub fn run_group(&mut self, store: &impl ShardStore, requests: &[&ShardRequest], now_ms: u64) -> Grouped {
         self.calls += requests.len() as u64;
-        self.groups += 1;
         let index_was_loaded = self.cache.is_loaded();
         let ops: Vec<ShardCall> = requests.iter().flat_map(|request| request.ops.iter().cloned()).collect();
+        // A group that only reads opens no transaction, and is not counted as one.
+        if ops.iter().any(|call| call.op.is_write()) {
+            self.groups += 1;
+        }
         let ran = in_transaction(store, &ops, || {
             let pending = self.read_ahead(store, &ops);
             let mut results = Vec::with_capacity(ops.len());

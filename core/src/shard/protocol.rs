@@ -498,9 +498,9 @@ pub struct ShardResponse {
 pub struct ShardStats {
     /// Calls from the worker (each carrying one or more ops) since the object last started.
     pub calls: u64,
-    /// The groups those calls ran in, one transaction each: calls that arrive while the
-    /// shard's previous group is being made durable run together (see
-    /// [`crate::shard::engine::ShardEngine::run_group`]).
+    /// The groups those calls' writes ran in, one transaction each (a call that only reads is
+    /// in none): calls that write and arrive while the shard's previous group is being made
+    /// durable run together (see [`crate::shard::engine::ShardEngine::run_group`]).
     #[serde(default)]
     pub groups: u64,
     /// Ops executed since the shard's object last started.

@@ -51,16 +51,17 @@ pub async fn serve(
     cx: &RequestContext<'_>,
     target: &Target,
     token: Option<&str>,
+    query: Result<CounterQuery, CoreError>,
 ) -> Result<Response, ApiError> {
+    let query = query?;
     match kind {
-        OpKind::Get => read(&req, cx, target).await,
+        OpKind::Get => read(&req, cx, target, &query).await,
         OpKind::Days => {
-            let query = CounterQuery::parse(req.query())?;
             let period = parse_period(req.query(), cx.config.days_kept)?;
             days::read(&req, cx, target, period, query.unique).await
         }
         OpKind::Incr
-            if counts_once(&req)
+            if counts_once(&query)
                 && visitors::leaves_uncounted(
                     req.header(Header::UserAgent).as_deref(),
                     cx.config,
@@ -68,7 +69,7 @@ pub async fn serve(
                     &target.ns,
                 ) =>
         {
-            uncounted(&req, cx, target).await
+            uncounted(&req, cx, target, &query).await
         }
         OpKind::Incr
         | OpKind::Decr
@@ -81,22 +82,25 @@ pub async fn serve(
         | OpKind::Guarded
         | OpKind::Info => {
             let operator = cx.config.access.is_operator(token, &target.ns);
-            write(kind, &req, cx, target, operator).await
+            write(kind, &req, cx, target, operator, &query).await
         }
     }
 }
 
 /// Whether an incr is a count (see `Right::for_increment`), which a public namespace takes
 /// from anyone.
-fn counts_once(req: &Request) -> bool {
-    CounterQuery::parse(req.query())
-        .is_ok_and(|q| Right::for_increment(q.by.unwrap_or(1), q.ttl) == Right::Count)
+fn counts_once(query: &CounterQuery) -> bool {
+    Right::for_increment(query.by.unwrap_or(1), query.ttl) == Right::Count
 }
 
 /// A bot's count in a public namespace, answered as the count would have been and not applied:
 /// a one-way count 202, an acknowledged one the value as it stands.
-async fn uncounted(req: &Request, cx: &RequestContext<'_>, target: &Target) -> Result<Response, ApiError> {
-    let query = CounterQuery::parse(req.query())?;
+async fn uncounted(
+    req: &Request,
+    cx: &RequestContext<'_>,
+    target: &Target,
+    query: &CounterQuery,
+) -> Result<Response, ApiError> {
     let mut response = if query.one_way || prefers_respond_async(req.header(Header::Prefer).as_deref()) {
         respond::json(202, &json!({ "status": "accepted" }))?
     } else {
@@ -107,8 +111,12 @@ async fn uncounted(req: &Request, cx: &RequestContext<'_>, target: &Target) -> R
     Ok(response)
 }
 
-async fn read(req: &Request, cx: &RequestContext<'_>, target: &Target) -> Result<Response, ApiError> {
-    let query = CounterQuery::parse(req.query())?;
+async fn read(
+    req: &Request,
+    cx: &RequestContext<'_>,
+    target: &Target,
+    query: &CounterQuery,
+) -> Result<Response, ApiError> {
     let now = now_ms();
     let current = current(req, cx, target, query.strong, now).await?;
     read_response(req, cx.config, target, current)
@@ -220,8 +228,8 @@ async fn write(
     cx: &RequestContext<'_>,
     target: &Target,
     operator: bool,
+    query: &CounterQuery,
 ) -> Result<Response, ApiError> {
-    let query = CounterQuery::parse(req.query())?;
     if query.unique && kind != OpKind::Incr {
         return Err(CoreError::InvalidParameter {
             name: "unique".to_owned(),

@@ -205,6 +205,19 @@ async fn dispatch_matched(
         (Route::CounterDays, Method::Get) => Action::Op(OpKind::Days),
         _ => return Err(ApiError::MethodNotAllowed { allow: matched.route.allow() }),
     };
+    // A counter route's query, read once: the charge, the right and the handler take it from
+    // here (a bad one is the handler's 400, once the right is checked).
+    let counter_query = match action {
+        Action::Op(kind) if kind.spec().subject == Subject::Counter => Some(CounterQuery::parse(req.query())),
+        Action::Stats
+        | Action::Metrics
+        | Action::Batch
+        | Action::Badge
+        | Action::Export
+        | Action::Import
+        | Action::Op(_) => None,
+    };
+    let parsed = counter_query.as_ref().and_then(|query| query.as_ref().ok());
     let token = req.bearer_token();
     let mut meter =
         Meter::for_request(req.header(Header::ClientAddress).as_deref(), config, token.as_deref());
@@ -214,7 +227,7 @@ async fn dispatch_matched(
     // refused authentication costs the address like any request, and guessing tokens runs into
     // 429), the names, then the token's right.
     let (unique, counting_badge) = match action {
-        Action::Op(OpKind::Days) => (CounterQuery::parse(req.query()).is_ok_and(|q| q.unique), false),
+        Action::Op(OpKind::Days) => (parsed.is_some_and(|q| q.unique), false),
         Action::Badge => BadgeQuery::parse(req.query()).map_or((false, false), |q| (q.unique, q.incr)),
         _ => (false, false),
     };
@@ -234,14 +247,14 @@ async fn dispatch_matched(
         None => Ok(()),
     });
     let admitted = charged.and(target).and_then(|target| {
-        authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref(), req.query())?;
+        authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref(), parsed)?;
         Ok(target)
     });
     let outcome = match admitted {
         Ok(target) => match placement::ensure(cx.env, config).await {
             Ok(()) => {
                 let charged = Charged { meter: &mut meter, visitors_allowed };
-                serve(action, req, cx, target.as_ref(), token.as_deref(), charged).await
+                serve(action, req, cx, target.as_ref(), token.as_deref(), charged, counter_query).await
             }
             Err(error) => Err(error),
         },
@@ -274,6 +287,7 @@ async fn serve(
     target: Option<&Target>,
     token: Option<&str>,
     charged: Charged<'_>,
+    counter_query: Option<Result<CounterQuery, edgecount_core::CoreError>>,
 ) -> Result<Response, ApiError> {
     let Charged { meter, visitors_allowed } = charged;
     let (env, config) = (cx.env, cx.config);
@@ -288,7 +302,10 @@ async fn serve(
         Action::Import => transfer::import(&req, env, config).await,
         Action::Op(kind) => match kind.spec().subject {
             Subject::CacheEntry => cache::serve(kind, &req, env, config, keyed()?).await,
-            Subject::Counter => counters::serve(kind, req, cx, keyed()?, token).await,
+            Subject::Counter => {
+                let query = counter_query.unwrap_or_else(|| CounterQuery::parse(req.query()));
+                counters::serve(kind, req, cx, keyed()?, token, query).await
+            }
         },
     }
 }
@@ -312,15 +329,16 @@ fn authorize(
     action: Action,
     ns: Option<&Namespace>,
     token: Option<&str>,
-    query: &str,
+    query: Option<&CounterQuery>,
 ) -> Result<(), ApiError> {
     let need = match action {
         // Batches check each op's right, badges the right their query needs.
         Action::Batch | Action::Badge => return Ok(()),
         Action::Stats | Action::Metrics | Action::Export | Action::Import => Right::Admin,
         // A bad query is the handler's 400 to answer, once the count right is checked.
-        Action::Op(OpKind::Incr) => CounterQuery::parse(query)
-            .map_or(Right::Count, |q| Right::for_increment(q.by.unwrap_or(1), q.ttl)),
+        Action::Op(OpKind::Incr) => {
+            query.map_or(Right::Count, |q| Right::for_increment(q.by.unwrap_or(1), q.ttl))
+        }
         Action::Op(kind) if kind.spec().writes => Right::Write,
         Action::Op(_) => Right::Read,
     };

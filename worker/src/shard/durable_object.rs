@@ -52,7 +52,7 @@ impl Shard {
             return rejected(CoreError::InvalidBody { reason: "is not a shard request".into() });
         };
         if self.object.is_steady_for(&request) {
-            return group::arrive(&self.groups, &self.object, request);
+            return group::arrive(&self.groups, &self.object, request, body.len());
         }
         resharding::run(&self.object, request)
     }

@@ -8,9 +8,10 @@
 //! A group that wrote is waited on in its turn, and so on until a wait ends with nobody queued.
 //!
 //! Nothing here polls or holds a lease: the object runs on one thread, a queued call is a
-//! promise that the group's run resolves, and the waits are the runtime's. A call that arrives
-//! with [`MAX_QUEUED_OPS`] ops already waiting is refused as `overloaded` before anything is
-//! applied. Calls under a receipt (one-way flushes) run one by one, in their place in the order.
+//! promise that the group's run resolves, and the waits are the runtime's. A call that would
+//! take what waits past [`MAX_QUEUED_OPS`] ops or [`MAX_QUEUED_BYTES`] is refused as
+//! `overloaded` before anything is applied (unless nothing waits: a call of any size is taken
+//! into an empty group). Calls under a receipt (one-way flushes) run one by one, in their place in the order.
 //!
 //! [`ShardEngine::run_group`]: edgecount_core::ShardEngine::run_group
 
@@ -29,6 +30,9 @@ use crate::shared::drills;
 /// Most ops that may wait for the next group; a call past it is refused with nothing applied.
 /// About a second of one shard's writes: a client waits no longer than that behind a queue.
 pub const MAX_QUEUED_OPS: usize = 2_000;
+/// Most bytes of calls that may wait for the next group (a cache entry's `PUT` carries up to
+/// 1 MiB): well within the object's memory.
+pub const MAX_QUEUED_BYTES: usize = 16 << 20;
 
 /// The next group, and whether the writes of the one before it are still being made durable.
 #[derive(Default)]
@@ -36,8 +40,10 @@ pub struct Groups {
     settling: Cell<bool>,
     next: RefCell<Vec<Queued>>,
     queued_ops: Cell<usize>,
-    /// Calls refused since the shard started, past [`MAX_QUEUED_OPS`].
-    refused: Cell<u64>,
+    queued_bytes: Cell<usize>,
+    /// Calls that arrived while a group's writes were being made durable, since the shard
+    /// started: queued, refused, or (reading only) run at once.
+    arrived_while_settling: Cell<usize>,
     /// What the end of a wait for durability calls, made at the first wait.
     on_durable: RefCell<Option<OnDurable>>,
 }
@@ -56,8 +62,11 @@ struct Queued {
 /// or a promise of it. A call that only reads runs now whatever is queued: it answers what the
 /// shard holds, and the output gate holds that answer, as any, until the writes before it are
 /// durable.
-pub fn arrive(groups: &Rc<Groups>, object: &Rc<ShardObject>, request: ShardRequest) -> JsValue {
+pub fn arrive(groups: &Rc<Groups>, object: &Rc<ShardObject>, request: ShardRequest, bytes: usize) -> JsValue {
     let writes = request.ops.iter().any(|call| call.op.is_write());
+    if groups.settling.get() {
+        groups.arrived_while_settling.set(groups.arrived_while_settling.get() + 1);
+    }
     if !writes || !groups.settling.get() {
         let answer = object.answer(&request);
         if writes {
@@ -65,12 +74,15 @@ pub fn arrive(groups: &Rc<Groups>, object: &Rc<ShardObject>, request: ShardReque
         }
         return answer;
     }
-    let ops = groups.queued_ops.get() + request.ops.len();
-    if ops > MAX_QUEUED_OPS {
-        groups.refused.set(groups.refused.get() + 1);
+    // A call is taken whatever its size into an empty group, so a large one (a batch, a
+    // one-way flush) is never starved by smaller ones.
+    let (ops, queued_bytes) =
+        (groups.queued_ops.get() + request.ops.len(), groups.queued_bytes.get() + bytes);
+    if groups.queued_ops.get() > 0 && (ops > MAX_QUEUED_OPS || queued_bytes > MAX_QUEUED_BYTES) {
         return rejected(Refusal::Overloaded);
     }
     groups.queued_ops.set(ops);
+    groups.queued_bytes.set(queued_bytes);
     let mut answer = None;
     let promise = js_sys::Promise::new(&mut |resolve, reject| answer = Some((resolve, reject)));
     if let Some((resolve, reject)) = answer {
@@ -86,8 +98,14 @@ fn settle(groups: &Rc<Groups>, object: &Rc<ShardObject>) {
     groups.settling.set(true);
     let mut on_durable = groups.on_durable.borrow_mut();
     let on_durable = on_durable.get_or_insert_with(|| {
-        let (groups, object) = (Rc::clone(groups), Rc::clone(object));
-        Closure::new(move |_: JsValue| durable(&groups, &object))
+        // Weak: the closure lives in the groups, and must not keep them, nor the object,
+        // alive once the runtime lets the object go.
+        let (groups, object) = (Rc::downgrade(groups), Rc::downgrade(object));
+        Closure::new(move |_: JsValue| {
+            if let (Some(groups), Some(object)) = (groups.upgrade(), object.upgrade()) {
+                durable(&groups, &object);
+            }
+        })
     });
     match object.storage().as_raw().sync() {
         // A failed wait changes nothing here: the next group runs, and its own writes succeed
@@ -107,7 +125,7 @@ fn durable(groups: &Rc<Groups>, object: &Rc<ShardObject>) {
     if drills::holds_group(&object.env) {
         let (groups, object) = (Rc::clone(groups), Rc::clone(object));
         wasm_bindgen_futures::spawn_local(async move {
-            let arrived = || groups.next.borrow().len() + groups.refused.get() as usize;
+            let arrived = || groups.arrived_while_settling.get();
             drills::wait_for_arrivals(&object.env, arrived).await;
             run_next(&groups, &object);
         });
@@ -119,6 +137,7 @@ fn durable(groups: &Rc<Groups>, object: &Rc<ShardObject>) {
 fn run_next(groups: &Rc<Groups>, object: &Rc<ShardObject>) {
     let group = std::mem::take(&mut *groups.next.borrow_mut());
     groups.queued_ops.set(0);
+    groups.queued_bytes.set(0);
     if group.is_empty() {
         groups.settling.set(false);
         return;

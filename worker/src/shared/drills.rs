@@ -12,8 +12,8 @@
 //!   their alarm after storing a call's writes fail, with a storage error whose text says
 //!   "overloaded" (the rejection that follows must still read as stored).
 //! - `EDGECOUNT_DRILL_GROUP_AFTER=N`: a shard's first group waits until N calls have arrived
-//!   for it, queued or refused (20 seconds at most), so that a spec knows which calls ran
-//!   together.
+//!   while it waited, queued, refused or run at once (20 seconds at most), so that a spec
+//!   knows which calls ran together.
 
 use worker::Env;
 
@@ -109,8 +109,8 @@ pub fn holds_group(_env: &Env) -> bool {
     false
 }
 
-/// Waits until `arrived` counts `EDGECOUNT_DRILL_GROUP_AFTER` calls (queued or refused), 20 s at
-/// most: a spec then knows which calls ran together.
+/// Waits until `arrived` counts `EDGECOUNT_DRILL_GROUP_AFTER` calls (queued, refused or run at
+/// once), 20 s at most: a spec then knows which calls ran together.
 pub async fn wait_for_arrivals(env: &Env, arrived: impl Fn() -> usize) {
     let wanted = env
         .var("EDGECOUNT_DRILL_GROUP_AFTER")

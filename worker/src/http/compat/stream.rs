@@ -12,14 +12,14 @@
 //! any of them the answer is 429. A comment line after every `EDGECOUNT_STREAM_KEEPALIVE` seconds of silence keeps idle
 //! connections from being closed on the way, and is how a reader that hung up is noticed.
 
-use std::time::Duration;
-
 use edgecount_core::compat::CompatError;
 use edgecount_core::edge::rate_limit::ClientId;
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use wasm_bindgen::JsCast;
-use worker::{js_sys, Delay, Env};
+use worker::{js_sys, Env};
+
+use crate::shared::tasks;
 
 use crate::http::message::JsStream;
 use crate::http::target::Target;
@@ -84,7 +84,7 @@ pub async fn open(
     target: &Target,
     client: ClientId,
 ) -> Result<JsStream, CompatError> {
-    let keepalive = Duration::from_secs(config.stream_keepalive_s);
+    let keepalive_ms = config.stream_keepalive_s * 1000;
     let opened = Opened::claim(client).ok_or_else(too_many)?;
     let raw = shard_client::watch(env, target.shard, target.ns.as_str(), target.key.as_str(), client)
         .await
@@ -99,7 +99,7 @@ pub async fn open(
     // long as the stream does: the reader leaving drops both.
     let with_keepalive =
         futures_util::stream::unfold((events, opened), move |(mut events, opened)| async move {
-            let step = match select(events.next(), Box::pin(Delay::from(keepalive))).await {
+            let step = match select(events.next(), Box::pin(tasks::sleep(keepalive_ms))).await {
                 Either::Left((Some(Ok(chunk)), _)) => Some(chunk),
                 Either::Left(_) => None,
                 Either::Right(_) => Some(js_sys::Uint8Array::from(KEEPALIVE_LINE).into()),
