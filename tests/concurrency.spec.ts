@@ -194,6 +194,9 @@ it("refuses a call that would take the ops waiting for the next group past 2,000
     expect([await value("a"), await value("b"), await value("single")]).toEqual(
       applied,
     );
+    // The shard counts the call it refused.
+    const stats = await (await held.fetch("/v1/stats")).json();
+    expect(stats.shards[0].overloaded).toBe(1);
   } finally {
     await held.stop();
   }

@@ -331,6 +331,8 @@ impl ShardEngine {
         Ok(ShardStats {
             calls: self.calls,
             groups: self.groups,
+            // Counted by the Durable Object, which keeps the groups; it fills it in.
+            overloaded: 0,
             ops: self.ops,
             keys,
             stored_counters,

@@ -503,6 +503,10 @@ pub struct ShardStats {
     /// durable run together (see [`crate::shard::engine::ShardEngine::run_group`]).
     #[serde(default)]
     pub groups: u64,
+    /// Calls refused with nothing applied since the object started, because its next group
+    /// held as many ops or bytes as it takes ([`crate::shard::refusal::Refusal::Overloaded`]).
+    #[serde(default)]
+    pub overloaded: u64,
     /// Ops executed since the shard's object last started.
     pub ops: u64,
     /// Live counters.
@@ -559,10 +563,11 @@ pub mod base64_bytes {
 impl ShardStats {
     /// The statistics as `(name, value)` pairs, in declaration order, for totals and metrics.
     #[must_use]
-    pub fn fields(&self) -> [(&'static str, u64); 13] {
+    pub fn fields(&self) -> [(&'static str, u64); 14] {
         [
             ("calls", self.calls),
             ("groups", self.groups),
+            ("overloaded", self.overloaded),
             ("ops", self.ops),
             ("keys", self.keys),
             ("stored_counters", self.stored_counters),

@@ -129,9 +129,8 @@ pub async fn metrics(env: &Env, config: &Config) -> Result<Response, ApiError> {
     let mut text = String::new();
     for (field, _) in ShardStats::default().fields() {
         let (kind, name) = match field {
-            "calls" | "groups" | "ops" | "evictions" | "reclaimed" | "rows_read" | "rows_written" => {
-                ("counter", format!("edgecount_shard_{field}_total"))
-            }
+            "calls" | "groups" | "overloaded" | "ops" | "evictions" | "reclaimed" | "rows_read"
+            | "rows_written" => ("counter", format!("edgecount_shard_{field}_total")),
             _ => ("gauge", format!("edgecount_shard_{field}")),
         };
         let _ = writeln!(text, "# HELP {name} Shard statistic `{field}` (see /v1/stats).");

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::{self, Kept, Placement};
-use edgecount_core::shard::protocol::{ShardOp, ShardRequest};
+use edgecount_core::shard::protocol::{ShardOp, ShardRequest, ShardStats};
 use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::{CoreError, Key, Namespace};
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
@@ -303,6 +303,7 @@ impl Shard {
     #[wasm_bindgen(js_name = stats)]
     pub fn stats_rpc(&self, shard: u32) -> std::result::Result<String, JsValue> {
         let stats = self.object.stats(shard).map_err(|detail| JsValue::from_str(&detail.to_string()))?;
+        let stats = ShardStats { overloaded: self.groups.refused(), ..stats };
         serde_json::to_string(&stats).map_err(|e| JsValue::from_str(&e.to_string()))
     }
 }

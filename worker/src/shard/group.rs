@@ -44,6 +44,8 @@ pub struct Groups {
     /// Calls that arrived while a group's writes were being made durable, since the shard
     /// started: queued, refused, or (reading only) run at once.
     arrived_while_settling: Cell<usize>,
+    /// Calls refused since the shard started (`overloaded` in its statistics).
+    refused: Cell<u64>,
     /// What the end of a wait for durability calls, made at the first wait.
     on_durable: RefCell<Option<OnDurable>>,
 }
@@ -56,6 +58,13 @@ struct Queued {
     request: ShardRequest,
     resolve: js_sys::Function,
     reject: js_sys::Function,
+}
+
+impl Groups {
+    /// Calls refused since the shard started, past [`MAX_QUEUED_OPS`] or [`MAX_QUEUED_BYTES`].
+    pub fn refused(&self) -> u64 {
+        self.refused.get()
+    }
 }
 
 /// Runs `request`, which arrived on the steady path, now or in the next group: its JSON answer,
@@ -79,6 +88,7 @@ pub fn arrive(groups: &Rc<Groups>, object: &Rc<ShardObject>, request: ShardReque
     let (ops, queued_bytes) =
         (groups.queued_ops.get() + request.ops.len(), groups.queued_bytes.get() + bytes);
     if groups.queued_ops.get() > 0 && (ops > MAX_QUEUED_OPS || queued_bytes > MAX_QUEUED_BYTES) {
+        groups.refused.set(groups.refused.get() + 1);
         return rejected(Refusal::Overloaded);
     }
     groups.queued_ops.set(ops);
