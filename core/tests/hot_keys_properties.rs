@@ -64,8 +64,8 @@ proptest! {
             let read = CachedRead { value: now as i64, exists: true, version: now, read_at_ms: now.saturating_sub(lag) };
             match action {
                 0 => cache.put(&ns, &key, read),
-                1 => cache.refresh(&ns, &key, read, false),
-                2 => cache.refresh(&ns, &key, read, true),
+                1 => cache.refresh(&ns, &key, read, false, now),
+                2 => cache.refresh(&ns, &key, read, true, now),
                 _ => {
                     if let Some(hit) = cache.get(&ns, &key, now) {
                         prop_assert!(hit.age_ms(now) < max_age_ms);

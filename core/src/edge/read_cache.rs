@@ -169,49 +169,61 @@ impl EdgeCache {
     /// Keeps a read from the shard, unless a newer read of the key is already kept: one of a
     /// later version, or of the same version and sent later. A read that comes back after a
     /// write through this isolate must not replace the write's value, whichever was sent first:
-    /// a read sent after the write may reach the shard before it. (A counter deleted and made
-    /// again elsewhere starts its versions again; its kept read then stays at most the max age,
-    /// as any kept read does.) Nor is a read kept if it was sent no later than the key was
-    /// last forgotten (it may predate the delete).
+    /// a read sent after the write may reach the shard before it (a read runs at once, a write
+    /// may wait for the group before it). A counter deleted and made again elsewhere starts its
+    /// versions again; its kept read then stays at most the max age, as any kept read does.
+    /// Nor is a read kept if it was sent no later than the key was last forgotten (it may
+    /// predate the delete).
     pub fn put(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
-        self.keep(ns, key, read, |kept, read| {
-            (kept.version, kept.read_at_ms) > (read.version, read.read_at_ms)
-        });
+        if self.is_kept_newer(ns, key, &read) {
+            return;
+        }
+        self.keep(ns, key, read);
     }
 
-    /// Updates a kept read after a write through this isolate, so this isolate reads its own
-    /// writes. The write's value replaces the kept one unless that was read after the write was
-    /// sent and is of the write's version or later: a counter made again (after a delete or an
-    /// expiry elsewhere) starts its versions again, and this isolate's write is still its
-    /// latest word. A key that is not kept is kept from now on if it is `hot`: a read of it sent
-    /// before the write and answered after would otherwise fill in the older value. A cold key
-    /// stays uncached (its reads are not served from here).
-    pub fn refresh(&mut self, ns: &Namespace, key: &Key, read: CachedRead, hot: bool) {
+    /// Updates a kept read after a write through this isolate, answered at `now_ms`, so this
+    /// isolate reads its own writes and the kept read never goes back to a lower version:
+    /// - the write's answer replaces the kept read unless that one is newer (as for [`put`]);
+    /// - an answer of a lower version to a write sent later than the kept read means the
+    ///   counter was made again since (after a delete or an expiry elsewhere, its versions
+    ///   start again), or that two writes were applied in the other order than sent. Neither
+    ///   value is known to be the latest, so the key is forgotten at `now_ms`: its next read
+    ///   asks the shard, which has both.
+    ///
+    /// A key that is not kept is kept from now on if it is `hot`: a read of it sent before the
+    /// write and answered after would otherwise fill in the older value. A cold key stays
+    /// uncached (its reads are not served from here).
+    ///
+    /// [`put`]: EdgeCache::put
+    pub fn refresh(&mut self, ns: &Namespace, key: &Key, write: CachedRead, hot: bool, now_ms: u64) {
         let slot = (ns.clone(), key.clone());
-        if hot || self.entries.contains(&slot) {
-            self.keep(ns, key, read, |kept, write| {
-                kept.read_at_ms > write.read_at_ms && kept.version >= write.version
-            });
+        let lower_and_later = self
+            .entries
+            .peek(&slot)
+            .is_some_and(|kept| write.version < kept.read.version && write.read_at_ms > kept.read.read_at_ms);
+        if lower_and_later {
+            self.forget(ns, key, now_ms);
+        } else if (hot || self.entries.contains(&slot)) && !self.is_kept_newer(ns, key, &write) {
+            self.keep(ns, key, write);
         }
     }
 
-    /// Keeps `read` unless `newer(kept, read)` says the kept one stays, or the key was forgotten
-    /// since `read` was sent.
-    fn keep(
-        &mut self,
-        ns: &Namespace,
-        key: &Key,
-        read: CachedRead,
-        newer: impl Fn(&CachedRead, &CachedRead) -> bool,
-    ) {
+    /// Whether the kept read of the key is of a later version than `read`, or of the same one
+    /// and sent no earlier.
+    fn is_kept_newer(&self, ns: &Namespace, key: &Key, read: &CachedRead) -> bool {
+        let slot = (ns.clone(), key.clone());
+        self.entries
+            .peek(&slot)
+            .is_some_and(|kept| (kept.read.version, kept.read.read_at_ms) >= (read.version, read.read_at_ms))
+    }
+
+    /// Keeps `read`, unless the key was forgotten since `read` was sent.
+    fn keep(&mut self, ns: &Namespace, key: &Key, read: CachedRead) {
         if self.max_age_ms == 0 {
             return;
         }
         let slot = (ns.clone(), key.clone());
         if self.forgotten.peek(&slot).is_some_and(|&at| read.read_at_ms <= at) {
-            return;
-        }
-        if self.entries.peek(&slot).is_some_and(|kept| newer(&kept.read, &read)) {
             return;
         }
         self.entries.put(slot, Kept { read, refresh_claimed_at_ms: None });
@@ -413,13 +425,13 @@ mod tests {
     fn refresh_keeps_a_cold_key_uncached_and_a_hot_one_from_its_write_on() {
         let (ns, key) = names();
         let mut cache = EdgeCache::new(10, 1_000);
-        cache.refresh(&ns, &key, read(1, 0), false);
+        cache.refresh(&ns, &key, read(1, 0), false, 1);
         assert!(cache.is_empty());
         cache.put(&ns, &key, read(1, 0));
-        cache.refresh(&ns, &key, read(2, 10), false);
+        cache.refresh(&ns, &key, read(2, 10), false, 11);
         assert_eq!(cache.get(&ns, &key, 20).map(|r| r.value), Some(2), "kept keys follow writes");
         cache.forget(&ns, &key, 20);
-        cache.refresh(&ns, &key, read(3, 30), true);
+        cache.refresh(&ns, &key, read(3, 30), true, 31);
         assert_eq!(cache.get(&ns, &key, 40).map(|r| r.value), Some(3), "a hot key is kept from its write");
     }
 
@@ -428,7 +440,13 @@ mod tests {
         let (ns, key) = names();
         let mut cache = EdgeCache::new(10, 1_000);
         // A read sent at 100 waits in the shard's queue; a write sent at 105 is answered first.
-        cache.refresh(&ns, &key, CachedRead { value: 1, exists: true, version: 2, read_at_ms: 105 }, true);
+        cache.refresh(
+            &ns,
+            &key,
+            CachedRead { value: 1, exists: true, version: 2, read_at_ms: 105 },
+            true,
+            106,
+        );
         cache.put(&ns, &key, CachedRead { value: 0, exists: true, version: 1, read_at_ms: 100 });
         assert_eq!(cache.get(&ns, &key, 150).map(|r| r.version), Some(2));
         // The same within one millisecond: the later version stays.
@@ -443,16 +461,52 @@ mod tests {
     }
 
     #[test]
-    fn a_write_through_this_isolate_replaces_a_kept_read_of_a_counter_made_again_elsewhere() {
+    fn a_write_answered_with_a_lower_version_than_kept_never_lowers_it() {
+        let (ns, key) = names();
+        let at = |value: i64, version: u64, read_at_ms: u64| CachedRead {
+            value,
+            exists: true,
+            version,
+            read_at_ms,
+        };
+        // Two writes sent in one millisecond, answered in the other order than applied.
+        let mut cache = EdgeCache::new(10, 1_000);
+        cache.refresh(&ns, &key, at(10, 10, 100), true, 101);
+        cache.refresh(&ns, &key, at(9, 9, 100), true, 102);
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.version), Some(10));
+        // A write sent later but applied first: its lower version is not kept over the other.
+        cache.refresh(&ns, &key, at(12, 12, 110), true, 111);
+        cache.refresh(&ns, &key, at(11, 11, 120), true, 121);
+        assert_eq!(cache.get(&ns, &key, 150), None, "forgotten: the next read asks the shard");
+        cache.put(&ns, &key, at(12, 12, 115));
+        assert_eq!(cache.get(&ns, &key, 150), None, "a read sent before the forgetting is not kept");
+        cache.put(&ns, &key, at(12, 12, 130));
+        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.value), Some(12));
+    }
+
+    #[test]
+    fn a_write_through_this_isolate_is_read_after_the_counter_was_made_again_elsewhere() {
         let (ns, key) = names();
         let mut cache = EdgeCache::new(10, 1_000);
         // Kept at version 500; the counter is then deleted elsewhere and counted again here.
         cache.put(&ns, &key, CachedRead { value: 500, exists: true, version: 500, read_at_ms: 100 });
-        cache.refresh(&ns, &key, CachedRead { value: 1, exists: true, version: 1, read_at_ms: 110 }, true);
-        assert_eq!(cache.get(&ns, &key, 150).map(|r| r.value), Some(1), "this isolate reads its own write");
-        // A read sent later that saw the write stays over the write's own answer.
+        cache.refresh(
+            &ns,
+            &key,
+            CachedRead { value: 1, exists: true, version: 1, read_at_ms: 110 },
+            true,
+            115,
+        );
+        assert_eq!(cache.get(&ns, &key, 150), None, "the old value is not served over this isolate's write");
+        // A read sent after the write was answered saw it, and is kept over the write's answer.
         cache.put(&ns, &key, CachedRead { value: 2, exists: true, version: 2, read_at_ms: 130 });
-        cache.refresh(&ns, &key, CachedRead { value: 2, exists: true, version: 2, read_at_ms: 120 }, true);
+        cache.refresh(
+            &ns,
+            &key,
+            CachedRead { value: 2, exists: true, version: 2, read_at_ms: 120 },
+            true,
+            135,
+        );
         assert_eq!(cache.get(&ns, &key, 150).map(|r| r.read_at_ms), Some(130));
     }
 
@@ -469,13 +523,13 @@ mod tests {
         cache.put(&ns, &key, at(5, 5, 100));
         // The delete is answered at 101; an increment sent at 100, applied before it, resumes after.
         cache.forget(&ns, &key, 101);
-        cache.refresh(&ns, &key, at(6, 6, 100), true);
+        cache.refresh(&ns, &key, at(6, 6, 100), true, 102);
         assert_eq!(cache.get(&ns, &key, 150), None, "the increment's answer predates the delete");
         // A read sent before the delete (or in its millisecond) and answered after it, the same.
         cache.put(&ns, &key, at(6, 6, 101));
         assert_eq!(cache.get(&ns, &key, 150), None, "the read may have been served before the delete");
         // Anything sent after the delete was answered saw it.
-        cache.refresh(&ns, &key, at(1, 1, 102), true);
+        cache.refresh(&ns, &key, at(1, 1, 102), true, 103);
         assert_eq!(cache.get(&ns, &key, 150).map(|r| r.value), Some(1));
     }
 

@@ -83,7 +83,7 @@ pub fn fill(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
 pub fn refresh(config: &Config, ns: &Namespace, key: &Key, read: CachedRead) {
     with_edge(config, |edge| {
         let hot = edge.hot.is_hot(edge.sketch_hash(ns, key), read.read_at_ms);
-        edge.cache.refresh(ns, key, read, hot);
+        edge.cache.refresh(ns, key, read, hot, now_ms());
     });
 }
 

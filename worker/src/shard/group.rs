@@ -84,7 +84,7 @@ pub fn arrive(groups: &Rc<Groups>, object: &Rc<ShardObject>, request: ShardReque
         return answer;
     }
     // A call is taken whatever its size into an empty group, so a large one (a batch, a
-    // one-way flush) is never starved by smaller ones.
+    // one-way flush) past the bounds is refused only while other calls wait.
     let (ops, queued_bytes) =
         (groups.queued_ops.get() + request.ops.len(), groups.queued_bytes.get() + bytes);
     if groups.queued_ops.get() > 0 && (ops > MAX_QUEUED_OPS || queued_bytes > MAX_QUEUED_BYTES) {
