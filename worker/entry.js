@@ -133,3 +133,27 @@ export class Shard extends DurableObject {
     return guardedAsync(() => this.#current().fetch(request));
   }
 }
+
+// A relay (see worker/src/relay.rs): takes isolates' one-way flushes for a shard and forwards
+// their sums. It stores nothing.
+export class Relay extends DurableObject {
+  #wasm;
+  #instanceId;
+
+  #current() {
+    restartIfTrapped();
+    if (this.#wasm === undefined || this.#instanceId !== instance.instanceId) {
+      this.#wasm = new wasm.Relay(this.ctx, this.env);
+      this.#instanceId = instance.instanceId;
+    }
+    return this.#wasm;
+  }
+
+  relayOps(body) {
+    return guardedAsync(() => this.#current().relayOps(body));
+  }
+
+  fetch(request) {
+    return guardedAsync(() => this.#current().fetch(request));
+  }
+}

@@ -43,6 +43,7 @@ pub mod http;
 pub mod names;
 pub mod number;
 pub mod partition;
+pub mod relay;
 pub mod shard;
 pub mod visits;
 

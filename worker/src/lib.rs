@@ -25,6 +25,7 @@ use worker::{worker_sys, Context, Env};
 
 pub mod http;
 pub mod isolate;
+pub mod relay;
 pub mod shard;
 pub mod shared;
 

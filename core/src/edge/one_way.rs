@@ -71,6 +71,10 @@ pub struct OneWayLimits {
     pub interval_ms: u64,
     /// ... or once this many ops are pending for the shard, whichever comes first.
     pub flush_ops: u64,
+    /// ... or once this many keys are pending for the shard (a flush carries at most
+    /// [`MAX_FLUSH_KEYS`]; a relay, which holds many more for its whole window, sends them in
+    /// several).
+    pub flush_keys: usize,
     /// Most pending sums in the isolate (in flight included): a key's in each day it counted
     /// in, its counts apart from its other deltas (see [`Slot`]).
     pub max_keys: usize,
@@ -123,6 +127,21 @@ pub struct Counted {
     pub operator: bool,
 }
 
+/// A sum of accepted ops as a relay takes it from an isolate's flush: `delta` over `ops` ops,
+/// with the distinct `visitors` they counted in `day` (see [`OneWayBuffer::merge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Merged<'a> {
+    pub ttl: Option<u32>,
+    pub delta: i128,
+    pub ops: u64,
+    pub day: Option<Day>,
+    pub visitors: &'a [u64],
+    pub operator: bool,
+    /// The sum only adds to a counter, which no counter refuses (see
+    /// [`crate::shard::owner`]): it is summed with other such sums, apart from the rest.
+    pub adds: bool,
+}
+
 /// The bytes a pending visitor is charged against [`OneWayLimits::max_bytes`]: its 8 and what
 /// the set holding it spends on it.
 pub const VISITOR_CHARGE_BYTES: u64 = 16;
@@ -141,6 +160,16 @@ pub struct FlushOp {
     pub ops: u64,
     /// Sent as an operator's (see [`Counted::operator`]).
     pub operator: bool,
+}
+
+/// How a flush's receipt starts: `one-way-<sender>-<number>` (see [`Flush::request`]).
+const FLUSH_RECEIPT_PREFIX: &str = "one-way-";
+
+/// The sender and number of a flush's receipt, or `None` for any other idempotency key.
+#[must_use]
+pub fn flush_receipt_parts(receipt: &IdempotencyKey) -> Option<(&str, u64)> {
+    let (sender, number) = receipt.as_str().strip_prefix(FLUSH_RECEIPT_PREFIX)?.rsplit_once('-')?;
+    Some((sender, number.parse().ok()?))
 }
 
 /// A flush: the sums taken from one shard, under one number.
@@ -163,7 +192,7 @@ impl Flush {
     /// # Errors
     /// [`CoreError::InvalidIdempotencyKey`] when `sender` makes a receipt the rules refuse.
     pub fn request(&self, sender: &str) -> Result<ShardRequest, CoreError> {
-        let receipt = IdempotencyKey::new(&format!("one-way-{sender}-{}", self.number))?;
+        let receipt = IdempotencyKey::new(&format!("{FLUSH_RECEIPT_PREFIX}{sender}-{}", self.number))?;
         let ops = self
             .ops
             .iter()
@@ -204,7 +233,7 @@ impl Flush {
                 Some(_) => false,
             };
             let is_applied = |result: &Option<OpResult>| {
-                matches!(result, Some(OpResult::Value { .. } | OpResult::Replayed { .. }))
+                matches!(result, Some(OpResult::Value { .. } | OpResult::Relayed | OpResult::Replayed { .. }))
             };
             if outcomes.iter().all(is_applied) {
                 applied += first.ops;
@@ -349,7 +378,37 @@ impl OneWayBuffer {
         now_ms: u64,
     ) -> Accept {
         let Counted { ttl, delta, day, visitor, operator } = count;
-        let writer = if i64::try_from(delta).is_ok_and(|by| Right::for_increment(by, ttl) == Right::Count) {
+        let visitors: Vec<u64> = visitor.into_iter().collect();
+        let adds = i64::try_from(delta).is_ok_and(|by| Right::for_increment(by, ttl) == Right::Count);
+        self.merge(
+            shard,
+            ns,
+            key,
+            Merged { ttl, delta, ops: 1, day, visitors: &visitors, operator, adds },
+            now_ms,
+        )
+    }
+
+    /// Whether `keys` new sums charged `bytes` in all would fit under the bounds now: a relay
+    /// takes an isolate's flush whole or not at all.
+    #[must_use]
+    pub fn has_room(&self, keys: usize, bytes: u64) -> bool {
+        self.keys.saturating_add(keys) <= self.limits.max_keys
+            && self.bytes.saturating_add(bytes) <= self.limits.max_bytes
+    }
+
+    /// [`Self::accept`] for a sum already made of `merged.ops` accepted ops and any number of
+    /// visitors (a relay merging an isolate's flush): all of it is added, or nothing.
+    pub fn merge(
+        &mut self,
+        shard: ShardId,
+        ns: &Namespace,
+        key: &Key,
+        merged: Merged<'_>,
+        now_ms: u64,
+    ) -> Accept {
+        let Merged { ttl, delta, ops, day, visitors, operator, adds } = merged;
+        let writer = if adds {
             Writer::Counts
         } else if operator {
             Writer::Operator
@@ -363,25 +422,25 @@ impl OneWayBuffer {
             if sum.unsigned_abs() > MAX_PENDING_SUM {
                 return Accept::Overflow;
             }
-            let new_visitor = visitor.filter(|v| !pending.visitors.contains(v));
-            // A set: a key's visitors are looked up once an accept, however many are pending.
-            if new_visitor.is_some() && self.bytes + VISITOR_CHARGE_BYTES > self.limits.max_bytes {
-                self.stats.refused += 1;
+            // A set: a key's visitors are looked up once each, however many are pending.
+            let new_visitors: BTreeSet<u64> =
+                visitors.iter().copied().filter(|v| !pending.visitors.contains(v)).collect();
+            let charge = VISITOR_CHARGE_BYTES * new_visitors.len() as u64;
+            if charge > 0 && self.bytes + charge > self.limits.max_bytes {
+                self.stats.refused += ops;
                 return Accept::Full;
             }
             pending.sum = sum;
-            pending.ops += 1;
+            pending.ops += ops;
             pending.ttl = ttl.or(pending.ttl);
-            if let Some(visitor) = new_visitor {
-                pending.visitors.insert(visitor);
-                self.bytes += VISITOR_CHARGE_BYTES;
-            }
+            pending.visitors.extend(new_visitors);
+            self.bytes += charge;
         } else {
-            let pending = Pending { sum: delta, ops: 1, ttl, visitors: visitor.into_iter().collect() };
+            let pending = Pending { sum: delta, ops, ttl, visitors: visitors.iter().copied().collect() };
             let charge = pending.charge(ns, key);
             if self.keys >= self.limits.max_keys || self.bytes.saturating_add(charge) > self.limits.max_bytes
             {
-                self.stats.refused += 1;
+                self.stats.refused += ops;
                 if buffer.pending.is_empty() && buffer.in_flight.is_none() {
                     self.shards.remove(&shard);
                 }
@@ -391,10 +450,10 @@ impl OneWayBuffer {
             self.keys += 1;
             self.bytes += charge;
         }
-        buffer.ops += 1;
+        buffer.ops += ops;
         buffer.oldest_ms.get_or_insert(now_ms);
-        self.stats.accepted += 1;
-        self.stats.pending += 1;
+        self.stats.accepted += ops;
+        self.stats.pending += ops;
         let replace = buffer.flusher.is_none_or(|flusher| {
             now_ms > flusher.lease_until_ms || now_ms.saturating_sub(flusher.started_ms) >= FLUSHER_TERM_MS
         });
@@ -435,7 +494,7 @@ impl OneWayBuffer {
             });
         }
         let oldest = buffer.oldest_ms?;
-        if buffer.ops >= self.limits.flush_ops || buffer.pending.len() >= MAX_FLUSH_KEYS {
+        if buffer.ops >= self.limits.flush_ops || buffer.pending.len() >= self.limits.flush_keys {
             return Some(oldest);
         }
         Some(oldest + self.limits.interval_ms)
@@ -591,7 +650,13 @@ mod tests {
     }
 
     fn limits() -> OneWayLimits {
-        OneWayLimits { interval_ms: 1_000, flush_ops: 100, max_keys: 3, max_bytes: 10_000 }
+        OneWayLimits {
+            interval_ms: 1_000,
+            flush_ops: 100,
+            flush_keys: MAX_FLUSH_KEYS,
+            max_keys: 3,
+            max_bytes: 10_000,
+        }
     }
 
     fn names(key: &str) -> (Namespace, Key) {

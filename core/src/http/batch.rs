@@ -179,6 +179,8 @@ pub fn result_json(result: &OpResult) -> Value {
         OpResult::Created { value, .. } => json!({"value": value, "exists": true}),
         OpResult::Info(info) => json!(info),
         OpResult::Days(days) => json!(days),
+        // Only a relay answers it, to an isolate's flush; never part of a batch.
+        OpResult::Relayed => json!({"accepted": true}),
         OpResult::Replayed { first } => {
             let mut answer = result_json(first);
             if let Value::Object(fields) = &mut answer {

@@ -350,6 +350,9 @@ impl From<ShardOp> for ShardCall {
 pub enum OpResult {
     /// A counter's value after the op (reads and value-changing writes).
     Value { value: i64, exists: bool, version: u64 },
+    /// A one-way op taken by a relay, which applies it at the key's shard within its window
+    /// (see `crate::relay`).
+    Relayed,
     /// The outcome of a delete, of a counter or of a cache entry.
     Deleted { deleted: bool },
     /// A cache entry that was found.

@@ -1,33 +1,26 @@
 //! One-way writes in this isolate: accepted deltas wait in the buffer of
-//! `edgecount_core::edge::one_way`, and a flusher per shard applies their sums.
+//! `edgecount_core::edge::one_way`, and a flusher per shard (`shared::one_way_flusher`) applies
+//! their sums, straight at the shard or, when `EDGECOUNT_RELAYS` is set, through the one of the
+//! shard's relays this isolate's name picks (`relay`).
 //!
 //! A flusher is a task of the request whose arrival found its shard without one, kept running
-//! with `waitUntil` after that request has answered its 202. It waits until the shard's sums are
-//! due, sends them in one call under one receipt made of this isolate's random name and the
-//! flush's number (one idempotency record per flush), so a flush sent again is applied once; it sends
-//! a flush whose outcome is unknown (or that a shard refused for a passing reason, as
-//! `shard_overloaded`) again, after 0.25, 1, 4, 16 and then every 64 s, for as long as it takes:
-//! what was accepted is applied unless the isolate dies (the buffer stays charged meanwhile,
-//! so new one-way counts are refused at its bounds, never accepted and dropped). It ends when
-//! nothing is pending. The runtime ends a request's `waitUntil` work 30 s after the answer at
-//! the latest; a flusher that dies so keeps its lease until it runs out, and then the next
-//! arrival for the shard starts another, which sends the flush in flight again under its number.
+//! with `waitUntil` after that request has answered its 202. The runtime ends a request's
+//! `waitUntil` work 30 s after the answer at the latest; a flusher that dies so keeps its lease
+//! until it runs out, and then the next arrival for the shard starts another, which sends the
+//! flush in flight again under its number.
 
-use edgecount_core::edge::one_way::{Accept, Counted, Flush, FlusherId, OneWayBuffer, OneWayStats};
-use edgecount_core::{CoreError, Key, Namespace, ShardId};
-use worker::{console_error, js_sys, Env};
+use edgecount_core::edge::one_way::{Accept, Counted, FlusherId, OneWayBuffer, OneWayStats};
+use edgecount_core::relay::relay_for;
+use edgecount_core::shard::protocol::ShardRequest;
+use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardId};
+use worker::{js_sys, Env};
 
 use crate::shared::api_error::ApiError;
 use crate::shared::clock::now_ms;
 use crate::shared::config::Config;
+use crate::shared::one_way_flusher::{self, random_name, FlushSite};
 use crate::shared::state::{self, OneWayWrites};
 use crate::shared::{drills, shard_client, tasks};
-
-/// The wait before the first resend; each later one waits four times as long, up to 64 s.
-const FIRST_RESEND_MS: u64 = 250;
-/// A waiting flusher looks again at least this often: sums may fall due sooner than it was told
-/// (a shard reaching its op bound).
-const MAX_NAP_MS: u64 = 250;
 
 fn with_buffer<T>(config: &Config, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T {
     state::with(|s| {
@@ -38,12 +31,6 @@ fn with_buffer<T>(config: &Config, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T 
         });
         f(&mut writes.buffer)
     })
-}
-
-/// 96 random bits as hex (`Math.random` gives about 52 per call: enough to tell isolates apart,
-/// which is all this is for).
-fn random_name() -> String {
-    (0..3).map(|_| format!("{:08x}", (js_sys::Math::random() * f64::from(u32::MAX)) as u32)).collect()
 }
 
 /// This isolate's one-way counts, and the keys and bytes its buffer holds.
@@ -70,76 +57,43 @@ pub fn accept(
         Accept::Full => Err(ApiError::OneWayBufferFull),
         Accept::Overflow => Err(CoreError::Overflow.into()),
         Accept::Accepted { start_flusher } => Ok(start_flusher.map(|flusher| {
-            let (env, config) = (env.clone(), config.clone());
-            tasks::spawn(async move { run_flusher(&env, &config, shard, flusher).await })
+            let site = IsolateSite { env: env.clone(), config: config.clone() };
+            tasks::spawn(async move { run_flusher(&site, shard, flusher).await })
         })),
     }
 }
 
-/// Flushes `shard`'s sums as they fall due, until none are pending or another flusher takes
-/// over.
-async fn run_flusher(env: &Env, config: &Config, shard: ShardId, flusher: FlusherId) {
-    loop {
-        let now = now_ms();
-        let due =
-            with_buffer(config, |buffer| buffer.claim(shard, flusher, now).then(|| buffer.due_at(shard)));
-        let Some(due) = due else { return };
-        if let Some(due) = due.filter(|due| *due > now) {
-            tasks::sleep((due - now).min(MAX_NAP_MS)).await;
-            continue;
-        }
-        let (flush, given_up) = with_buffer(config, |buffer| {
-            let dropped = buffer.stats().dropped;
-            let flush = buffer.take(shard, flusher, now);
-            (flush, buffer.stats().dropped - dropped)
-        });
-        if given_up > 0 {
-            console_error!(
-                "one-way flush to shard {}: {given_up} ops unsettled for 12 h given up, not sent again past their record",
-                shard.0
-            );
-        }
-        let Some(flush) = flush else { return };
-        if flush.attempts > 1 {
-            tasks::sleep(FIRST_RESEND_MS << (2 * (flush.attempts - 2).min(4))).await;
-        }
-        send(env, config, &flush).await;
-    }
+async fn run_flusher(site: &IsolateSite, shard: ShardId, flusher: FlusherId) {
+    one_way_flusher::run(site, shard, flusher).await;
 }
 
-/// Sends `flush` once and reports to the buffer what it settled.
-async fn send(env: &Env, config: &Config, flush: &Flush) {
-    // The buffer that made the flush made the name too.
-    let sender =
-        state::with(|s| s.one_way.borrow().as_ref().map(|writes| writes.name.clone())).unwrap_or_default();
-    let total = flush.total_ops();
-    let (applied, dropped) = match flush.request(&sender) {
-        Ok(request) => match shard_client::execute_request(env, flush.shard, &request).await {
-            Ok(_) if drills::loses_flush_answer(env) => (0, 0),
-            Ok(results) => flush.settled(results),
-            // The outcome is unknown: nothing is settled, and a resend replays what was applied.
-            Err(_) => (0, 0),
-        },
-        Err(error) => {
-            console_error!("one-way flush could not be built: {error}");
-            (0, total)
+/// This isolate's buffer, flushed to the shards or their relays.
+struct IsolateSite {
+    env: Env,
+    config: Config,
+}
+
+impl FlushSite for IsolateSite {
+    fn with_buffer<T>(&self, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T {
+        with_buffer(&self.config, f)
+    }
+
+    fn sender(&self) -> String {
+        // The buffer that made the flush made the name too.
+        state::with(|s| s.one_way.borrow().as_ref().map(|writes| writes.name.clone())).unwrap_or_default()
+    }
+
+    fn loses_answers(&self) -> bool {
+        drills::loses_flush_answer(&self.env)
+    }
+
+    async fn send(&self, shard: ShardId, request: &ShardRequest) -> Result<Vec<OpResult>, ApiError> {
+        if self.config.relays == 0 {
+            return shard_client::execute_request(&self.env, shard, request).await;
         }
-    };
-    if dropped > 0 {
-        console_error!(
-            "one-way flush {} to shard {}: {dropped} ops refused for good (an overflow, say)",
-            flush.number,
-            flush.shard.0
-        );
+        // Always the same relay of the shard for this isolate, so that a resend meets the relay
+        // that took the first send.
+        let relay = relay_for(&self.sender(), self.config.relays);
+        shard_client::execute_relayed(&self.env, shard, relay, request).await
     }
-    if applied + dropped < total && flush.attempts >= 4 {
-        console_error!(
-            "one-way flush {} to shard {} still not applied after {} sends: {} ops kept to send again",
-            flush.number,
-            flush.shard.0,
-            flush.attempts,
-            total - applied - dropped
-        );
-    }
-    with_buffer(config, |buffer| buffer.finish(flush.shard, flush.number, applied, dropped));
 }

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod drills;
 pub mod hash_seed;
+pub mod one_way_flusher;
 pub mod shard_client;
 pub mod state;
 pub mod tasks;

@@ -111,6 +111,35 @@ pub async fn execute_request(
     run(env, shard, &body, request.ops.len()).await
 }
 
+/// The relays' Durable Object binding in `wrangler.toml`.
+pub const RELAYS_BINDING: &str = "RELAYS";
+
+/// Sends the one-way flush `request` for `shard` to that shard's relay `relay` (see
+/// `edgecount_core::relay`), which answers one result per op once it has taken them.
+///
+/// # Errors
+/// As [`execute`]; [`ApiError::ShardOverloaded`] when the relay has no room for the flush.
+pub async fn execute_relayed(
+    env: &Env,
+    shard: ShardId,
+    relay: u32,
+    request: &ShardRequest,
+) -> Result<Vec<OpResult>, ApiError> {
+    let placed = Some(placed_by_this_isolate(env, shard)?);
+    let body = serde_json::to_string(&ShardRequest { placed, ..request.clone() })
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let namespace = env.durable_object(RELAYS_BINDING)?;
+    let rpc: RelayRpc =
+        namespace.id_from_name(&edgecount_core::relay::object_name(shard, relay))?.get_stub()?.into_rpc();
+    let answer = answer_of(JsFuture::from(rpc.relay_ops(&body))).await.map_err(|e| unreachable(&e))?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
+    let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;
+    if answer.results.len() != request.ops.len() {
+        return Err(ApiError::ShardUnavailable);
+    }
+    Ok(answer.results)
+}
+
 /// How long a shard's answer is waited for, on every call. Past it the call is given up as
 /// unanswered (its ops may have run all the same: see [`ApiError::after_send`]), so that a
 /// shard that hangs holds no request, batch, one-way flusher or hand-over for longer than a
@@ -146,6 +175,14 @@ async fn run(env: &Env, shard: ShardId, body: &str, expected: usize) -> Result<V
 
 #[wasm_bindgen]
 extern "C" {
+    /// A relay's RPC surface (see `relay::durable_object::Relay`).
+    #[wasm_bindgen(extends = js_sys::Object)]
+    type RelayRpc;
+
+    /// Resolves to the JSON `ShardResponse` for a JSON one-way flush.
+    #[wasm_bindgen(method, js_name = relayOps)]
+    fn relay_ops(this: &RelayRpc, body: &str) -> js_sys::Promise;
+
     /// The shard's RPC surface (see `Shard::run_ops_rpc`).
     #[wasm_bindgen(extends = js_sys::Object)]
     type ShardRpc;

@@ -10,7 +10,7 @@ use worker::Env;
 use crate::shared::api_error::ApiError;
 use crate::shared::state;
 pub use vars::{
-    Config, CorsOrigins, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_SHARDS,
+    Config, CorsOrigins, DEFAULT_DAYS_KEPT, DEFAULT_HAND_OVER_KEYS, DEFAULT_RELAY, DEFAULT_SHARDS,
     DEFAULT_SHARD_CACHE_BOUNDS,
 };
 

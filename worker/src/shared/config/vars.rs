@@ -4,7 +4,9 @@
 use std::num::NonZeroU32;
 
 use edgecount_core::compat::{Mode, DEFAULT_KEY_TTL_SECONDS};
-use edgecount_core::edge::one_way::{OneWayLimits, MAX_INTERVAL_MS as MAX_ONE_WAY_INTERVAL_MS};
+use edgecount_core::edge::one_way::{
+    OneWayLimits, MAX_FLUSH_KEYS, MAX_INTERVAL_MS as MAX_ONE_WAY_INTERVAL_MS,
+};
 use edgecount_core::edge::rate_limit::RateLimit;
 use edgecount_core::number::MAX_TTL_SECONDS;
 use edgecount_core::partition::MAX_SHARDS;
@@ -68,8 +70,32 @@ pub const DEFAULT_STATS_MAX_AGE_MS: u64 = 2_000;
 /// How one-way writes are buffered when the `EDGECOUNT_ONE_WAY_*` vars are not set: a shard's
 /// sums are applied once the oldest is a second old or 1,000 ops wait for it, and an isolate
 /// holds at most 10,000 pending keys and 2 MiB charged for them (about 100 to 420 bytes a key).
-pub const DEFAULT_ONE_WAY: OneWayLimits =
-    OneWayLimits { interval_ms: 1_000, flush_ops: 1_000, max_keys: 10_000, max_bytes: 2 * 1024 * 1024 };
+pub const DEFAULT_ONE_WAY: OneWayLimits = OneWayLimits {
+    interval_ms: 1_000,
+    flush_ops: 1_000,
+    flush_keys: MAX_FLUSH_KEYS,
+    max_keys: 10_000,
+    max_bytes: 2 * 1024 * 1024,
+};
+
+/// How a relay buffers when its vars (`EDGECOUNT_RELAY_INTERVAL_MS`, `EDGECOUNT_RELAY_KEYS`,
+/// `EDGECOUNT_RELAY_BYTES`) are not set: it forwards the sums it
+/// took once the oldest is 5 s old, and holds at most 100,000 keys and 32 MiB (a Durable
+/// Object has 128 MB).
+pub const DEFAULT_RELAY: OneWayLimits = OneWayLimits {
+    interval_ms: 5_000,
+    flush_ops: u64::MAX,
+    flush_keys: 100_000,
+    max_keys: 100_000,
+    max_bytes: 32 * 1024 * 1024,
+};
+
+/// The most relays a shard may have.
+pub const MAX_RELAYS: u32 = 256;
+
+/// The longest a relay may hold sums: a relay with nothing arriving may be evicted, with what it
+/// holds, after about a minute.
+pub const MAX_RELAY_INTERVAL_MS: u64 = 60_000;
 
 /// Which origins may call the API from a browser.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +137,11 @@ pub struct Config {
     pub shard_queue_limit: usize,
     /// How one-way writes are buffered and flushed.
     pub one_way: OneWayLimits,
+    /// Relays per shard that isolates flush their one-way sums through (`EDGECOUNT_RELAYS`);
+    /// 0 sends them straight to the shards.
+    pub relays: u32,
+    /// How a relay buffers the sums it takes and how long it holds them.
+    pub relay: OneWayLimits,
     /// Whose shape the compatible routes answer in where CountAPI and Abacus disagree.
     pub compat_mode: Mode,
     /// How long a counter written through the compatible routes lives after its last write.
@@ -215,6 +246,7 @@ impl Config {
                 1..=1_000_000,
             )
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_FLUSH_OPS" })?,
+            flush_keys: DEFAULT_ONE_WAY.flush_keys,
             max_keys: parse_number(var("EDGECOUNT_ONE_WAY_KEYS"), DEFAULT_ONE_WAY.max_keys, 0..=1_000_000)
                 .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_KEYS" })?,
             max_bytes: parse_number(
@@ -223,6 +255,30 @@ impl Config {
                 0..=256 * 1024 * 1024,
             )
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_ONE_WAY_BYTES" })?,
+        };
+        let relays = parse_number(var("EDGECOUNT_RELAYS"), 0, 0..=MAX_RELAYS)
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RELAYS" })?;
+        let relay_keys =
+            parse_number(var("EDGECOUNT_RELAY_KEYS"), DEFAULT_RELAY.max_keys, MAX_FLUSH_KEYS..=1_000_000)
+                .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RELAY_KEYS" })?;
+        let relay = OneWayLimits {
+            interval_ms: parse_number(
+                var("EDGECOUNT_RELAY_INTERVAL_MS"),
+                DEFAULT_RELAY.interval_ms,
+                10..=MAX_RELAY_INTERVAL_MS,
+            )
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RELAY_INTERVAL_MS" })?,
+            // A relay holds its sums for its whole window, and sends them in flushes of
+            // `MAX_FLUSH_KEYS` keys when it is over.
+            flush_keys: relay_keys,
+            max_keys: relay_keys,
+            max_bytes: parse_number(
+                var("EDGECOUNT_RELAY_BYTES"),
+                DEFAULT_RELAY.max_bytes,
+                1..=64 * 1024 * 1024,
+            )
+            .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RELAY_BYTES" })?,
+            ..DEFAULT_RELAY
         };
         let zones =
             Zones::parse(var("EDGECOUNT_TIME_ZONE").as_deref(), var("EDGECOUNT_TIME_ZONES").as_deref())
@@ -246,6 +302,8 @@ impl Config {
             compat_mode,
             compat_ttl_seconds,
             one_way,
+            relays,
+            relay,
             access,
             rate_limit,
             visitors_rate_limit,
