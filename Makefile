@@ -12,7 +12,7 @@ export WRANGLER_SEND_METRICS := false
 
 BENCH_PYTHON := .tools/bench-venv/bin/python
 # What prettier formats; client/dist is the build's output and stays as the build writes it.
-PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/wrk/record.mjs loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/sql-plan.mjs scripts/visitor-reads.mjs scripts/profile.mjs scripts/child-process.mjs scripts/deploy-preflight.mjs scripts/transfer.mjs worker/static/index.html worker/static/demo.js worker/static/count.js worker/entry.js \
+PRETTIER_PATHS := tests vitest.config.ts loadtest/k6 loadtest/wrk/record.mjs loadtest/fronts-load.mjs loadtest/baselines/js-hello loadtest/baselines/js-floor scripts/workerd-config.mjs scripts/bench-core.mjs scripts/soak.mjs scripts/bench-migration.mjs scripts/sql-plan.mjs scripts/visitor-reads.mjs scripts/profile.mjs scripts/child-process.mjs scripts/deploy-preflight.mjs scripts/transfer.mjs worker/static/index.html worker/static/demo.js worker/static/count.js worker/entry.js \
 	client/src client/test client/build.mjs client/tsconfig.json client/README.md client/package.json
 # Markdown whose relative links and #anchors `make lint-js` checks.
 MARKDOWN_PATHS := README.md docs client/README.md loadtest/README.md loadtest/reports core/fuzz/README.md
@@ -24,7 +24,7 @@ needs = $(if $(SUITE_READY),,$(1))
 help:
 	@echo "make dev    build and serve the API on http://127.0.0.1:8787 (state kept in .dev-state/)"
 	@echo "make test   lint, native Rust tests, Wasm build, vitest integration tests in workerd"
-	@echo "make bench  capacity beside Redis, memcached, Ehcache and the JS floor (about 45 minutes; BENCH_QUICK=1: fewer systems, 100,000 keys)"
+	@echo "make bench  capacity beside Redis, memcached, Ehcache and the JS floor, then one-way windows, many fronts and the scale model (about 65 minutes; BENCH_QUICK=1: fewer systems, 100,000 keys)"
 	@echo "make fmt    format Rust and TypeScript"
 	@echo "make fuzz   fuzz the core's parsers for 10 minutes (cargo-fuzz, nightly)"
 	@echo "make soak   10 minutes of mixed load, client resets, hostile requests and SIGKILLs through workerd"
@@ -145,6 +145,10 @@ bench:
 	@scripts/build-worker.sh
 	@$(BENCH_PYTHON) loadtest/bench.py --profile $(BENCH_PROFILE)
 	@node scripts/bench-migration.mjs
+	@$(BENCH_PYTHON) loadtest/windows.py
+	@$(BENCH_PYTHON) loadtest/fronts.py
+	@$(BENCH_PYTHON) loadtest/one_key.py
+	@$(BENCH_PYTHON) loadtest/simulate.py
 
 clean:
 	rm -rf build target .wrangler

@@ -3,7 +3,10 @@
 // no inspector. Usage: node workerd-config.mjs <port> <state-dir> <out.capnp> [NAME=value ...]
 // (each NAME=value overrides or adds one of wrangler.toml's vars). WORKERD_V8_FLAGS, if set,
 // is a comma-separated list of V8 flags for the config's `v8Flags` (scripts/profile-process.py
-// sets `--perf-basic-prof` so that perf can name the Wasm's functions).
+// sets `--perf-basic-prof` so that perf can name the Wasm's functions). EDGECOUNT_FRONTS=N, if
+// set, serves N front services instead of one, on <port> to <port>+N-1: each is its own isolate
+// running the same script, and all call the Durable Objects of one further service, as many
+// isolates of one deployment do (loadtest/fronts.py).
 import { writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { unstable_readConfig } from "wrangler";
@@ -42,9 +45,40 @@ const objects = config.durable_objects.bindings.map(
   (b) =>
     `(name = ${text(b.name)}, durableObjectNamespace = ${text(b.class_name)})`,
 );
+const fronts = Number(process.env.EDGECOUNT_FRONTS ?? "0");
+// A front's bindings reach the objects of the service that holds them.
+const remoteObjects = config.durable_objects.bindings.map(
+  (b) =>
+    `(name = ${text(b.name)}, durableObjectNamespace = (className = ${text(b.class_name)}, serviceName = "edgecount"))`,
+);
 const namespaces = config.durable_objects.bindings.map(
   (b) =>
     `(className = ${text(b.class_name)}, uniqueKey = ${text(`edgecount-${b.class_name}`)}, enableSql = true)`,
+);
+
+const modules = `modules = [
+    (name = "entry.js", esModule = embed ${text(fromConfig(main))}),
+    (name = "index.js", esModule = embed ${text(fromConfig(index))}),
+    (name = "index_bg.wasm", wasm = embed ${text(fromConfig(wasm))}),
+  ],
+  compatibilityDate = ${text(config.compatibility_date)},
+  compatibilityFlags = [${(config.compatibility_flags ?? []).map(text).join(", ")}],`;
+const frontNames = Array.from({ length: fronts }, (_, i) => `front${i}`);
+const sockets = fronts
+  ? frontNames.map(
+      (name, i) =>
+        `(name = ${text(name)}, address = ${text(`127.0.0.1:${Number(port) + i}`)}, http = (), service = ${text(name)})`,
+    )
+  : [
+      `(name = "http", address = ${text(`127.0.0.1:${port}`)}, http = (), service = "edgecount")`,
+    ];
+const frontWorkers = frontNames.map(
+  (name) => `
+const ${name} :Workerd.Worker = (
+  ${modules}
+  bindings = [${[...vars, ...remoteObjects].join(",\n    ")}],
+);
+`,
 );
 
 writeFileSync(
@@ -55,22 +89,17 @@ const config :Workerd.Config = (
   v8Flags = [${v8Flags.map(text).join(", ")}],
   services = [
     (name = "edgecount", worker = .edgecount),
+    ${frontNames.map((name) => `(name = ${text(name)}, worker = .${name}),`).join("\n    ")}
     (name = "do-storage", disk = (path = ${text(resolve(stateDir))}, writable = true)),
   ],
-  sockets = [(name = "http", address = ${text(`127.0.0.1:${port}`)}, http = (), service = "edgecount")],
+  sockets = [${sockets.join(",\n    ")}],
 );
 
 const edgecount :Workerd.Worker = (
-  modules = [
-    (name = "entry.js", esModule = embed ${text(fromConfig(main))}),
-    (name = "index.js", esModule = embed ${text(fromConfig(index))}),
-    (name = "index_bg.wasm", wasm = embed ${text(fromConfig(wasm))}),
-  ],
-  compatibilityDate = ${text(config.compatibility_date)},
-  compatibilityFlags = [${(config.compatibility_flags ?? []).map(text).join(", ")}],
+  ${modules}
   bindings = [${[...vars, ...objects].join(",\n    ")}],
   durableObjectNamespaces = [${namespaces.join(", ")}],
   durableObjectStorage = (localDisk = "do-storage"),
 );
-`,
+${frontWorkers.join("")}`,
 );

@@ -18,15 +18,6 @@ beforeAll(async () => {
 afterAll(() => service.stop());
 
 /** A counter's value read from its shard, never from the isolate's kept reads. */
-async function strongValue(on: Service, ns: string, key: string) {
-  const response = await on.fetch(
-    `/v1/counters/${ns}/${key}?consistency=strong`,
-    { headers: { accept: "text/plain" } },
-  );
-  expect(response.status).toBe(200);
-  return BigInt(await response.text());
-}
-
 it("1,000 concurrent increments on one key give exactly 1,000, distinct values, in one shard call each", async () => {
   const ns = freshNamespace("race");
   const before = await edgeStats(service);
@@ -45,7 +36,7 @@ it("1,000 concurrent increments on one key give exactly 1,000, distinct values, 
   expect(values.reduce((a, b) => (a > b ? a : b))).toBe(1_000n);
   // A strong read: the key is hot by now, and a plain read may be answered from the
   // isolate's kept value without reaching the shard.
-  expect(await strongValue(service, ns, "hot")).toBe(1_000n);
+  expect(await service.value(ns, "hot")).toBe(1_000n);
   const after = await edgeStats(service);
   // The increments and the read, each in a call of its own.
   expect(after.shard_calls - before.shard_calls).toBe(1_001);
@@ -70,7 +61,7 @@ it("100 concurrent increments of one key write its row once per group the shard 
   const after = await shardStats();
   // Each caller still gets its own value, and every increment is stored.
   expect(new Set(values).size).toBe(100);
-  expect(await strongValue(service, ns, "hot")).toBe(101n);
+  expect(await service.value(ns, "hot")).toBe(101n);
   // How many groups the calls ran in depends on how they arrived (a busy machine makes
   // smaller groups); that each group writes the key's row once, whatever it carries, does not.
   // The test below holds a group open to make the grouping certain.
@@ -129,11 +120,48 @@ it("calls that arrive while a group's writes are made durable run together in th
     // The new key's row and the shard's key total for the first call, the key's row once
     // for the group of 99.
     expect(after.rows_written - before.rows_written).toBe(2 + 1);
-    expect(await strongValue(held, ns, "hot")).toBe(100n);
+    expect(await held.value(ns, "hot")).toBe(100n);
   } finally {
     await held.stop();
   }
 });
+
+it("answers one key's acknowledged writes past its shard's bound 503 shard_overloaded with Retry-After, none applied", async () => {
+  // One shard, whose first group waits until 2,100 more calls have arrived: 2,000 increments
+  // of one key wait for the next group, and the 100 past that bound are refused at once.
+  const held = await startService({
+    vars: {
+      EDGECOUNT_SHARDS: "1",
+      EDGECOUNT_DRILL_GROUP_AFTER: "2100",
+      // The isolate's own bound on calls under way would refuse first otherwise.
+      EDGECOUNT_SHARD_QUEUE_LIMIT: "5000",
+    },
+  });
+  try {
+    const ns = freshNamespace("one-key");
+    const path = `/v1/counters/${ns}/hot/incr`;
+    expect((await held.fetch(path, { method: "POST" })).status).toBe(200);
+    const answers = await Promise.all(
+      Array.from({ length: 2_100 }, async () => {
+        const response = await held.fetch(path, { method: "POST" });
+        const body = await response.json();
+        return {
+          status: response.status,
+          code: body.error?.code,
+          retryAfter: response.headers.get("retry-after"),
+        };
+      }),
+    );
+    const refused = answers.filter((a) => a.status === 503);
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(2_000);
+    expect(refused).toHaveLength(100);
+    expect(refused.every((a) => a.code === "shard_overloaded")).toBe(true);
+    expect(refused.every((a) => Number(a.retryAfter) >= 1)).toBe(true);
+    expect(await held.value(ns, "hot")).toBe(2_001n);
+  } finally {
+    await held.stop();
+  }
+}, 60_000);
 
 it("refuses a call that would take the ops waiting for the next group past 2,000, before applying any of it", async () => {
   // One shard, whose first group waits until three calls have arrived: two batches of 1,000
