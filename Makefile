@@ -115,6 +115,8 @@ test-bench-smoke: $(call needs,build tools-test)
 	@$(BENCH_PYTHON) loadtest/bench.py --profile smoke --pair-rounds 2 --out build/bench-smoke
 	@$(BENCH_PYTHON) loadtest/check_summary.py build/bench-smoke/summary.json edgecount-workerd js-floor-workerd redis-webdis
 	@MIGRATION_KEYS=3000 MIGRATION_LOAD_SECONDS=2 MIGRATION_OUT=build/bench-smoke/migration node scripts/bench-migration.mjs
+	@$(BENCH_PYTHON) loadtest/fronts.py --seconds 3 --rate 300 --fronts 1,2 --out build/bench-smoke/fronts
+	@$(BENCH_PYTHON) loadtest/simulate.py --out build/bench-smoke/simulation
 
 test-api-spec: $(call needs,build tools-test)
 	@echo "[test] OpenAPI description against the running worker (schemathesis)"

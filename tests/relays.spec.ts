@@ -119,15 +119,17 @@ describe("relays", () => {
   });
 
   it("refuse a flush that does not fit whole, and take it when there is room", async () => {
-    // One shard, one relay of 1,000 keys holding them 10 s: 1,500 keys cannot all be taken
-    // before the relay forwards, so a flush is refused and sent again.
+    // One shard, one relay of 1,000 keys whose first forward to its shard goes unanswered
+    // (15 s, then sent again): the keys it took stay charged meanwhile, so 1,500 keys cannot
+    // all be taken, a flush is refused and sent again, and everything arrives in the end.
     const service = await startService({
       vars: {
         EDGECOUNT_SHARDS: "1",
         EDGECOUNT_RELAYS: "1",
         EDGECOUNT_RELAY_KEYS: "1000",
-        EDGECOUNT_RELAY_INTERVAL_MS: "10000",
+        EDGECOUNT_RELAY_INTERVAL_MS: "200",
         EDGECOUNT_ONE_WAY_INTERVAL_MS: "50",
+        EDGECOUNT_DRILL_STALLED_CALLS: "1",
       },
     });
     services.push(service);
@@ -153,15 +155,29 @@ describe("relays", () => {
     ).toEqual([1n, 1n, 1n, 1n, 1n]);
   }, 150_000);
 
-  it("are refused as settings out of range", async () => {
-    const service = await startService({
-      vars: { EDGECOUNT_RELAY_KEYS: "999" },
-    });
-    services.push(service);
-    const response = await service.fetch(`/v1/counters/x/y`);
-    expect(response.status).toBe(500);
-    expect((await response.json()).error.message).toContain(
-      "EDGECOUNT_RELAY_KEYS",
-    );
+  it("are refused as settings out of range, or that a flush could not fit", async () => {
+    const cases: [Record<string, string>, string][] = [
+      [{ EDGECOUNT_RELAY_KEYS: "999" }, "EDGECOUNT_RELAY_KEYS"],
+      [
+        { EDGECOUNT_RELAY_BYTES: String(16 * 1024 * 1024 + 1) },
+        "EDGECOUNT_RELAY_BYTES",
+      ],
+      // An empty relay must take any flush: not smaller than the isolate's buffer.
+      [
+        {
+          EDGECOUNT_RELAYS: "1",
+          EDGECOUNT_ONE_WAY_BYTES: "4194304",
+          EDGECOUNT_RELAY_BYTES: "2097152",
+        },
+        "EDGECOUNT_RELAY_BYTES",
+      ],
+    ];
+    for (const [vars, named] of cases) {
+      const service = await startService({ vars });
+      services.push(service);
+      const response = await service.fetch(`/v1/counters/x/y`);
+      expect(response.status).toBe(500);
+      expect((await response.json()).error.message).toContain(named);
+    }
   });
 });

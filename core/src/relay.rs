@@ -49,10 +49,13 @@ pub fn relay_for(sender: &str, relays: u32) -> u32 {
     (xxhash_rust::xxh3::xxh3_64(sender.as_bytes()) % u64::from(relays.max(1))) as u32
 }
 
-/// The name of the Durable Object that is relay `index` of `shard`.
+/// The name of the Durable Object that is relay `index` of `shard` for isolates that place
+/// keys under `shards` shards. The count is in the name so that a relay forwards only keys
+/// placed under one count, with that count: during a change of the shard count, isolates on
+/// either side of it use relays of their own.
 #[must_use]
-pub fn object_name(shard: ShardId, index: u32) -> String {
-    format!("relay-{}-{index}", shard.0)
+pub fn object_name(shards: u32, shard: ShardId, index: u32) -> String {
+    format!("relay-{shards}-{}-{index}", shard.0)
 }
 
 /// A relay's state: the sums it holds for its shard and what it took from whom.
@@ -287,7 +290,7 @@ mod tests {
             assert!((800..1_200).contains(&share), "relay {relay} got {share} of 4,000");
         }
         assert_eq!(relay_for("isolate7", 4), picks[7]);
-        assert_eq!(object_name(ShardId(3), 1), "relay-3-1");
+        assert_eq!(object_name(16, ShardId(3), 1), "relay-16-3-1");
     }
 
     #[test]

@@ -7,12 +7,12 @@
 //!
 //! It uses only `shared/`: nothing of the front's nor of the shard's code.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use edgecount_core::edge::one_way::OneWayBuffer;
 use edgecount_core::relay::Relay as RelayState;
-use edgecount_core::shard::protocol::{ShardRequest, ShardResponse};
+use edgecount_core::shard::protocol::{Placed, ShardRequest, ShardResponse};
 use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::{CoreError, OpResult, ShardId};
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
@@ -33,6 +33,10 @@ pub struct Relay {
 struct RelaySite {
     env: Env,
     relay: RefCell<RelayState>,
+    /// Where the isolates placed the keys this relay takes (its name says so too, see
+    /// `edgecount_core::relay::object_name`): known from the first flush, and what it forwards
+    /// with, so that the shard places them as their isolates did.
+    placed: Cell<Option<Placed>>,
     /// Names this relay's flushes to its shard: random, made again with the object, so that a
     /// relay started again never reuses a number the shard has a record of.
     name: String,
@@ -65,9 +69,13 @@ impl Relay {
 impl RelaySite {
     /// Takes `request` whole, and starts a flusher if none is running.
     fn take(self: &Rc<Self>, request: &ShardRequest) -> std::result::Result<Vec<OpResult>, Refusal> {
-        let placed = request.placed.as_ref();
-        let shard =
-            ShardId(placed.ok_or_else(|| CoreError::InvalidBody { reason: "names no shard".into() })?.shard);
+        let refused = |reason: &str| Refusal::from(CoreError::InvalidBody { reason: reason.into() });
+        let placed = request.placed.ok_or_else(|| refused("says not where its keys were placed"))?;
+        if self.placed.get().is_some_and(|kept| kept != placed) {
+            return Err(refused("was placed under another shard count than this relay's"));
+        }
+        self.placed.set(Some(placed));
+        let shard = ShardId(placed.shard);
         let (results, flusher) = self.relay.borrow_mut().take(request, shard, now_ms())?;
         if let Some(flusher) = flusher {
             let site = Rc::clone(self);
@@ -96,7 +104,9 @@ impl FlushSite for RelaySite {
         shard: ShardId,
         request: &ShardRequest,
     ) -> std::result::Result<Vec<OpResult>, ApiError> {
-        shard_client::execute_request(&self.env, shard, request).await
+        // Placed as the isolates placed them, whatever this relay's own configuration says.
+        let request = ShardRequest { placed: self.placed.get(), ..request.clone() };
+        shard_client::execute_request(&self.env, shard, &request).await
     }
 }
 
@@ -108,6 +118,7 @@ impl DurableObject for Relay {
             site: Rc::new(RelaySite {
                 env,
                 relay: RefCell::new(RelayState::new(limits)),
+                placed: Cell::new(None),
                 name: random_name(),
             }),
         }

@@ -268,12 +268,14 @@ type Slot = (Namespace, Key, Writer, Option<Day>);
 /// Whom a pending sum is applied as, so that no delta is refused for another's, nor applied
 /// with a right its caller did not have: counts (+1s without a TTL) no counter refuses (see
 /// [`crate::shard::owner`]), so a decrement or a TTL sent beside them, which an owned counter
-/// refuses, never takes visitors' counts down with it; an operator's deltas, which an owner key
-/// does not bind, are never summed with anyone else's.
+/// refuses, never takes visitors' counts down with it; decrements, which an owned counter
+/// always refuses, are never summed with additions, which it may take (those with its own TTL);
+/// an operator's deltas, which an owner key does not bind, are never summed with anyone else's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Writer {
     Counts,
     Anyone,
+    Lowers,
     Operator,
 }
 
@@ -412,6 +414,8 @@ impl OneWayBuffer {
             Writer::Counts
         } else if operator {
             Writer::Operator
+        } else if delta < 0 {
+            Writer::Lowers
         } else {
             Writer::Anyone
         };
@@ -494,7 +498,10 @@ impl OneWayBuffer {
             });
         }
         let oldest = buffer.oldest_ms?;
-        if buffer.ops >= self.limits.flush_ops || buffer.pending.len() >= self.limits.flush_keys {
+        // Half the buffer's bytes taken: flushed early, so that it keeps room for what arrives.
+        let half_full = self.bytes.saturating_mul(2) >= self.limits.max_bytes;
+        if buffer.ops >= self.limits.flush_ops || buffer.pending.len() >= self.limits.flush_keys || half_full
+        {
             return Some(oldest);
         }
         Some(oldest + self.limits.interval_ms)
@@ -686,6 +693,40 @@ mod tests {
             *sums.entry(op.key.to_string()).or_default() += i128::from(op.by);
         }
         sums
+    }
+
+    #[test]
+    fn a_decrement_is_never_summed_with_an_addition_an_owned_counter_may_take() {
+        let mut buffer = OneWayBuffer::new(limits());
+        let (ns, key) = names("a");
+        let day = None;
+        let mut count = |delta: i128, ttl: Option<u32>| {
+            let counted = Counted { ttl, delta, day, visitor: None, operator: false };
+            buffer.accept(ShardId(0), &ns, &key, counted, 0)
+        };
+        count(-1, None);
+        count(5, Some(60));
+        count(-2, None);
+        let flush = take(&mut buffer, 1_000).unwrap();
+        let mut bys: Vec<i64> = flush.ops.iter().map(|op| op.by).collect();
+        bys.sort_unstable();
+        assert_eq!(bys, vec![-3, 5], "the decrements apart from the addition with a TTL");
+    }
+
+    #[test]
+    fn a_buffer_half_full_of_bytes_is_due_at_once() {
+        let charge = pending_charge(&names("a").0, &names("a").1);
+        let mut buffer = OneWayBuffer::new(OneWayLimits {
+            interval_ms: 60_000,
+            flush_ops: u64::MAX,
+            flush_keys: usize::MAX,
+            max_keys: 100,
+            max_bytes: 4 * charge,
+        });
+        accept(&mut buffer, "a", 1, 0);
+        assert_eq!(buffer.due_at(ShardId(0)), Some(60_000), "a quarter full: at its interval");
+        accept(&mut buffer, "b", 1, 0);
+        assert_eq!(buffer.due_at(ShardId(0)), Some(0), "half full: at once");
     }
 
     #[test]

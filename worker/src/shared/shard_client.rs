@@ -125,12 +125,12 @@ pub async fn execute_relayed(
     relay: u32,
     request: &ShardRequest,
 ) -> Result<Vec<OpResult>, ApiError> {
-    let placed = Some(placed_by_this_isolate(env, shard)?);
-    let body = serde_json::to_string(&ShardRequest { placed, ..request.clone() })
+    let placed = placed_by_this_isolate(env, shard)?;
+    let name = edgecount_core::relay::object_name(placed.shards, shard, relay);
+    let body = serde_json::to_string(&ShardRequest { placed: Some(placed), ..request.clone() })
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let namespace = env.durable_object(RELAYS_BINDING)?;
-    let rpc: RelayRpc =
-        namespace.id_from_name(&edgecount_core::relay::object_name(shard, relay))?.get_stub()?.into_rpc();
+    let rpc: RelayRpc = namespace.id_from_name(&name)?.get_stub()?.into_rpc();
     let answer = answer_of(JsFuture::from(rpc.relay_ops(&body))).await.map_err(|e| unreachable(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     let answer: ShardResponse = serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)?;

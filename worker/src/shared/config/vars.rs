@@ -79,16 +79,21 @@ pub const DEFAULT_ONE_WAY: OneWayLimits = OneWayLimits {
 };
 
 /// How a relay buffers when its vars (`EDGECOUNT_RELAY_INTERVAL_MS`, `EDGECOUNT_RELAY_KEYS`,
-/// `EDGECOUNT_RELAY_BYTES`) are not set: it forwards the sums it
-/// took once the oldest is 5 s old, and holds at most 100,000 keys and 32 MiB (a Durable
-/// Object has 128 MB).
+/// `EDGECOUNT_RELAY_BYTES`) are not set: it forwards the sums it took once the oldest is 5 s
+/// old, or sooner once it holds half its bound of keys or bytes (so that it keeps room for the
+/// flushes that arrive meanwhile), and holds at most 100,000 keys and 16 MiB.
 pub const DEFAULT_RELAY: OneWayLimits = OneWayLimits {
     interval_ms: 5_000,
     flush_ops: u64::MAX,
-    flush_keys: 100_000,
+    flush_keys: 50_000,
     max_keys: 100_000,
-    max_bytes: 32 * 1024 * 1024,
+    max_bytes: MAX_RELAY_BYTES,
 };
+
+/// The most bytes a relay may be charged: everything it holds may go in one forward, and at
+/// 16 MiB its JSON (about 21 bytes for a visitor charged 16) stays under the 32 MiB a Durable
+/// Object call may carry.
+pub const MAX_RELAY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The most relays a shard may have.
 pub const MAX_RELAYS: u32 = 256;
@@ -269,17 +274,22 @@ impl Config {
             )
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RELAY_INTERVAL_MS" })?,
             // A relay holds its sums for its whole window, and sends them in flushes of
-            // `MAX_FLUSH_KEYS` keys when it is over.
-            flush_keys: relay_keys,
+            // `MAX_FLUSH_KEYS` keys when it is over, or once half its room is taken.
+            flush_keys: relay_keys / 2,
             max_keys: relay_keys,
             max_bytes: parse_number(
                 var("EDGECOUNT_RELAY_BYTES"),
                 DEFAULT_RELAY.max_bytes,
-                1..=64 * 1024 * 1024,
+                1..=MAX_RELAY_BYTES,
             )
             .ok_or(ApiError::Misconfigured { var: "EDGECOUNT_RELAY_BYTES" })?,
             ..DEFAULT_RELAY
         };
+        // An empty relay must be able to take any flush an isolate makes, or that flush would be
+        // refused for as long as it is sent.
+        if relays > 0 && relay.max_bytes < one_way.max_bytes {
+            return Err(ApiError::Misconfigured { var: "EDGECOUNT_RELAY_BYTES" });
+        }
         let zones =
             Zones::parse(var("EDGECOUNT_TIME_ZONE").as_deref(), var("EDGECOUNT_TIME_ZONES").as_deref())
                 .map_err(|_| ApiError::Misconfigured { var: "EDGECOUNT_TIME_ZONE(S)" })?;
