@@ -1,6 +1,7 @@
 // The one script tag (`/v1/count.js`) on a static page of another origin, in Chromium: it
 // counts the view without an idempotency key, shows the page's counter with this view in it
-// and other counters as they are, only shows with `data-count="false"`, and a view of a page
+// and other counters as they are (abbreviated with `data-abbreviated`), only shows with
+// `data-count="false"`, and a view of a page
 // left at once still lands. The script stays within 2 KB gzipped.
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -160,6 +161,30 @@ it("only shows with data-count=false", async () => {
       () => document.getElementById("views")?.textContent === "7",
     );
     expect(await strong(ns, "home")).toBe(7);
+  } finally {
+    await page.close();
+  }
+});
+
+it("shows a counter abbreviated with data-abbreviated, as badges do", async () => {
+  const ns = freshNamespace("short");
+  await service.fetch(`/v1/counters/${ns}/home`, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: '{"value": 12345}',
+  });
+  const host = await site(
+    `<!doctype html><title>home</title>${tag(`data-ns="${ns}" data-key="home" data-count="false"`)}
+     <span id="short" data-edgecount data-abbreviated="true"></span>
+     <span id="long" data-edgecount></span>`,
+  );
+  const page = await browser.browser.newPage();
+  try {
+    await page.goto(host.origin);
+    await page.waitForFunction(
+      () => document.getElementById("short")?.textContent === "12.3k",
+    );
+    expect(await page.textContent("#long")).toBe("12,345");
   } finally {
     await page.close();
   }

@@ -4,13 +4,8 @@
 //   Views: <span data-edgecount></span>       (this page's counter)
 //   Likes: <span data-edgecount="likes/home"></span>
 //
-// The view is counted in `data-ns` (default `pages`) under `data-key` (default the page's
-// path as it reads, see `pathKey`), without an idempotency key and with a keepalive request,
-// so it lands even if the page is left at once. It is one-way unless the page shows this
-// counter: then it waits for the value, which includes this view. `data-count="false"` only
-// shows. `data-unique="true"` also counts the visitor in the day's unique visitors; an
-// element's `data-period` (`today`, `7d`, `30d`) shows a period's count, and its
-// `data-unique="true"` the visitors. See docs/browser.md.
+// Counts the view in `data-ns` under `data-key` (default: the page's path), one-way unless the
+// page shows it; `data-count`, `data-unique`, `data-period`, `data-abbreviated`: docs/browser.md.
 (() => {
   const script = document.currentScript;
   // A page that includes the tag twice (a layout and a page, say) counts once.
@@ -56,11 +51,24 @@
       unique: element.dataset.unique === "true",
     }));
   const shows = (e) => `${e.name}|${e.period}|${e.unique}`;
+  // data-abbreviated: 12.3k, as badges show it (cut, never rounded up).
+  const short = (n) => {
+    const a = n < 0n ? -n : n;
+    let i = 6;
+    let t;
+    while (i && (t = (a * 10n) / 1000n ** BigInt(i)) < 10n) i--;
+    return i
+      ? `${n < 0n ? "-" : ""}${t / 10n}${t < 1000n && t % 10n ? `.${t % 10n}` : ""}${"kMGTPE"[i - 1]}`
+      : `${n}`;
+  };
   const show = (view, shown) => {
     if (shown === undefined) return;
     for (const e of elements())
       if (shows(e) === view)
-        e.element.textContent = BigInt(shown).toLocaleString();
+        e.element.textContent =
+          e.element.dataset.abbreviated === "true"
+            ? short(BigInt(shown))
+            : BigInt(shown).toLocaleString();
   };
   const read = (e) =>
     e.period || e.unique

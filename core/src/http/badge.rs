@@ -1,7 +1,8 @@
-//! The counter badge of `GET /v1/badge/:ns/:key.svg`: its query (`incr`, `label`, `color`) and
-//! the SVG, a flat two-part badge in the style READMEs use, sized from the text so any label and
-//! any 64-bit value fit.
+//! The counter badge of `GET /v1/badge/:ns/:key.svg`: its query (`incr`, `unique`, `label`,
+//! `color`, `label_color`, `style`, `abbreviated`) and the text it shows; the SVG itself is
+//! [`crate::http::badge_svg`].
 
+use crate::http::badge_svg::{self, Look, Style};
 use crate::http::query::read_known_parameters;
 use crate::CoreError;
 
@@ -9,6 +10,8 @@ use crate::CoreError;
 pub const DEFAULT_LABEL: &str = "views";
 /// The value part's colour when none is asked for.
 pub const DEFAULT_COLOR: &str = "#4c1";
+/// The label part's colour when none is asked for.
+pub const DEFAULT_LABEL_COLOR: &str = "#555";
 /// Longest label, in characters.
 pub const MAX_LABEL_CHARS: usize = 64;
 
@@ -37,8 +40,14 @@ pub struct BadgeQuery {
     /// period's unique visitors instead of its count.
     pub unique: bool,
     pub label: String,
-    /// A CSS hex colour, `#` included.
+    /// The value part's colour: a CSS hex colour, `#` included.
     pub color: String,
+    /// The label part's colour, the same way (`label_color`, or `labelColor` as shields.io
+    /// names it).
+    pub label_color: String,
+    pub style: Style,
+    /// Show the value abbreviated (`12.3k`), see [`abbreviate`].
+    pub abbreviated: bool,
 }
 
 impl BadgeQuery {
@@ -53,17 +62,77 @@ impl BadgeQuery {
             unique: false,
             label: DEFAULT_LABEL.to_owned(),
             color: DEFAULT_COLOR.to_owned(),
+            label_color: DEFAULT_LABEL_COLOR.to_owned(),
+            style: Style::default(),
+            abbreviated: false,
         };
-        read_known_parameters(query, &["incr", "label", "color", "unique"], |slot, value| {
+        let known = ["incr", "label", "color", "unique", "style", "abbreviated", "label_color", "labelColor"];
+        let mut label_colors = 0;
+        read_known_parameters(query, &known, |slot, value| {
             match slot {
                 0 => parsed.incr = parse_switch("incr", value)?,
                 1 => parsed.label = parse_label(value)?,
+                2 => parsed.color = parse_color(value)?,
                 3 => parsed.unique = parse_switch("unique", value)?,
-                _ => parsed.color = parse_color(value)?,
+                4 => {
+                    parsed.style = Style::parse(value)
+                        .ok_or_else(|| invalid("style", "flat, flat-square, plastic or for-the-badge"))?;
+                }
+                5 => parsed.abbreviated = parse_switch("abbreviated", value)?,
+                _ => {
+                    label_colors += 1;
+                    if label_colors > 1 {
+                        return Err(CoreError::DuplicateParameter { name: "label_color".to_owned() });
+                    }
+                    parsed.label_color = parse_color(value)?;
+                }
             }
             Ok(())
         })?;
         Ok(parsed)
+    }
+
+    /// How the badge looks, its text in `text_color`.
+    #[must_use]
+    pub fn look<'a>(&'a self, text_color: &'a str) -> Look<'a> {
+        Look { style: self.style, label_color: &self.label_color, color: &self.color, text_color }
+    }
+
+    /// `value` as this badge shows it.
+    #[must_use]
+    pub fn shown(&self, value: i64) -> String {
+        if self.abbreviated {
+            abbreviate(value)
+        } else {
+            value.to_string()
+        }
+    }
+}
+
+/// `value` in at most four digits and a metric unit, as badges show counts: `999`, `1.2k`,
+/// `12.3k`, `123k`, `1.2M`, up to `9.2E`. Cut, never rounded up, so a badge never shows more than
+/// was counted (`999,999` is `999k`, not `1000k`).
+#[must_use]
+pub fn abbreviate(value: i64) -> String {
+    let sign = if value < 0 { "-" } else { "" };
+    let n = value.unsigned_abs();
+    let Some((unit, step)) = [
+        ("E", 1e18 as u64),
+        ("P", 1e15 as u64),
+        ("T", 1e12 as u64),
+        ("G", 1e9 as u64),
+        ("M", 1e6 as u64),
+        ("k", 1e3 as u64),
+    ]
+    .into_iter()
+    .find(|(_, step)| n >= *step) else {
+        return value.to_string();
+    };
+    let tenths = u128::from(n) * 10 / u128::from(step);
+    if tenths < 1_000 && tenths % 10 != 0 {
+        format!("{sign}{}.{}{unit}", tenths / 10, tenths % 10)
+    } else {
+        format!("{sign}{}{unit}", tenths / 10)
     }
 }
 
@@ -104,39 +173,7 @@ pub(crate) fn parse_color(value: &str) -> Result<String, CoreError> {
     Err(invalid("color", "a hex colour like 4c1 or a name like blue"))
 }
 
-/// Approximate width in pixels of `text` in 11px Verdana, the badge font: wide for capitals and
-/// `m`/`w`, narrow for `i`/`l`/punctuation, so the boxes fit the text without measuring it.
-fn text_width(text: &str) -> u32 {
-    text.chars()
-        .map(|c| match c {
-            'i' | 'l' | 'j' | '\'' | '.' | ',' | ':' | ';' | '|' | '!' => 4,
-            'f' | 'r' | 't' | 'I' | ' ' | '(' | ')' | '[' | ']' | '-' => 5,
-            'm' | 'w' | 'M' | 'W' => 11,
-            c if c.is_ascii_uppercase() => 8,
-            c if c.is_ascii() => 7,
-            // Wide scripts and emoji.
-            _ => 12,
-        })
-        .sum()
-}
-
-/// Escapes text for SVG content and attribute values.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// The badge: `label` on grey, `value` on `color`, with a title for screen readers.
+/// The flat badge: `label` on grey, `value` on `color`.
 #[must_use]
 pub fn render(label: &str, value: i64, color: &str) -> String {
     render_with_text_color(label, value, color, "#fff")
@@ -148,36 +185,11 @@ pub fn render_with_text_color(label: &str, value: i64, color: &str, text_color: 
     render_text(label, &value.to_string(), color, text_color)
 }
 
-/// [`render_with_text_color`] with any text for the value (escaped here).
+/// [`render_with_text_color`] with any text for the value.
 #[must_use]
 pub fn render_text(label: &str, value: &str, color: &str, text_color: &str) -> String {
-    let value = escape(value);
-    let (label_w, value_w) = (text_width(label) + 10, text_width(&value) + 10);
-    let width = label_w + value_w;
-    let (label, color, text_color) = (escape(label), escape(color), escape(text_color));
-    let (label_x, value_x) = (label_w * 5, label_w * 10 + value_w * 5);
-    format!(
-        concat!(
-            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="20" role="img" aria-label="{label}: {value}">"##,
-            r##"<title>{label}: {value}</title>"##,
-            r##"<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/><stop offset="1" stop-opacity=".1"/></linearGradient>"##,
-            r##"<clipPath id="r"><rect width="{width}" height="20" rx="3" fill="#fff"/></clipPath>"##,
-            r##"<g clip-path="url(#r)"><rect width="{label_w}" height="20" fill="#555"/><rect x="{label_w}" width="{value_w}" height="20" fill="{color}"/><rect width="{width}" height="20" fill="url(#s)"/></g>"##,
-            r##"<g fill="{text_color}" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" font-size="110">"##,
-            r##"<text x="{label_x}" y="150" fill="#010101" fill-opacity=".3" transform="scale(.1)">{label}</text><text x="{label_x}" y="140" transform="scale(.1)">{label}</text>"##,
-            r##"<text x="{value_x}" y="150" fill="#010101" fill-opacity=".3" transform="scale(.1)">{value}</text><text x="{value_x}" y="140" transform="scale(.1)">{value}</text>"##,
-            r##"</g></svg>"##
-        ),
-        width = width,
-        label = label,
-        value = value,
-        color = color,
-        text_color = text_color,
-        label_w = label_w,
-        value_w = value_w,
-        label_x = label_x,
-        value_x = value_x,
-    )
+    let look = Look { style: Style::Flat, label_color: DEFAULT_LABEL_COLOR, color, text_color };
+    badge_svg::render(label, value, &look)
 }
 
 #[cfg(test)]
@@ -189,17 +201,22 @@ mod tests {
         let query = BadgeQuery::parse("").unwrap();
         assert_eq!(
             query,
-            BadgeQuery { incr: false, unique: false, label: "views".into(), color: "#4c1".into() }
+            BadgeQuery {
+                incr: false,
+                unique: false,
+                label: "views".into(),
+                color: "#4c1".into(),
+                label_color: "#555".into(),
+                style: Style::Flat,
+                abbreviated: false,
+            }
         );
     }
 
     #[test]
     fn reads_incr_label_and_colour() {
         let query = BadgeQuery::parse("incr=1&label=page%20views&color=%23007ec6&_=123").unwrap();
-        assert_eq!(
-            query,
-            BadgeQuery { incr: true, unique: false, label: "page views".into(), color: "#007ec6".into() }
-        );
+        assert_eq!((query.incr, query.label.as_str(), query.color.as_str()), (true, "page views", "#007ec6"));
         assert_eq!(BadgeQuery::parse("color=blue").unwrap().color, "#007ec6");
         assert_eq!(BadgeQuery::parse("color=ABC").unwrap().color, "#abc");
     }
@@ -215,10 +232,48 @@ mod tests {
             "label=a%0Ab",
             "label=%EF%BF%BF",
             "label=%EF%BF%BE",
+            "style=social",
+            "abbreviated=yes",
+            "label_color=red&labelColor=blue",
+            "labelColor=nope",
         ] {
             assert!(BadgeQuery::parse(query).is_err(), "{query}");
         }
         assert!(BadgeQuery::parse(&format!("label={}", "x".repeat(65))).is_err());
+    }
+
+    #[test]
+    fn reads_style_label_colour_and_abbreviation() {
+        let query = BadgeQuery::parse("style=for-the-badge&labelColor=blue&abbreviated=1").unwrap();
+        assert_eq!(
+            (query.style, query.label_color.as_str(), query.abbreviated),
+            (Style::ForTheBadge, "#007ec6", true)
+        );
+        assert_eq!(BadgeQuery::parse("label_color=333").unwrap().label_color, "#333");
+        assert_eq!(query.shown(12_345), "12.3k");
+        assert_eq!(BadgeQuery::parse("").unwrap().shown(12_345), "12345");
+    }
+
+    #[test]
+    fn abbreviates_without_ever_rounding_up() {
+        for (value, shown) in [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1k"),
+            (1_234, "1.2k"),
+            (12_345, "12.3k"),
+            (99_999, "99.9k"),
+            (123_456, "123k"),
+            (999_999, "999k"),
+            (1_000_000, "1M"),
+            (1_250_000, "1.2M"),
+            (2_000_000_000, "2G"),
+            (-12_345, "-12.3k"),
+            (i64::MAX, "9.2E"),
+            (i64::MIN, "-9.2E"),
+        ] {
+            assert_eq!(abbreviate(value), shown, "{value}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! and answers rendered (batch results, badges, entity tags). Nothing here holds state.
 
 pub mod badge;
+pub mod badge_svg;
 pub mod batch;
 pub mod body;
 pub mod etag;

@@ -1,13 +1,15 @@
 //! `GET /v1/badge/:ns/:key.svg`: a counter as an SVG badge for READMEs and `<img>` tags,
 //! optionally counting the view first (`?incr=1`, with `unique=1` its visitor too), showing the
-//! total or a period's count (`?period=today|7d|30d|total`), or its visitors (`?unique=1`).
+//! total or a period's count (`?period=today|7d|30d|total`), or its visitors (`?unique=1`), in
+//! one of four styles (`?style=`), abbreviated if asked (`?abbreviated=1`).
 //!
 //! A plain badge is a read: it follows the max-age policy of counter reads (and answers
 //! `If-None-Match` with 304), so a popular badge is served from the edge. A counting badge is a
 //! write and is never cached, or image proxies would swallow the views.
 
 use edgecount_core::edge::access::Right;
-use edgecount_core::http::badge::{render, render_text, BadgeQuery};
+use edgecount_core::http::badge::BadgeQuery;
+use edgecount_core::http::badge_svg;
 use edgecount_core::http::query::parse_period;
 use edgecount_core::visits::day::Period;
 use edgecount_core::{OpKind, OpResult, ShardCall, ShardOp};
@@ -60,7 +62,7 @@ pub async fn serve(
         // Past the client's bucket for reads of many days' visitors (`Meter::charge_visitors`),
         // which only a counting badge gets this far with: its view is counted, and the badge
         // says its visitors were not read rather than lose the view.
-        let text = render_text(&query.label, "rate limited", &query.color, "#fff");
+        let text = badge_svg::render(&query.label, "rate limited", &query.look("#fff"));
         let mut response = Response::with_body(200, SVG, Body::Text(text));
         response.set_header("cache-control", "no-store");
         return Ok(response);
@@ -95,5 +97,6 @@ fn shown(tally: &days::Tally, unique: bool) -> i64 {
 }
 
 fn svg(query: &BadgeQuery, value: i64) -> Response {
-    Response::with_body(200, SVG, Body::Text(render(&query.label, value, &query.color)))
+    let text = badge_svg::render(&query.label, &query.shown(value), &query.look("#fff"));
+    Response::with_body(200, SVG, Body::Text(text))
 }
