@@ -191,7 +191,9 @@ def crash_run(out_dir: Path, fronts: int, relays: int, rate: float, seconds: flo
         kill_tick = int((kill_at_s - load_started_s) * 10)
         window_ticks = (ISOLATE_WINDOW_MS + RELAY_WINDOW_MS + FLUSH_MARGIN_MS) // 100
         ticks = loaded["accepted_by_tick"]
-        allowed = sum(ticks[max(0, kill_tick - window_ticks):kill_tick + 1])
+        # Two ticks past the kill: its time is read just before the signal is sent, and a view
+        # answered in between is accepted, and may be lost, after that reading.
+        allowed = sum(ticks[max(0, kill_tick - window_ticks):kill_tick + 3])
         row = {
             "fronts": fronts,
             "relays_per_shard": relays,
