@@ -1,7 +1,8 @@
 // Badges in the four styles (`?style=flat|flat-square|plastic|for-the-badge`), in Chromium:
-// each text stays inside its box, with at least a pixel to spare, for narrow, wide, long,
-// non-Latin and emoji labels and the widest values, as the browser measures the text. Also the
-// abbreviated value and the label colour.
+// each is well-formed XML, and each text stays inside its box, with at least a pixel to spare,
+// for narrow, wide, symbol, long, non-Latin and emoji labels and the widest values, as the
+// browser measures the text with the fonts this machine has. Also the abbreviated value and
+// the label colour.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { launchBrowser, type HeadlessBrowser } from "./browser";
 import { freshNamespace, startService, type Service } from "./service";
@@ -23,10 +24,13 @@ const STYLES = ["flat", "flat-square", "plastic", "for-the-badge"];
 const LABELS = [
   "views",
   "MWMWMWMWMW",
+  "OOOO QQQQ GGGG DDDD CCCC",
+  "@@@@ %%%% #### ==== ~~~~",
   "page views of the whole site",
   "iiii llll ||||",
   "ümlaut ñ 日本語 👍",
-  "WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW",
+  "👍".repeat(64),
+  "W".repeat(64),
 ];
 
 it("keeps every text inside its box in every style, as Chromium measures it", async () => {
@@ -52,9 +56,17 @@ it("keeps every text inside its box in every style, as Chromium measures it", as
             `/v1/badge/${ns}/${key}.svg?style=${style}&label=${encodeURIComponent(label)}`,
           );
           expect(answer.status).toBe(200);
-          await page.setContent(
-            `<body style="margin:0">${await answer.text()}</body>`,
+          const svg = await answer.text();
+          // Well-formed XML, as an <img> needs it: the HTML parser below would forgive.
+          const parseError = await page.evaluate(
+            (text) =>
+              new DOMParser()
+                .parseFromString(text, "image/svg+xml")
+                .querySelector("parsererror")?.textContent ?? null,
+            svg,
           );
+          expect(parseError, `${style}, ${JSON.stringify(label)}`).toBeNull();
+          await page.setContent(`<body style="margin:0">${svg}</body>`);
           // The two boxes (label, value) and the texts shown over them (not the shadows).
           const fits = await page.evaluate(() => {
             const boxes = [
@@ -103,4 +115,9 @@ it("abbreviates the value and takes the label colour when asked", async () => {
   const refused = await service.fetch(`/v1/badge/${ns}/k.svg?style=social`);
   expect(refused.status).toBe(400);
   expect((await refused.json()).error.message).toContain("style");
+  const badColour = await service.fetch(
+    `/v1/badge/${ns}/k.svg?label_color=nope`,
+  );
+  expect(badColour.status).toBe(400);
+  expect((await badColour.json()).error.message).toContain("label_color");
 });

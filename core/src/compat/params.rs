@@ -77,8 +77,8 @@ impl Shield {
         read_known_parameters(query, &["text", "bgcolor", "textcolor"], |slot, value| {
             match slot {
                 0 => parsed.text = parse_label(value)?,
-                1 => parsed.bgcolor = parse_color(value)?,
-                _ => parsed.textcolor = parse_color(value)?,
+                1 => parsed.bgcolor = parse_color("bgcolor", value)?,
+                _ => parsed.textcolor = parse_color("textcolor", value)?,
             }
             Ok(())
         })

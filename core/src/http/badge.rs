@@ -72,7 +72,7 @@ impl BadgeQuery {
             match slot {
                 0 => parsed.incr = parse_switch("incr", value)?,
                 1 => parsed.label = parse_label(value)?,
-                2 => parsed.color = parse_color(value)?,
+                2 => parsed.color = parse_color("color", value)?,
                 3 => parsed.unique = parse_switch("unique", value)?,
                 4 => {
                     parsed.style = Style::parse(value)
@@ -84,7 +84,7 @@ impl BadgeQuery {
                     if label_colors > 1 {
                         return Err(CoreError::DuplicateParameter { name: "label_color".to_owned() });
                     }
-                    parsed.label_color = parse_color(value)?;
+                    parsed.label_color = parse_color("label_color", value)?;
                 }
             }
             Ok(())
@@ -109,7 +109,7 @@ impl BadgeQuery {
     }
 }
 
-/// `value` in at most four digits and a metric unit, as badges show counts: `999`, `1.2k`,
+/// `value` in at most three digits and a metric unit, as badges show counts: `999`, `1.2k`,
 /// `12.3k`, `123k`, `1.2M`, up to `9.2E`. Cut, never rounded up, so a badge never shows more than
 /// was counted (`999,999` is `999k`, not `1000k`).
 #[must_use]
@@ -161,7 +161,7 @@ pub(crate) fn parse_label(value: &str) -> Result<String, CoreError> {
 }
 
 /// A hex colour (`4c1`, `#44cc11`) or one of [`NAMED_COLORS`], as `#` and hex digits.
-pub(crate) fn parse_color(value: &str) -> Result<String, CoreError> {
+pub(crate) fn parse_color(name: &str, value: &str) -> Result<String, CoreError> {
     let lower = value.trim().to_ascii_lowercase();
     if let Some((_, hex)) = NAMED_COLORS.iter().find(|(name, _)| *name == lower) {
         return Ok((*hex).to_owned());
@@ -170,7 +170,7 @@ pub(crate) fn parse_color(value: &str) -> Result<String, CoreError> {
     if matches!(digits.len(), 3 | 6) && digits.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(format!("#{digits}"));
     }
-    Err(invalid("color", "a hex colour like 4c1 or a name like blue"))
+    Err(invalid(name, "a hex colour like 4c1 or a name like blue"))
 }
 
 /// The flat badge: `label` on grey, `value` on `color`.

@@ -3,7 +3,7 @@
 //! `plastic` (rounded, shinier, 18 px high) and `for-the-badge` (square, 28 px high, bold
 //! capitals). Boxes are sized from the text with per-character widths that err wide, so the
 //! text fits in every style; `tests/badge-styles.spec.ts` checks that against the widths
-//! Chromium measures.
+//! Chromium measures with the fonts it has. A symbol wider than 1.33 em (`‱`, say) may not fit.
 
 /// A badge's style.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -16,6 +16,17 @@ pub enum Style {
 }
 
 impl Style {
+    /// The style's name, as [`Style::parse`] takes it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Flat => "flat",
+            Self::FlatSquare => "flat-square",
+            Self::Plastic => "plastic",
+            Self::ForTheBadge => "for-the-badge",
+        }
+    }
+
     /// The style named `name`, if it is one.
     #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
@@ -103,16 +114,21 @@ impl Style {
 /// `m`/`w`, narrow for `i`/`l`/punctuation, wide scripts and emoji at a full em. Bold adds a
 /// tenth.
 fn text_width(text: &str, font_px: u32, bold: bool, spacing: u32) -> u32 {
-    // Widths in twelfths of the font size.
+    // Widths in twelfths of the font size, the wider of Verdana's and DejaVu Sans's (the font
+    // a browser without Verdana falls back to), rounded up.
     let twelfths: u32 = text
         .chars()
         .map(|c| match c {
             'i' | 'l' | 'j' | '\'' | '.' | ',' | ':' | ';' | '|' | '!' => 5,
             'f' | 'r' | 't' | 'I' | ' ' | '(' | ')' | '[' | ']' | '-' => 6,
+            '@' | '%' => 14,
             'm' | 'w' | 'M' | 'W' => 13,
-            c if c.is_ascii_uppercase() || c.is_ascii_digit() => 9,
+            '#' | '+' | '<' | '=' | '>' | '^' | '~' => 11,
+            c if c.is_ascii_uppercase() => 10,
+            c if c.is_ascii_digit() => 9,
             c if c.is_ascii() => 8,
-            _ => 14,
+            // Other scripts, symbols and emoji: a full em and a third.
+            _ => 16,
         })
         .sum();
     let width = (twelfths * font_px).div_ceil(12);
@@ -150,11 +166,13 @@ pub fn render(label: &str, value: &str, look: &Look<'_>) -> String {
     let width = label_w + value_w;
     let height = g.height;
     let title = format!("{}: {}", escape(label), escape(value));
+    // Ids of the style's own, so that badges of two styles inlined in one page keep theirs.
+    let id = look.style.name();
     let mut svg = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{title}"><title>{title}</title>"#
     );
     if !g.gradient.is_empty() {
-        svg.push_str(r#"<linearGradient id="s" x2="0" y2="100%">"#);
+        svg.push_str(&format!(r#"<linearGradient id="s-{id}" x2="0" y2="100%">"#));
         for (offset, color, opacity) in g.gradient {
             svg.push_str(&format!(
                 r#"<stop offset="{offset}" stop-color="{color}" stop-opacity="{opacity}"/>"#
@@ -164,14 +182,14 @@ pub fn render(label: &str, value: &str, look: &Look<'_>) -> String {
     }
     let radius = g.radius;
     svg.push_str(&format!(
-        r##"<clipPath id="r"><rect width="{width}" height="{height}" rx="{radius}" fill="#fff"/></clipPath><g clip-path="url(#r)">"##
+        r##"<clipPath id="r-{id}"><rect width="{width}" height="{height}" rx="{radius}" fill="#fff"/></clipPath><g clip-path="url(#r-{id})">"##
     ));
     let (label_color, color) = (escape(look.label_color), escape(look.color));
     svg.push_str(&format!(
         r#"<rect width="{label_w}" height="{height}" fill="{label_color}"/><rect x="{label_w}" width="{value_w}" height="{height}" fill="{color}"/>"#
     ));
     if !g.gradient.is_empty() {
-        svg.push_str(&format!(r#"<rect width="{width}" height="{height}" fill="url(#s)"/>"#));
+        svg.push_str(&format!(r#"<rect width="{width}" height="{height}" fill="url(#s-{id})"/>"#));
     }
     svg.push_str("</g>");
     let weight = if g.bold { r#" font-weight="bold""# } else { "" };
@@ -219,6 +237,7 @@ mod tests {
             ("for-the-badge", Style::ForTheBadge),
         ] {
             assert_eq!(Style::parse(name), Some(style));
+            assert_eq!(style.name(), name);
         }
         assert_eq!(Style::parse("social"), None);
     }
