@@ -47,7 +47,7 @@ import math
 import sys
 from pathlib import Path
 
-from report import PRICES
+from report import cost_per_million
 
 RATES = (1_000, 10_000, 100_000, 1_000_000)
 ISOLATE_VIEWS_PER_S = 1_000
@@ -64,7 +64,6 @@ RELAY_BYTES = 16 * 1024 * 1024
 DISTINCT_SHARE = 0.5
 CALL_S = 1.0
 
-CF = PRICES["cloudflare"]
 
 
 def isolates_for(views: float) -> int:
@@ -79,10 +78,9 @@ def isolate_flushes_per_s(views: float, isolates: int) -> float:
 
 def dollars(views: float, object_calls: float, rows: float) -> float:
     """$ a million views: the worker request, the object calls and rows written a view, CPU."""
-    return (CF["worker_requests_per_million"]
-            + object_calls / views * CF["durable_object_requests_per_million"]
-            + rows / views * CF["sqlite_rows_written_per_million"]
-            + CPU_US_PER_VIEW / 1000 * CF["worker_cpu_ms_per_million"])
+    return cost_per_million({"worker_requests_per_op": 1.0, "shard_calls_per_op": object_calls / views,
+                             "rows_read_per_op": 0.0, "rows_written_per_op": rows / views,
+                             "server_cpu_us_per_op": CPU_US_PER_VIEW}) or 0.0
 
 
 def direct(views: float) -> dict:
@@ -185,7 +183,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = [{"views_per_s": v, **design(v)} for v in RATES for design in (direct, relays, sharded)]
-    inputs = {name: value for name, value in globals().items() if name.isupper() and name not in ("CF",)}
+    inputs = {name: value for name, value in globals().items() if name.isupper()}
     (out / "simulation.json").write_text(json.dumps({"inputs": inputs, "rows": rows}, indent=2) + "\n")
     (out / "simulation.md").write_text(table(rows))
     chart(rows, out / "simulation.png")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import bench
-from report import PRICES
+from report import cost_per_million
 from systems import LOADTEST, EdgecountWorkerd
 
 # (isolate window ms, relays a shard, relay window ms)
@@ -35,15 +35,6 @@ SAMPLES = 400_000
 
 def say(message: str) -> None:
     print(f"[windows {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def cost_per_million(per_view: dict) -> float:
-    price = PRICES["cloudflare"]
-    return (1.0 * price["worker_requests_per_million"]
-            + per_view["object_calls"] * price["durable_object_requests_per_million"]
-            + per_view["rows_read"] * price["sqlite_rows_read_per_million"]
-            + per_view["rows_written"] * price["sqlite_rows_written_per_million"]
-            + per_view["cpu_us"] / 1000 * price["worker_cpu_ms_per_million"])
 
 
 def drain_s(isolate_ms: int, relay_ms: int) -> float:
@@ -116,11 +107,13 @@ def one_setting(run_dir: Path, keys_dir: Path, isolate_ms: int, relays: int, rel
         # Calls to Durable Objects: the shards' (from relays, or from the isolate) and, with
         # relays, the isolate's flushes to them.
         relay_calls = flushes if relays else 0
+        # A view is one worker request; its Durable Object calls, the shards' and the relays'.
         per_view = {
-            "rows_written": totals.sums["rows_written"] / views,
-            "rows_read": totals.sums["rows_read"] / views,
-            "object_calls": (totals.sums["calls"] + relay_calls) / views,
-            "cpu_us": cpu * 1e6 / views,
+            "worker_requests_per_op": 1.0,
+            "shard_calls_per_op": (totals.sums["calls"] + relay_calls) / views,
+            "rows_read_per_op": totals.sums["rows_read"] / views,
+            "rows_written_per_op": totals.sums["rows_written"] / views,
+            "server_cpu_us_per_op": cpu * 1e6 / views,
         }
         row = {
             "isolate_window_ms": isolate_ms,
@@ -129,9 +122,9 @@ def one_setting(run_dir: Path, keys_dir: Path, isolate_ms: int, relays: int, rel
             "hold_s": round(held_s, 1),
             "views_per_s": round(views / held_s, 1),
             "errors": bench.metric(hold, "http_req_failed", "rate"),
-            "rows_written_per_view": round(per_view["rows_written"], 4),
-            "object_calls_per_view": round(per_view["object_calls"], 5),
-            "server_cpu_us_per_view": round(per_view["cpu_us"], 1),
+            "rows_written_per_view": round(per_view["rows_written_per_op"], 4),
+            "object_calls_per_view": round(per_view["shard_calls_per_op"], 5),
+            "server_cpu_us_per_view": round(per_view["server_cpu_us_per_op"], 1),
             "dollars_per_million_views": round(cost_per_million(per_view), 4),
             # A view is applied at the latest when both windows and the flushes are over.
             "staleness_at_most_s": round((isolate_ms + relay_ms) / 1000 + 1, 1),

@@ -53,18 +53,21 @@ describe("relays", () => {
   afterAll(async () => {
     await Promise.all(services.map((s) => s.stop()));
   });
+  /** A service of this spec's own with `vars`, stopped when the spec ends. */
+  const started = async (vars: Record<string, string>): Promise<Service> => {
+    const service = await startService({ vars });
+    services.push(service);
+    return service;
+  };
 
   it("apply each count once when answers are lost on either hop", async () => {
-    const service = await startService({
-      vars: {
-        EDGECOUNT_RELAYS: "2",
-        EDGECOUNT_RELAY_INTERVAL_MS: "200",
-        EDGECOUNT_ONE_WAY_INTERVAL_MS: "50",
-        // The first four flush answers, the isolate's or a relay's, are lost on the way back.
-        EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS: "4",
-      },
+    const service = await started({
+      EDGECOUNT_RELAYS: "2",
+      EDGECOUNT_RELAY_INTERVAL_MS: "200",
+      EDGECOUNT_ONE_WAY_INTERVAL_MS: "50",
+      // The first four flush answers, the isolate's or a relay's, are lost on the way back.
+      EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS: "4",
     });
-    services.push(service);
     const ns = freshNamespace("relayed");
     const keys = ["home", "about", "blog", "shop", "faq", "contact"];
     const paths = Array.from(
@@ -90,14 +93,11 @@ describe("relays", () => {
   });
 
   it("count each visitor once through them", async () => {
-    const service = await startService({
-      vars: {
-        EDGECOUNT_RELAYS: "3",
-        EDGECOUNT_RELAY_INTERVAL_MS: "200",
-        EDGECOUNT_ONE_WAY_INTERVAL_MS: "50",
-      },
+    const service = await started({
+      EDGECOUNT_RELAYS: "3",
+      EDGECOUNT_RELAY_INTERVAL_MS: "200",
+      EDGECOUNT_ONE_WAY_INTERVAL_MS: "50",
     });
-    services.push(service);
     const ns = freshNamespace("relayed-uniq");
     const paths = Array.from(
       { length: 120 },
@@ -122,17 +122,14 @@ describe("relays", () => {
     // One shard, one relay of 1,000 keys whose first forward to its shard goes unanswered
     // (15 s, then sent again): the keys it took stay charged meanwhile, so 1,500 keys cannot
     // all be taken, a flush is refused and sent again, and everything arrives in the end.
-    const service = await startService({
-      vars: {
-        EDGECOUNT_SHARDS: "1",
-        EDGECOUNT_RELAYS: "1",
-        EDGECOUNT_RELAY_KEYS: "1000",
-        EDGECOUNT_RELAY_INTERVAL_MS: "200",
-        EDGECOUNT_ONE_WAY_INTERVAL_MS: "50",
-        EDGECOUNT_DRILL_STALLED_CALLS: "1",
-      },
+    const service = await started({
+      EDGECOUNT_SHARDS: "1",
+      EDGECOUNT_RELAYS: "1",
+      EDGECOUNT_RELAY_KEYS: "1000",
+      EDGECOUNT_RELAY_INTERVAL_MS: "200",
+      EDGECOUNT_ONE_WAY_INTERVAL_MS: "50",
+      EDGECOUNT_DRILL_STALLED_CALLS: "1",
     });
-    services.push(service);
     const ns = freshNamespace("relay-full");
     const paths = Array.from(
       { length: 1_500 },
@@ -173,8 +170,7 @@ describe("relays", () => {
       ],
     ];
     for (const [vars, named] of cases) {
-      const service = await startService({ vars });
-      services.push(service);
+      const service = await started(vars);
       const response = await service.fetch(`/v1/counters/x/y`);
       expect(response.status).toBe(500);
       expect((await response.json()).error.message).toContain(named);

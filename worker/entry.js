@@ -55,36 +55,53 @@ export default {
   },
 };
 
-// The shard: a Durable Object (the runtime offers RPC only to subclasses of DurableObject)
-// holding the Wasm object, made again if the instance was restarted since.
-export class Shard extends DurableObject {
+// The Wasm object a Durable Object holds, by a symbol, so that RPC (which calls methods by
+// name) cannot reach it.
+const current = Symbol("current");
+
+// A Durable Object (the runtime offers RPC only to subclasses of DurableObject) holding an
+// object of the Wasm class `Class`, made again if the instance was restarted since.
+class WasmObject extends DurableObject {
+  #Class;
   #wasm;
   #instanceId;
 
-  constructor(ctx, env) {
+  constructor(ctx, env, Class) {
     super(ctx, env);
-    this.#current();
+    this.#Class = Class;
   }
 
-  #current() {
+  [current]() {
     restartIfTrapped();
     if (this.#wasm === undefined || this.#instanceId !== instance.instanceId) {
-      this.#wasm = new wasm.Shard(this.ctx, this.env);
+      this.#wasm = new this.#Class(this.ctx, this.env);
       this.#instanceId = instance.instanceId;
     }
     return this.#wasm;
   }
 
+  fetch(request) {
+    return guardedAsync(() => this[current]().fetch(request));
+  }
+}
+
+// The shard: the authority for the keys that hash to it (worker/src/shard/).
+export class Shard extends WasmObject {
+  constructor(ctx, env) {
+    super(ctx, env, wasm.Shard);
+    this[current]();
+  }
+
   runOps(body) {
-    return guardedAsync(() => this.#current().runOps(body));
+    return guardedAsync(() => this[current]().runOps(body));
   }
 
   stats(shard) {
-    return guarded(() => this.#current().stats(shard));
+    return guarded(() => this[current]().stats(shard));
   }
 
   placement(placement) {
-    return guardedAsync(() => this.#current().placement(placement));
+    return guardedAsync(() => this[current]().placement(placement));
   }
 
   // A change of the shard count (see worker/src/shard/resharding/). The two calls that carry
@@ -92,68 +109,52 @@ export class Shard extends DurableObject {
   // another protocol has neither name, so a call between the two releases fails, and is tried
   // again later, instead of being misread.
   handOverPaged(keys, after, from, to) {
-    return guarded(() => this.#current().handOverPaged(keys, after, from, to));
+    return guarded(() => this[current]().handOverPaged(keys, after, from, to));
   }
 
   adoptPaged(parcels, from, to) {
-    return guardedAsync(() => this.#current().adoptPaged(parcels, from, to));
+    return guardedAsync(() => this[current]().adoptPaged(parcels, from, to));
   }
 
   settleChange(from, to) {
-    return guarded(() => this.#current().settleChange(from, to));
+    return guarded(() => this[current]().settleChange(from, to));
   }
 
   handedOver(from, to) {
-    return guarded(() => this.#current().handedOver(from, to));
+    return guarded(() => this[current]().handedOver(from, to));
   }
 
   migrate(shard) {
-    return guardedAsync(() => this.#current().migrate(shard));
+    return guardedAsync(() => this[current]().migrate(shard));
   }
 
   exportPage(after, ns, most, budget) {
-    return guarded(() => this.#current().exportPage(after, ns, most, budget));
+    return guarded(() => this[current]().exportPage(after, ns, most, budget));
   }
 
   import(parcels, respectOwners, cacheBytes) {
     return guardedAsync(() =>
-      this.#current().import(parcels, respectOwners, cacheBytes),
+      this[current]().import(parcels, respectOwners, cacheBytes),
     );
   }
 
   watch(ns, key, client) {
-    return guarded(() => this.#current().watch(ns, key, client));
+    return guarded(() => this[current]().watch(ns, key, client));
   }
 
   alarm() {
-    return guardedAsync(() => this.#current().alarm());
-  }
-
-  fetch(request) {
-    return guardedAsync(() => this.#current().fetch(request));
+    return guardedAsync(() => this[current]().alarm());
   }
 }
 
 // A relay (see worker/src/relay.rs): takes isolates' one-way flushes for a shard and forwards
 // their sums. It stores nothing.
-export class Relay extends DurableObject {
-  #wasm;
-  #instanceId;
-
-  #current() {
-    restartIfTrapped();
-    if (this.#wasm === undefined || this.#instanceId !== instance.instanceId) {
-      this.#wasm = new wasm.Relay(this.ctx, this.env);
-      this.#instanceId = instance.instanceId;
-    }
-    return this.#wasm;
+export class Relay extends WasmObject {
+  constructor(ctx, env) {
+    super(ctx, env, wasm.Relay);
   }
 
   relayOps(body) {
-    return guardedAsync(() => this.#current().relayOps(body));
-  }
-
-  fetch(request) {
-    return guardedAsync(() => this.#current().fetch(request));
+    return guardedAsync(() => this[current]().relayOps(body));
   }
 }

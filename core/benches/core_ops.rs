@@ -70,7 +70,9 @@ fn bench_codecs(c: &mut Criterion) {
         })
     });
     c.bench_function("badge_render", |b| {
-        b.iter(|| badge::render(black_box("views"), black_box(1_234_567), black_box("#4c1")))
+        b.iter(|| {
+            badge::render_with_text_color(black_box("views"), black_box(1_234_567), black_box("#4c1"), "#fff")
+        })
     });
 }
 

@@ -173,23 +173,12 @@ pub(crate) fn parse_color(name: &str, value: &str) -> Result<String, CoreError> 
     Err(invalid(name, "a hex colour like 4c1 or a name like blue"))
 }
 
-/// The flat badge: `label` on grey, `value` on `color`.
-#[must_use]
-pub fn render(label: &str, value: i64, color: &str) -> String {
-    render_with_text_color(label, value, color, "#fff")
-}
-
-/// [`render`] with its text in `text_color` (a colour [`parse_color`] answered).
+/// The flat badge: `label` on grey, `value` on `color`, its text in `text_color` (colours
+/// [`parse_color`] answered); what the compatible routes draw.
 #[must_use]
 pub fn render_with_text_color(label: &str, value: i64, color: &str, text_color: &str) -> String {
-    render_text(label, &value.to_string(), color, text_color)
-}
-
-/// [`render_with_text_color`] with any text for the value.
-#[must_use]
-pub fn render_text(label: &str, value: &str, color: &str, text_color: &str) -> String {
     let look = Look { style: Style::Flat, label_color: DEFAULT_LABEL_COLOR, color, text_color };
-    badge_svg::render(label, value, &look)
+    badge_svg::render(label, &value.to_string(), &look)
 }
 
 #[cfg(test)]
@@ -278,15 +267,15 @@ mod tests {
 
     #[test]
     fn escapes_the_label_so_it_cannot_inject_markup() {
-        let svg = render("<script>\"&'", 1, "#4c1");
+        let svg = render_with_text_color("<script>\"&'", 1, "#4c1", "#fff");
         assert!(!svg.contains("<script>"));
         assert!(svg.contains("&lt;script&gt;&quot;&amp;&#39;"));
     }
 
     #[test]
     fn fits_the_widest_values() {
-        let narrow = render("views", 0, "#4c1");
-        let wide = render("views", i64::MIN, "#4c1");
+        let narrow = render_with_text_color("views", 0, "#4c1", "#fff");
+        let wide = render_with_text_color("views", i64::MIN, "#4c1", "#fff");
         assert!(wide.contains("-9223372036854775808"));
         let width = |svg: &str| {
             svg.split("width=\"").nth(1).unwrap().split('"').next().unwrap().parse::<u32>().unwrap()

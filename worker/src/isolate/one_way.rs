@@ -9,7 +9,7 @@
 //! until it runs out, and then the next arrival for the shard starts another, which sends the
 //! flush in flight again under its number.
 
-use edgecount_core::edge::one_way::{Accept, Counted, FlusherId, OneWayBuffer, OneWayStats};
+use edgecount_core::edge::one_way::{Accept, Counted, OneWayBuffer, OneWayStats};
 use edgecount_core::relay::relay_for;
 use edgecount_core::shard::protocol::ShardRequest;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardId};
@@ -58,13 +58,9 @@ pub fn accept(
         Accept::Overflow => Err(CoreError::Overflow.into()),
         Accept::Accepted { start_flusher } => Ok(start_flusher.map(|flusher| {
             let site = IsolateSite { env: env.clone(), config: config.clone() };
-            tasks::spawn(async move { run_flusher(&site, shard, flusher).await })
+            tasks::spawn(async move { one_way_flusher::run(&site, shard, flusher).await })
         })),
     }
-}
-
-async fn run_flusher(site: &IsolateSite, shard: ShardId, flusher: FlusherId) {
-    one_way_flusher::run(site, shard, flusher).await;
 }
 
 /// This isolate's buffer, flushed to the shards or their relays.
