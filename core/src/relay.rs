@@ -31,8 +31,7 @@ use std::num::NonZeroUsize;
 use lru::LruCache;
 
 use crate::edge::one_way::{
-    flush_receipt_parts, pending_charge, Accept, FlusherId, Merged, OneWayBuffer, OneWayLimits,
-    VISITOR_CHARGE_BYTES,
+    flush_receipt_parts, pending_charge, Accept, Merged, OneWayBuffer, OneWayLimits, VISITOR_CHARGE_BYTES,
 };
 use crate::shard::protocol::{OpResult, ShardOp, ShardRequest};
 use crate::shard::refusal::Refusal;
@@ -84,8 +83,8 @@ impl Relay {
     }
 
     /// Takes an isolate's flush for `shard` at `now_ms`: one result per op ([`OpResult::Relayed`], a
-    /// replay of it for a resend, or a refusal for good such as an overflow), and the flusher
-    /// to start, if the relay has none running.
+    /// replay of it for a resend, or a refusal for good such as an overflow), and whether to wake
+    /// a flusher for the shard (see [`Accept::Accepted`]).
     ///
     /// # Errors
     /// [`Refusal::Core`] for a request that is not a flush (no flush receipt, an op other than
@@ -96,7 +95,7 @@ impl Relay {
         request: &ShardRequest,
         shard: ShardId,
         now_ms: u64,
-    ) -> Result<(Vec<OpResult>, Option<FlusherId>), Refusal> {
+    ) -> Result<(Vec<OpResult>, bool), Refusal> {
         let not_a_flush = |reason: &str| Refusal::from(CoreError::InvalidBody { reason: reason.into() });
         if *self.shard.get_or_insert(shard) != shard {
             return Err(not_a_flush("is for another shard than this relay's"));
@@ -111,7 +110,7 @@ impl Relay {
         }
         if self.last_taken.get(sender).is_some_and(|&last| number <= last) {
             let replay = OpResult::Replayed { first: Box::new(OpResult::Relayed) };
-            return Ok((vec![replay; request.ops.len()], None));
+            return Ok((vec![replay; request.ops.len()], false));
         }
         let (keys, bytes) = request.ops.iter().fold((0, 0), |(keys, bytes), call| {
             let (ns, key) = call.op.target();
@@ -121,7 +120,7 @@ impl Relay {
         if !self.buffer.has_room(keys, bytes) {
             return Err(Refusal::Overloaded);
         }
-        let mut flusher = None;
+        let mut wake = false;
         let results = request
             .ops
             .iter()
@@ -140,8 +139,8 @@ impl Relay {
                     adds: *by > 0 && ttl.is_none(),
                 };
                 match self.buffer.merge(shard, ns, key, merged, now_ms) {
-                    Accept::Accepted { start_flusher } => {
-                        flusher = flusher.or(start_flusher);
+                    Accept::Accepted { wake: woken } => {
+                        wake |= woken;
                         OpResult::Relayed
                     }
                     Accept::Overflow => OpResult::Failed { error: CoreError::Overflow },
@@ -151,7 +150,7 @@ impl Relay {
             })
             .collect();
         self.last_taken.put(sender.to_owned(), number);
-        Ok((results, flusher))
+        Ok((results, wake))
     }
 }
 
@@ -201,24 +200,12 @@ mod tests {
     fn forwarded(relay: &mut Relay, now: u64) -> Vec<(String, i64, Vec<u64>)> {
         let mut out = Vec::new();
         let shard = SHARD;
-        // Start a flusher as an arrival would, then take everything due.
-        let Accept::Accepted { start_flusher: Some(flusher) } = relay.buffer().merge(
-            shard,
-            &Namespace::new("site").unwrap(),
-            &Key::new("probe").unwrap(),
-            Merged { ttl: None, delta: 0, ops: 1, day: None, visitors: &[], operator: false, adds: false },
-            now,
-        ) else {
-            panic!("a flusher should start")
-        };
-        while let Some(flush) = relay.buffer().take(shard, flusher, now) {
+        while let Some(flush) = relay.buffer().take(shard, now) {
             for op in &flush.ops {
-                if op.key.as_str() != "probe" {
-                    let visitors = op.visit.as_ref().map(|v| v.visitors.clone()).unwrap_or_default();
-                    out.push((op.key.as_str().to_owned(), op.by, visitors));
-                }
+                let visitors = op.visit.as_ref().map(|v| v.visitors.clone()).unwrap_or_default();
+                out.push((op.key.as_str().to_owned(), op.by, visitors));
             }
-            relay.buffer().finish(shard, flush.number, flush.total_ops(), 0);
+            relay.buffer().finish(shard, flush.number, flush.total_ops(), 0, now);
         }
         out.sort();
         out
@@ -245,9 +232,9 @@ mod tests {
         let mut relay = Relay::new(limits(100));
         let first = flush("a", 7, &[("home", 5, &[])]);
         relay.take(&first, SHARD, 0).unwrap();
-        let (again, flusher) = relay.take(&first, SHARD, 1).unwrap();
+        let (again, wake) = relay.take(&first, SHARD, 1).unwrap();
         assert_eq!(again, vec![OpResult::Replayed { first: Box::new(OpResult::Relayed) }]);
-        assert_eq!(flusher, None);
+        assert!(!wake, "a replay wakes nothing");
         // An older number (a first send that arrives after its resend) is a replay too.
         relay.take(&flush("a", 8, &[("home", 1, &[])]), SHARD, 2).unwrap();
         relay.take(&flush("a", 7, &[("home", 5, &[])]), SHARD, 3).unwrap();

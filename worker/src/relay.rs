@@ -76,11 +76,11 @@ impl RelaySite {
         }
         self.placed.set(Some(placed));
         let shard = ShardId(placed.shard);
-        let (results, flusher) = self.relay.borrow_mut().take(request, shard, now_ms())?;
-        if let Some(flusher) = flusher {
+        let (results, wake) = self.relay.borrow_mut().take(request, shard, now_ms())?;
+        if wake {
             let site = Rc::clone(self);
             // A relay's tasks run as long as it lives: no request needs to wait on this one.
-            let _running = tasks::spawn(async move { one_way_flusher::run(&*site, shard, flusher).await });
+            let _running = tasks::spawn(async move { one_way_flusher::run(&*site, shard).await });
         }
         Ok(results)
     }
@@ -93,6 +93,11 @@ impl FlushSite for RelaySite {
 
     fn sender(&self) -> String {
         self.name.clone()
+    }
+
+    fn longest_wait_ms(&self) -> u64 {
+        // Its flushers run as long as it lives: they wait for its whole window.
+        u64::MAX
     }
 
     fn loses_answers(&self) -> bool {

@@ -26,13 +26,14 @@
 //!   in their days.
 //! - **Applied once.** A flush keeps its number until it finishes, and its receipt (one
 //!   idempotency key for the whole request, [`Flush::request`]) is made from it: a flush sent
-//!   again after an unknown outcome (by the same flusher, or by another after the first one's
-//!   lease ran out) is applied once, at the cost of one record row per flush.
-//! - **Never stranded.** One flusher per shard acts at a time, holding a lease it renews; an
-//!   arrival that finds the shard without a live flusher, or with one near the end of the
-//!   runtime's allowance for background work ([`FLUSHER_TERM_MS`]), starts a new one
-//!   (`Accept::Accepted::start_flusher`) and the old one stops when it next looks. A flush left
-//!   in flight by a flusher that died is sent again, under its number, by the next.
+//!   again after an unknown outcome is applied once, at the cost of one record row per flush.
+//! - **Never stranded, never claimed.** Nothing in the buffer belongs to a task. An arrival
+//!   that opens a shard's window, or finds something of the shard overdue, is told to wake a
+//!   flusher ([`Accept::Accepted`]); a flusher asks [`OneWayBuffer::next`] what to do, sends
+//!   what it is handed and reports it ([`OneWayBuffer::finish`]). A shard has one flush in
+//!   flight at most (a relay remembers a sender's last number, so numbers must arrive in
+//!   order); one sent and not reported on within [`IN_FLIGHT_GRACE_MS`] (its sender was cut
+//!   off) is overdue, and the next flusher sends it again under its number.
 
 use std::collections::BTreeSet;
 
@@ -85,10 +86,10 @@ pub struct OneWayLimits {
 /// What became of an accepted delta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accept {
-    /// Added to its key's sum. `start_flusher`: the shard has no live flusher (or one near the
-    /// end of its term), and the caller must start one under this name (see
-    /// [`OneWayBuffer::claim`]).
-    Accepted { start_flusher: Option<FlusherId> },
+    /// Added to its key's sum. `wake`: this arrival opened the shard's window (nothing was
+    /// pending or in flight) or found something of it overdue, and the caller must run a flusher for the shard (see
+    /// [`OneWayBuffer::next`]).
+    Accepted { wake: bool },
     /// The buffer is at a bound: nothing was added.
     Full,
     /// The key's sum would pass [`MAX_PENDING_SUM`]: nothing was added.
@@ -287,20 +288,10 @@ struct InFlight {
     charged: u64,
     first_sent_ms: u64,
     sent_at_ms: u64,
-    /// Sent and not reported on: its flusher may still be waiting for the answer.
+    /// Sent and not reported on: its sender may still be waiting for the answer.
     awaiting_report: bool,
-}
-
-/// Names a shard's flusher, so that one replaced by another knows to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlusherId(u64);
-
-#[derive(Debug, Clone, Copy)]
-struct Flusher {
-    id: FlusherId,
-    started_ms: u64,
-    /// Until when it is presumed alive; it renews this each time it looks at the buffer.
-    lease_until_ms: u64,
+    /// Reported unsettled: when it is to be sent again.
+    resend_at_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -311,7 +302,6 @@ struct ShardBuffer {
     /// When the oldest pending sum was started.
     oldest_ms: Option<u64>,
     in_flight: Option<InFlight>,
-    flusher: Option<Flusher>,
 }
 
 /// An isolate's one-way buffer.
@@ -322,39 +312,38 @@ pub struct OneWayBuffer {
     keys: usize,
     bytes: u64,
     next_number: u64,
-    next_flusher: u64,
     stats: OneWayStats,
 }
 
-/// How long a flusher is presumed alive after it last looked at the buffer: longer than a
-/// flush call and its resends take.
-pub const FLUSHER_LEASE_MS: u64 = 30_000;
+/// What a flusher is to do for a shard (see [`OneWayBuffer::next`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Send this flush now, and report how it went ([`OneWayBuffer::finish`]).
+    Send(Flush),
+    /// Nothing is due before this time.
+    At(u64),
+    /// Nothing for this flusher: nothing is pending, or the flush in flight waits for its
+    /// sender's report.
+    Idle,
+}
 
-/// A flusher this old is replaced by the next arrival for its shard: the runtime lets a
-/// request's background work run for 30 s after its answer, so no flusher may count on more.
-pub const FLUSHER_TERM_MS: u64 = 10_000;
-
-/// The longest flush interval: a flusher starts with an arrival and may be cut 30 s later
-/// (see [`FLUSHER_TERM_MS`]), so it must send well before, or a quiet shard's sums would wait
-/// for the next arrival.
+/// The longest flush interval of an isolate's buffer: a flusher is a request's background work,
+/// which the runtime ends 30 s after the answer, so the window it was woken for must end well
+/// before.
 pub const MAX_INTERVAL_MS: u64 = 20_000;
 
-/// How long a flush that its flusher has not reported on is left to it before another
-/// flusher sends it again.
+/// How long a flush sent and not reported on is left to its sender (longer than a shard
+/// call's deadline) before it is overdue and the next flusher sends it again.
 pub const IN_FLIGHT_GRACE_MS: u64 = 15_000;
+
+/// The wait before a flush reported unsettled is sent again; each later resend waits four
+/// times as long, up to 64 s.
+pub const FIRST_RESEND_MS: u64 = 250;
 
 impl OneWayBuffer {
     #[must_use]
     pub fn new(limits: OneWayLimits) -> Self {
-        Self {
-            limits,
-            shards: key_map(),
-            keys: 0,
-            bytes: 0,
-            next_number: 0,
-            next_flusher: 0,
-            stats: OneWayStats::default(),
-        }
+        Self { limits, shards: key_map(), keys: 0, bytes: 0, next_number: 0, stats: OneWayStats::default() }
     }
 
     #[must_use]
@@ -421,6 +410,7 @@ impl OneWayBuffer {
         };
         let slot = (ns.clone(), key.clone(), writer, day);
         let buffer = self.shards.entry(shard).or_default();
+        let opened = buffer.pending.is_empty() && buffer.in_flight.is_none();
         if let Some(pending) = buffer.pending.get_mut(&slot) {
             let sum = pending.sum + delta;
             if sum.unsigned_abs() > MAX_PENDING_SUM {
@@ -458,33 +448,12 @@ impl OneWayBuffer {
         buffer.oldest_ms.get_or_insert(now_ms);
         self.stats.accepted += ops;
         self.stats.pending += ops;
-        let replace = buffer.flusher.is_none_or(|flusher| {
-            now_ms > flusher.lease_until_ms || now_ms.saturating_sub(flusher.started_ms) >= FLUSHER_TERM_MS
-        });
-        if !replace {
-            return Accept::Accepted { start_flusher: None };
-        }
-        self.next_flusher += 1;
-        let id = FlusherId(self.next_flusher);
-        buffer.flusher = Some(Flusher { id, started_ms: now_ms, lease_until_ms: now_ms + FLUSHER_LEASE_MS });
-        Accept::Accepted { start_flusher: Some(id) }
+        let wake = opened || self.due_at(shard).is_some_and(|due| due <= now_ms);
+        Accept::Accepted { wake }
     }
 
-    /// Whether `flusher` is still `shard`'s flusher at `now_ms`; if so its lease is renewed,
-    /// if not it must stop (it was replaced, or the shard has nothing left).
-    pub fn claim(&mut self, shard: ShardId, flusher: FlusherId, now_ms: u64) -> bool {
-        let Some(current) = self.shards.get_mut(&shard).and_then(|buffer| buffer.flusher.as_mut()) else {
-            return false;
-        };
-        if current.id != flusher {
-            return false;
-        }
-        current.lease_until_ms = now_ms + FLUSHER_LEASE_MS;
-        true
-    }
-
-    /// When `shard` has something to flush: a flush in flight that its flusher reported
-    /// unsettled at once (a resend), one not reported on after [`IN_FLIGHT_GRACE_MS`]; pending
+    /// When `shard` has something to flush: a flush in flight reported unsettled once its
+    /// resend is due, one not reported on after [`IN_FLIGHT_GRACE_MS`]; pending
     /// sums once [`OneWayLimits::flush_ops`] ops wait, else once the oldest is
     /// [`OneWayLimits::interval_ms`] old. `None` when nothing is pending or in flight.
     #[must_use]
@@ -494,7 +463,7 @@ impl OneWayBuffer {
             return Some(if in_flight.awaiting_report {
                 in_flight.sent_at_ms + IN_FLIGHT_GRACE_MS
             } else {
-                0
+                in_flight.resend_at_ms
             });
         }
         let oldest = buffer.oldest_ms?;
@@ -507,12 +476,34 @@ impl OneWayBuffer {
         Some(oldest + self.limits.interval_ms)
     }
 
-    /// The flush for `flusher` to send for `shard` at `now_ms`: the one in flight if any (to be
+    /// What a flusher of `shard` is to do at `now_ms`: send what is due ([`Self::take`]), wait
+    /// for what falls due next, or nothing (when the flush in flight waits for its sender's
+    /// report, which is no other flusher's business until it is overdue).
+    pub fn next(&mut self, shard: ShardId, now_ms: u64) -> Next {
+        match self.due_at(shard) {
+            Some(due) if due <= now_ms => self.take(shard, now_ms).map_or(Next::Idle, Next::Send),
+            Some(_)
+                if self
+                    .shards
+                    .get(&shard)
+                    .and_then(|b| b.in_flight.as_ref())
+                    .is_some_and(|f| f.awaiting_report) =>
+            {
+                Next::Idle
+            }
+            Some(due) => Next::At(due),
+            None => {
+                self.shards.remove(&shard);
+                Next::Idle
+            }
+        }
+    }
+
+    /// The flush to send for `shard` at `now_ms`, due or not: the one in flight if any (to be
     /// sent again under its number), else up to [`MAX_FLUSH_KEYS`] pending sums under a new
     /// number, earliest day first (a shard counts a write for a day before the counter's latest
-    /// in the latest, so a key's earlier day must reach it first). `None` when nothing is left,
-    /// and then the flusher is done: the shard has none until the next arrival starts one.
-    pub fn take(&mut self, shard: ShardId, flusher: FlusherId, now_ms: u64) -> Option<Flush> {
+    /// in the latest, so a key's earlier day must reach it first). `None` when nothing is left.
+    pub fn take(&mut self, shard: ShardId, now_ms: u64) -> Option<Flush> {
         let buffer = self.shards.get_mut(&shard)?;
         if buffer
             .in_flight
@@ -520,8 +511,8 @@ impl OneWayBuffer {
             .is_some_and(|f| now_ms.saturating_sub(f.first_sent_ms) > MAX_RESEND_AGE_MS)
         {
             let number = buffer.in_flight.as_ref().map_or(0, |f| f.flush.number);
-            self.settle(shard, number, 0, 0, true);
-            return self.take(shard, flusher, now_ms);
+            self.settle(shard, number, 0, 0, (now_ms, true));
+            return self.take(shard, now_ms);
         }
         let buffer = self.shards.get_mut(&shard)?;
         if let Some(in_flight) = &mut buffer.in_flight {
@@ -533,9 +524,7 @@ impl OneWayBuffer {
             return Some(in_flight.flush.clone());
         }
         if buffer.pending.is_empty() {
-            if buffer.flusher.is_some_and(|current| current.id == flusher) {
-                self.shards.remove(&shard);
-            }
+            self.shards.remove(&shard);
             return None;
         }
         // Days pending are few (more than one only around a midnight): a pass over the keys for
@@ -587,25 +576,34 @@ impl OneWayBuffer {
             first_sent_ms: now_ms,
             sent_at_ms: now_ms,
             awaiting_report: true,
+            resend_at_ms: now_ms,
         });
         self.stats.flush_calls += 1;
         Some(flush)
     }
 
-    /// Reports how a send of flush `number` of `shard` went: `applied` and `dropped` ops (see
-    /// [`FlushOp::ops`]) are settled. If some are not (the outcome is unknown, or the shard
-    /// refused for a passing reason such as `shard_overloaded`), the flush stays in flight to be
-    /// sent again whole (a resend replays what was applied), however many sends it takes: an
+    /// Reports at `now_ms` how a send of flush `number` of `shard` went: `applied` and `dropped`
+    /// ops (see [`FlushOp::ops`]) are settled. If some are not (the outcome is unknown, or the
+    /// shard refused for a passing reason such as `shard_overloaded`), the flush stays in flight
+    /// to be sent again whole after [`FIRST_RESEND_MS`], 1, 4, 16 and then every 64 s (a resend
+    /// replays what was applied), however many sends it takes: an
     /// accepted count is applied unless the isolate dies, or its record's window would pass
     /// ([`MAX_RESEND_AGE_MS`]). Meanwhile the buffer stays charged, so new one-way counts are
     /// refused at its bounds rather than accepted and dropped. A report about a flush no longer
     /// in flight changes nothing.
-    pub fn finish(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64) {
-        self.settle(shard, number, applied, dropped, false);
+    pub fn finish(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64, now_ms: u64) {
+        self.settle(shard, number, applied, dropped, (now_ms, false));
     }
 
     /// [`Self::finish`], and with `give_up` the unsettled ops are dropped too.
-    fn settle(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64, give_up: bool) {
+    fn settle(
+        &mut self,
+        shard: ShardId,
+        number: u64,
+        applied: u64,
+        dropped: u64,
+        (now_ms, give_up): (u64, bool),
+    ) {
         let Some(buffer) = self.shards.get_mut(&shard) else { return };
         let Some(in_flight) = buffer.in_flight.as_mut().filter(|in_flight| in_flight.flush.number == number)
         else {
@@ -615,6 +613,8 @@ impl OneWayBuffer {
         let unsettled = total.saturating_sub(applied + dropped);
         if unsettled > 0 && !give_up {
             in_flight.awaiting_report = false;
+            let resends = in_flight.flush.attempts.saturating_sub(1).min(4);
+            in_flight.resend_at_ms = now_ms + (FIRST_RESEND_MS << (2 * resends));
             return;
         }
         let Some(in_flight) = buffer.in_flight.take() else { return };
@@ -675,16 +675,9 @@ mod tests {
         buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, delta), now)
     }
 
-    impl OneWayBuffer {
-        fn flusher(&self) -> FlusherId {
-            self.shards[&ShardId(0)].flusher.unwrap().id
-        }
-    }
-
-    /// What the shard's current flusher takes at `now`.
+    /// What a flusher takes at `now`, due or not.
     fn take(buffer: &mut OneWayBuffer, now: u64) -> Option<Flush> {
-        let flusher = buffer.shards.get(&ShardId(0))?.flusher?.id;
-        buffer.take(ShardId(0), flusher, now)
+        buffer.take(ShardId(0), now)
     }
 
     fn sums(flush: &Flush) -> HashMap<String, i128> {
@@ -732,22 +725,20 @@ mod tests {
     #[test]
     fn sums_deltas_per_key_and_flushes_them_when_due() {
         let mut buffer = OneWayBuffer::new(limits());
-        assert!(matches!(accept(&mut buffer, "a", 1, 100), Accept::Accepted { start_flusher: Some(_) }));
-        let flusher = buffer.flusher();
-        assert_eq!(accept(&mut buffer, "a", 2, 200), Accept::Accepted { start_flusher: None });
-        assert_eq!(accept(&mut buffer, "b", -5, 300), Accept::Accepted { start_flusher: None });
-        assert_eq!(buffer.due_at(ShardId(0)), Some(1_100));
-        assert!(buffer.claim(ShardId(0), flusher, 1_100));
-        let flush = buffer.take(ShardId(0), flusher, 1_100).unwrap();
+        assert_eq!(accept(&mut buffer, "a", 1, 100), Accept::Accepted { wake: true }, "opens the window");
+        assert_eq!(accept(&mut buffer, "a", 2, 200), Accept::Accepted { wake: false });
+        assert_eq!(accept(&mut buffer, "b", -5, 300), Accept::Accepted { wake: false });
+        assert_eq!(buffer.next(ShardId(0), 1_099), Next::At(1_100));
+        let Next::Send(flush) = buffer.next(ShardId(0), 1_100) else { panic!("due") };
         assert_eq!(sums(&flush), HashMap::from([("a".into(), 3), ("b".into(), -5)]));
         assert_eq!(buffer.stats().pending, 3);
-        buffer.finish(ShardId(0), flush.number, 3, 0);
+        assert_eq!(buffer.next(ShardId(0), 1_101), Next::Idle, "in flight: its sender's business");
+        buffer.finish(ShardId(0), flush.number, 3, 0, 1_150);
         let stats = buffer.stats();
         assert_eq!((stats.accepted, stats.pending, stats.flushed, stats.flush_calls), (3, 0, 3, 1));
         assert_eq!(buffer.held(), (0, 0));
-        assert_eq!(buffer.take(ShardId(0), flusher, 1_200), None, "nothing left: the flusher ends");
-        assert!(!buffer.claim(ShardId(0), flusher, 1_200));
-        assert!(matches!(accept(&mut buffer, "a", 1, 1_300), Accept::Accepted { start_flusher: Some(_) }));
+        assert_eq!(buffer.next(ShardId(0), 1_200), Next::Idle, "nothing left");
+        assert_eq!(accept(&mut buffer, "a", 1, 1_300), Accept::Accepted { wake: true });
     }
 
     #[test]
@@ -816,7 +807,7 @@ mod tests {
         );
         let calls = flush.request("isolate").unwrap().ops;
         assert_eq!(calls[1].visit, flush.ops[1].visit, "the shard gets each day and its visitors");
-        buffer.finish(ShardId(0), flush.number, 6, 0);
+        buffer.finish(ShardId(0), flush.number, 6, 0, 0);
         assert_eq!(buffer.held(), (0, 0));
     }
 
@@ -854,7 +845,7 @@ mod tests {
         while let Some(flush) = take(&mut buffer, now) {
             let results = on_shard(&mut shard, &store, &flush.request("i").unwrap(), now);
             let (applied, dropped) = flush.settled(results);
-            buffer.finish(ShardId(0), flush.number, applied, dropped);
+            buffer.finish(ShardId(0), flush.number, applied, dropped, 0);
             flushes += 1;
         }
         assert_eq!((flushes, buffer.stats().flushed), (2, 4 * keys as u64));
@@ -880,7 +871,7 @@ mod tests {
         }
         let flush = take(&mut buffer, 1_000).unwrap();
         assert_eq!(accept(&mut buffer, "d", 1, 1_000), Accept::Full);
-        buffer.finish(ShardId(0), flush.number, 3, 0);
+        buffer.finish(ShardId(0), flush.number, 3, 0, 0);
         assert!(matches!(accept(&mut buffer, "d", 1, 1_000), Accept::Accepted { .. }));
     }
 
@@ -890,71 +881,86 @@ mod tests {
         accept(&mut buffer, "a", 1, 0);
         accept(&mut buffer, "b", 1, 0);
         let first = take(&mut buffer, 1_000).unwrap();
-        assert_eq!(buffer.due_at(ShardId(0)), Some(1_000 + IN_FLIGHT_GRACE_MS), "left to its flusher");
+        assert_eq!(buffer.due_at(ShardId(0)), Some(1_000 + IN_FLIGHT_GRACE_MS), "left to its sender");
         // Arrivals meanwhile wait for the next flush.
         accept(&mut buffer, "a", 1, 1_010);
-        buffer.finish(ShardId(0), first.number, 0, 0);
-        assert_eq!(buffer.due_at(ShardId(0)), Some(0), "reported unsettled: sent again at once");
+        buffer.finish(ShardId(0), first.number, 0, 0, 1_010);
+        assert_eq!(
+            buffer.due_at(ShardId(0)),
+            Some(1_010 + FIRST_RESEND_MS),
+            "reported unsettled: sent again"
+        );
         let again = take(&mut buffer, 1_020).unwrap();
         assert_eq!((again.number, again.ops.clone(), again.attempts), (first.number, first.ops, 2));
         // Partly applied: the rest is sent again, as many times as it takes.
-        buffer.finish(ShardId(0), again.number, 1, 0);
+        buffer.finish(ShardId(0), again.number, 1, 0, 0);
         for attempt in 3..10 {
             let resent = take(&mut buffer, 1_000 * u64::from(attempt)).unwrap();
             assert_eq!((resent.number, resent.attempts), (first.number, attempt));
-            buffer.finish(ShardId(0), resent.number, 0, 0);
+            buffer.finish(ShardId(0), resent.number, 0, 0, 0);
         }
         assert_eq!(buffer.stats().dropped, 0, "nothing accepted is given up while it can be sent");
         let last = take(&mut buffer, 10_000).unwrap();
-        buffer.finish(ShardId(0), last.number, 2, 0);
+        buffer.finish(ShardId(0), last.number, 2, 0, 0);
         let stats = buffer.stats();
         assert_eq!((stats.flushed, stats.dropped, stats.pending), (2, 0, 1));
         let next = take(&mut buffer, 10_010).unwrap();
         assert_ne!(next.number, first.number);
         assert_eq!(sums(&next), HashMap::from([("a".into(), 1)]));
         // A late report about a settled flush changes nothing.
-        buffer.finish(ShardId(0), first.number, 5, 5);
+        buffer.finish(ShardId(0), first.number, 5, 5, 0);
         assert_eq!(buffer.stats().flushed, 2);
     }
 
     #[test]
-    fn a_dead_or_old_flusher_is_replaced_by_the_next_arrival() {
-        let mut buffer = OneWayBuffer::new(limits());
-        accept(&mut buffer, "a", 1, 0);
-        let first = buffer.flusher();
-        assert!(buffer.claim(ShardId(0), first, 500));
-        let lease_end = 500 + FLUSHER_LEASE_MS;
-        // Alive, but at the end of its term: replaced.
-        assert!(matches!(
-            accept(&mut buffer, "a", 1, FLUSHER_TERM_MS),
-            Accept::Accepted { start_flusher: Some(_) }
-        ));
-        assert!(!buffer.claim(ShardId(0), first, FLUSHER_TERM_MS + 1), "the old one stops");
-        let second = buffer.flusher();
-        assert!(buffer.claim(ShardId(0), second, FLUSHER_TERM_MS + 1));
-        // Silent past its lease: replaced.
-        assert_eq!(
-            accept(&mut buffer, "a", 1, FLUSHER_TERM_MS + 2),
-            Accept::Accepted { start_flusher: None }
-        );
-        let silent_until = FLUSHER_TERM_MS + 1 + FLUSHER_LEASE_MS;
-        assert!(silent_until > lease_end);
-        assert!(matches!(
-            accept(&mut buffer, "a", 1, silent_until + 1),
-            Accept::Accepted { start_flusher: Some(_) }
-        ));
+    fn an_arrival_wakes_a_flusher_only_for_a_new_window_or_something_overdue() {
+        let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 10, ..limits() });
+        assert_eq!(accept(&mut buffer, "a", 1, 0), Accept::Accepted { wake: true });
+        assert_eq!(accept(&mut buffer, "b", 1, 999), Accept::Accepted { wake: false });
+        // Its flusher was cut off before the window ended: the next arrival finds it overdue.
+        assert_eq!(accept(&mut buffer, "c", 1, 1_000), Accept::Accepted { wake: true });
+        let flush = take(&mut buffer, 1_000).unwrap();
+        // Sums arriving while a flush is in flight wait for its sender, who looks again after it.
+        assert_eq!(accept(&mut buffer, "a", 1, 1_001), Accept::Accepted { wake: false });
+        buffer.finish(ShardId(0), flush.number, 0, 0, 1_010);
+        assert_eq!(buffer.next(ShardId(0), 1_011), Next::At(1_010 + FIRST_RESEND_MS), "a resend is due");
+        assert_eq!(accept(&mut buffer, "a", 1, 1_010 + FIRST_RESEND_MS), Accept::Accepted { wake: true });
     }
 
     #[test]
-    fn a_flush_left_in_flight_by_a_dead_flusher_is_sent_again_by_the_next() {
+    fn a_flush_left_in_flight_by_a_cut_off_sender_is_sent_again_by_the_next() {
         let mut buffer = OneWayBuffer::new(limits());
         accept(&mut buffer, "a", 1, 0);
         let lost = take(&mut buffer, 1_000).unwrap();
-        // Its flusher dies without a report; an arrival past the lease starts another.
-        accept(&mut buffer, "b", 1, 1_000 + FLUSHER_LEASE_MS + 1);
-        assert_eq!(buffer.due_at(ShardId(0)), Some(1_000 + IN_FLIGHT_GRACE_MS));
-        let again = take(&mut buffer, 1_000 + FLUSHER_LEASE_MS + 1).unwrap();
+        // Its sender is cut off without a report: left to it until the grace ends.
+        assert_eq!(
+            accept(&mut buffer, "b", 1, 1_000 + IN_FLIGHT_GRACE_MS - 1),
+            Accept::Accepted { wake: false }
+        );
+        assert_eq!(buffer.next(ShardId(0), 1_000 + IN_FLIGHT_GRACE_MS - 1), Next::Idle);
+        assert_eq!(accept(&mut buffer, "b", 1, 1_000 + IN_FLIGHT_GRACE_MS), Accept::Accepted { wake: true });
+        let Next::Send(again) = buffer.next(ShardId(0), 1_000 + IN_FLIGHT_GRACE_MS) else {
+            panic!("overdue")
+        };
         assert_eq!((again.number, again.attempts), (lost.number, 2));
+    }
+
+    #[test]
+    fn resends_wait_longer_each_time_up_to_64_s() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let mut now = 1_000;
+        let mut waits = Vec::new();
+        let mut flush = take(&mut buffer, now).unwrap();
+        for _ in 0..6 {
+            buffer.finish(ShardId(0), flush.number, 0, 0, now);
+            let Next::At(at) = buffer.next(ShardId(0), now) else { panic!("a resend waits") };
+            waits.push(at - now);
+            now = at;
+            let Next::Send(again) = buffer.next(ShardId(0), now) else { panic!("due") };
+            flush = again;
+        }
+        assert_eq!(waits, [250, 1_000, 4_000, 16_000, 64_000, 64_000]);
     }
 
     #[test]
@@ -1122,9 +1128,9 @@ mod tests {
         let mut buffer = OneWayBuffer::new(limits());
         accept(&mut buffer, "a", 1, 0);
         let flush = take(&mut buffer, 1_000).unwrap();
-        buffer.finish(ShardId(0), flush.number, 0, 0);
+        buffer.finish(ShardId(0), flush.number, 0, 0, 0);
         assert!(take(&mut buffer, 1_000 + MAX_RESEND_AGE_MS).is_some(), "still within the window");
-        buffer.finish(ShardId(0), flush.number, 0, 0);
+        buffer.finish(ShardId(0), flush.number, 0, 0, 0);
         // Its receipt's record could lapse before a resend arrived: the shard would apply it again.
         assert_eq!(take(&mut buffer, 1_001 + MAX_RESEND_AGE_MS), None);
         assert_eq!((buffer.stats().dropped, buffer.stats().pending, buffer.held()), (1, 0, (0, 0)));
@@ -1142,13 +1148,13 @@ mod tests {
         let first = take(&mut buffer, 1_000).unwrap();
         // Applied, but the answer is lost: nothing is settled.
         on_shard(&mut shard, &store, &first.request("isolate1").unwrap(), 1_000);
-        buffer.finish(ShardId(0), first.number, 0, 0);
+        buffer.finish(ShardId(0), first.number, 0, 0, 0);
         let again = take(&mut buffer, 1_250).unwrap();
         let results = on_shard(&mut shard, &store, &again.request("isolate1").unwrap(), 1_000);
         assert!(results.iter().all(|r| matches!(r, OpResult::Replayed { .. })), "{results:?}");
         let (applied, dropped) = again.settled(results);
         assert_eq!((applied, dropped), (4, 0));
-        buffer.finish(ShardId(0), again.number, applied, dropped);
+        buffer.finish(ShardId(0), again.number, applied, dropped, 0);
         assert!(matches!(read(&mut shard, &store, "a", 2_000), OpResult::Value { value: 10, .. }));
         assert!(matches!(read(&mut shard, &store, "b", 2_000), OpResult::Value { value: 1, .. }));
         assert_eq!((buffer.stats().flushed, buffer.stats().pending), (4, 0));
@@ -1173,7 +1179,7 @@ mod tests {
             .collect();
         let (applied, dropped) = flush.settled(results);
         assert_eq!((applied, dropped), (1, 1));
-        buffer.finish(ShardId(0), flush.number, applied, dropped);
+        buffer.finish(ShardId(0), flush.number, applied, dropped, 0);
         let stats = buffer.stats();
         assert_eq!((stats.flushed, stats.dropped, stats.pending), (1, 1, 0));
     }
@@ -1202,7 +1208,7 @@ mod tests {
                     for (key, sum) in sums(&flush) {
                         *applied.entry(key).or_default() += sum;
                     }
-                    buffer.finish(ShardId(0), flush.number, flush.total_ops(), 0);
+                    buffer.finish(ShardId(0), flush.number, flush.total_ops(), 0, 0);
                 }
             };
             let mut now = 0;

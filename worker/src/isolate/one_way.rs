@@ -3,11 +3,12 @@
 //! their sums, straight at the shard or, when `EDGECOUNT_RELAYS` is set, through the one of the
 //! shard's relays this isolate's name picks (`relay`).
 //!
-//! A flusher is a task of the request whose arrival found its shard without one, kept running
-//! with `waitUntil` after that request has answered its 202. The runtime ends a request's
-//! `waitUntil` work 30 s after the answer at the latest; a flusher that dies so keeps its lease
-//! until it runs out, and then the next arrival for the shard starts another, which sends the
-//! flush in flight again under its number.
+//! A flusher is a task of a request whose arrival the buffer said needs one (it opened the
+//! shard's window, or found something of it overdue), kept running with `waitUntil` after that
+//! request has answered its 202. The runtime ends a request's `waitUntil` work 30 s after the
+//! answer at the latest, so a flusher waits no longer than that for what falls due (a window is
+//! at most `MAX_INTERVAL_MS`, 20 s; resends wait 0.25, 1, 4 and 16 s); whatever a flusher cut
+//! off leaves is overdue for the next arrival, which wakes another.
 
 use edgecount_core::edge::one_way::{Accept, Counted, OneWayBuffer, OneWayStats};
 use edgecount_core::relay::relay_for;
@@ -21,6 +22,9 @@ use crate::shared::config::Config;
 use crate::shared::one_way_flusher::{self, random_name, FlushSite};
 use crate::shared::state::{self, OneWayWrites};
 use crate::shared::{drills, shard_client, tasks};
+
+/// How long the runtime lets a request's `waitUntil` work run after its answer.
+const BACKGROUND_ALLOWANCE_MS: u64 = 30_000;
 
 fn with_buffer<T>(config: &Config, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T {
     state::with(|s| {
@@ -40,8 +44,8 @@ pub fn snapshot(config: &Config) -> (OneWayStats, (usize, u64)) {
 }
 
 /// Accepts `count` for `ns`/`key` on `shard`, to be applied within the flush interval. When
-/// the shard has no flusher, starts one and answers the promise of its end, which the request
-/// keeps alive (`waitUntil`).
+/// the buffer asks for a flusher, starts one and answers the promise of its end, which the
+/// request keeps alive (`waitUntil`).
 ///
 /// # Errors
 /// [`ApiError::OneWayBufferFull`] when the buffer is at its bound, and `overflow` when the
@@ -56,9 +60,9 @@ pub fn accept(
     match accepted {
         Accept::Full => Err(ApiError::OneWayBufferFull),
         Accept::Overflow => Err(CoreError::Overflow.into()),
-        Accept::Accepted { start_flusher } => Ok(start_flusher.map(|flusher| {
+        Accept::Accepted { wake } => Ok(wake.then(|| {
             let site = IsolateSite { env: env.clone(), config: config.clone() };
-            tasks::spawn(async move { one_way_flusher::run(&site, shard, flusher).await })
+            tasks::spawn(async move { one_way_flusher::run(&site, shard).await })
         })),
     }
 }
@@ -77,6 +81,10 @@ impl FlushSite for IsolateSite {
     fn sender(&self) -> String {
         // The buffer that made the flush made the name too.
         state::with(|s| s.one_way.borrow().as_ref().map(|writes| writes.name.clone())).unwrap_or_default()
+    }
+
+    fn longest_wait_ms(&self) -> u64 {
+        BACKGROUND_ALLOWANCE_MS
     }
 
     fn loses_answers(&self) -> bool {

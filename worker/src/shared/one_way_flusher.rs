@@ -2,15 +2,14 @@
 //! lives: in an isolate (`isolate::one_way`, sending to a shard or to its relay) or in a relay
 //! (`relay`, sending to its shard).
 //!
-//! A flusher waits until a shard's sums are due, sends them in one call under one receipt made
-//! of its buffer's name and the flush's number (one idempotency record per flush), so a flush
-//! sent again is applied once; it sends a flush whose outcome is unknown (or that was refused
-//! for a passing reason, as `shard_overloaded`) again, after 0.25, 1, 4, 16 and then every 64 s,
-//! for as long as it takes: what was accepted is applied unless its holder dies (the buffer
-//! stays charged meanwhile, so new counts are refused at its bounds, never accepted and
-//! dropped). It ends when nothing is pending, or when the buffer names another flusher.
+//! A flusher is woken by an arrival that the buffer says needs one. It asks the buffer what to
+//! do (`OneWayBuffer::next`): send a flush (in one call under one receipt made of its buffer's
+//! name and the flush's number, so a flush sent again is applied once), wait until something
+//! falls due, or stop. It holds no claim on anything: two flushers of a shard are harmless, as
+//! the buffer hands its one flush in flight to one of them at a time, and a flusher cut off by
+//! the runtime leaves nothing that the next one cannot pick up.
 
-use edgecount_core::edge::one_way::{Flush, FlusherId, OneWayBuffer};
+use edgecount_core::edge::one_way::{Flush, Next, OneWayBuffer};
 use edgecount_core::shard::protocol::ShardRequest;
 use edgecount_core::{OpResult, ShardId};
 use worker::console_error;
@@ -18,12 +17,6 @@ use worker::console_error;
 use crate::shared::api_error::ApiError;
 use crate::shared::clock::now_ms;
 use crate::shared::tasks;
-
-/// The wait before the first resend; each later one waits four times as long, up to 64 s.
-const FIRST_RESEND_MS: u64 = 250;
-/// A waiting flusher looks again at least this often: sums may fall due sooner than it was told
-/// (a shard reaching its op bound).
-const MAX_NAP_MS: u64 = 250;
 
 /// Where a buffer lives and where its flushes go.
 // Its futures run on the one thread of a Wasm isolate: no caller needs them `Send`.
@@ -33,27 +26,25 @@ pub trait FlushSite {
     fn with_buffer<T>(&self, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T;
     /// The name the buffer's receipts carry: unique to this buffer, for as long as it lives.
     fn sender(&self) -> String;
+    /// How long after it wakes a flusher may still wait for something to fall due: what the
+    /// runtime lets it run for.
+    fn longest_wait_ms(&self) -> u64;
     /// Whether the drill that loses flush answers is on.
     fn loses_answers(&self) -> bool;
     /// Sends `request` (the flush of `shard`) once.
     async fn send(&self, shard: ShardId, request: &ShardRequest) -> Result<Vec<OpResult>, ApiError>;
 }
 
-/// Flushes `shard`'s sums as they fall due, until none are pending or another flusher takes
-/// over.
-pub async fn run(site: &impl FlushSite, shard: ShardId, flusher: FlusherId) {
+/// Flushes `shard`'s sums as they fall due, until nothing is left for it to do or to wait for
+/// within [`FlushSite::longest_wait_ms`].
+pub async fn run(site: &impl FlushSite, shard: ShardId) {
+    let wait_until = now_ms().saturating_add(site.longest_wait_ms());
     loop {
         let now = now_ms();
-        let due = site.with_buffer(|buffer| buffer.claim(shard, flusher, now).then(|| buffer.due_at(shard)));
-        let Some(due) = due else { return };
-        if let Some(due) = due.filter(|due| *due > now) {
-            tasks::sleep((due - now).min(MAX_NAP_MS)).await;
-            continue;
-        }
-        let (flush, given_up) = site.with_buffer(|buffer| {
+        let (next, given_up) = site.with_buffer(|buffer| {
             let dropped = buffer.stats().dropped;
-            let flush = buffer.take(shard, flusher, now);
-            (flush, buffer.stats().dropped - dropped)
+            let next = buffer.next(shard, now);
+            (next, buffer.stats().dropped - dropped)
         });
         if given_up > 0 {
             console_error!(
@@ -61,11 +52,11 @@ pub async fn run(site: &impl FlushSite, shard: ShardId, flusher: FlusherId) {
                 shard.0
             );
         }
-        let Some(flush) = flush else { return };
-        if flush.attempts > 1 {
-            tasks::sleep(FIRST_RESEND_MS << (2 * (flush.attempts - 2).min(4))).await;
+        match next {
+            Next::Send(flush) => send(site, &flush).await,
+            Next::At(at) if at <= wait_until => tasks::sleep(at.saturating_sub(now)).await,
+            Next::At(_) | Next::Idle => return,
         }
-        send(site, &flush).await;
     }
 }
 
@@ -100,7 +91,7 @@ async fn send(site: &impl FlushSite, flush: &Flush) {
             total - applied - dropped
         );
     }
-    site.with_buffer(|buffer| buffer.finish(flush.shard, flush.number, applied, dropped));
+    site.with_buffer(|buffer| buffer.finish(flush.shard, flush.number, applied, dropped, now_ms()));
 }
 
 /// 96 random bits as hex (`Math.random` gives about 52 per call: enough to tell buffers apart,
