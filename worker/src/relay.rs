@@ -22,7 +22,7 @@ use crate::shared::api_error::ApiError;
 use crate::shared::clock::now_ms;
 use crate::shared::config::{Config, DEFAULT_RELAY};
 use crate::shared::one_way_flusher::{self, random_name, FlushSite};
-use crate::shared::{drills, shard_client, tasks};
+use crate::shared::{shard_client, tasks};
 
 #[durable_object]
 pub struct Relay {
@@ -98,10 +98,6 @@ impl FlushSite for RelaySite {
     fn longest_wait_ms(&self) -> u64 {
         // Its flushers run as long as it lives: they wait for its whole window.
         u64::MAX
-    }
-
-    fn loses_answers(&self) -> bool {
-        drills::loses_flush_answer(&self.env)
     }
 
     async fn send(

@@ -21,7 +21,7 @@ use crate::shared::clock::now_ms;
 use crate::shared::config::Config;
 use crate::shared::one_way_flusher::{self, random_name, FlushSite};
 use crate::shared::state::{self, OneWayWrites};
-use crate::shared::{drills, shard_client, tasks};
+use crate::shared::{shard_client, tasks};
 
 /// How long the runtime lets a request's `waitUntil` work run after its answer.
 const BACKGROUND_ALLOWANCE_MS: u64 = 30_000;
@@ -85,10 +85,6 @@ impl FlushSite for IsolateSite {
 
     fn longest_wait_ms(&self) -> u64 {
         BACKGROUND_ALLOWANCE_MS
-    }
-
-    fn loses_answers(&self) -> bool {
-        drills::loses_flush_answer(&self.env)
     }
 
     async fn send(&self, shard: ShardId, request: &ShardRequest) -> Result<Vec<OpResult>, ApiError> {

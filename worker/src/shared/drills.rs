@@ -2,6 +2,10 @@
 //! the `drills` cargo feature (the build `make test` runs; `make dev`, `make deploy` and the
 //! bench build without it, where each drill is a constant `false` the compiler removes).
 //!
+//! A call's faults (stalled, answer lost) come in at the shard client (`shared::shard_client`),
+//! the seam every call to a shard or relay goes through, so no caller knows of them; a shard's
+//! own (a failed alarm, a held group or hand-over) at the one place in the shard each perturbs.
+//!
 //! - `EDGECOUNT_DRILL_STALLED_CALLS=N`: this isolate's first N shard calls are sent and then
 //!   waited on as if their shard never answered (the answer deadline's path).
 //! - `EDGECOUNT_DRILL_LOST_FLUSH_ANSWERS=N`: this isolate's first N one-way flush answers are

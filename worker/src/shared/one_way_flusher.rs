@@ -29,8 +29,6 @@ pub trait FlushSite {
     /// How long after it wakes a flusher may still wait for something to fall due: what the
     /// runtime lets it run for.
     fn longest_wait_ms(&self) -> u64;
-    /// Whether the drill that loses flush answers is on.
-    fn loses_answers(&self) -> bool;
     /// Sends `request` (the flush of `shard`) once.
     async fn send(&self, shard: ShardId, request: &ShardRequest) -> Result<Vec<OpResult>, ApiError>;
 }
@@ -65,7 +63,6 @@ async fn send(site: &impl FlushSite, flush: &Flush) {
     let total = flush.total_ops();
     let (applied, dropped) = match flush.request(&site.sender()) {
         Ok(request) => match site.send(flush.shard, &request).await {
-            Ok(_) if site.loses_answers() => (0, 0),
             Ok(results) => flush.settled(results),
             // The outcome is unknown: nothing is settled, and a resend replays what was applied.
             Err(_) => (0, 0),

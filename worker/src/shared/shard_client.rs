@@ -3,6 +3,7 @@
 //! The namespace and each shard's object id are looked up once per isolate; stubs are made per
 //! call, as a stub belongs to the request that makes it.
 
+use edgecount_core::edge::one_way::flush_receipt_parts;
 use edgecount_core::edge::rate_limit::ClientId;
 use edgecount_core::shard::answer_budget::MAX_SHARD_ANSWER_BYTES;
 use edgecount_core::shard::migration::{Migration, Parcel, RecordsAfter};
@@ -108,7 +109,19 @@ pub async fn execute_request(
         serde_json::to_string(&ShardRequest { placed, ..request.clone() })
     };
     let body = body.map_err(|e| ApiError::Internal(e.to_string()))?;
-    run(env, shard, &body, request.ops.len()).await
+    let results = run(env, shard, &body, request.ops.len()).await?;
+    lose_flush_answer_in_drill(env, request)?;
+    Ok(results)
+}
+
+/// The drill that loses a one-way flush's answer on the way back, after it was applied (the
+/// resend's replay): the flusher sees an unknown outcome, as it would in production.
+fn lose_flush_answer_in_drill(env: &Env, request: &ShardRequest) -> Result<(), ApiError> {
+    let is_flush = request.receipt.as_ref().and_then(flush_receipt_parts).is_some();
+    if is_flush && drills::loses_flush_answer(env) {
+        return Err(ApiError::ShardUnavailable);
+    }
+    Ok(())
 }
 
 /// The relays' Durable Object binding in `wrangler.toml`.
@@ -137,6 +150,7 @@ pub async fn execute_relayed(
     if answer.results.len() != request.ops.len() {
         return Err(ApiError::ShardUnavailable);
     }
+    lose_flush_answer_in_drill(env, request)?;
     Ok(answer.results)
 }
 
