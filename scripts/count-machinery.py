@@ -35,6 +35,8 @@ MACHINERY = [
     "worker/src/isolate/placement.rs",
     "core/src/edge/one_way.rs",
     "worker/src/isolate/one_way.rs",
+    # Moved out of isolate/one_way.rs when relays began to share it.
+    "worker/src/shared/one_way_flusher.rs",
     "core/src/shard/receipt.rs",
     "core/src/shard/group_commit.rs",
     # What the isolate's coalescing took (removed when the shard began grouping calls), and
