@@ -117,6 +117,7 @@ test-bench-smoke: $(call needs,build tools-test)
 	@MIGRATION_KEYS=3000 MIGRATION_LOAD_SECONDS=2 MIGRATION_OUT=build/bench-smoke/migration node scripts/bench-migration.mjs
 	@$(BENCH_PYTHON) loadtest/fronts.py --seconds 3 --rate 300 --fronts 1,2 --out build/bench-smoke/fronts
 	@$(BENCH_PYTHON) loadtest/simulate.py --out build/bench-smoke/simulation
+	@node loadtest/namespace-reads.mjs --keys 40 --days 10 --wide-keys 200 --wide-days 3 --out build/bench-smoke/namespace-reads
 
 test-api-spec: $(call needs,build tools-test)
 	@echo "[test] OpenAPI description against the running worker (schemathesis)"
@@ -151,6 +152,7 @@ bench:
 	@$(BENCH_PYTHON) loadtest/fronts.py
 	@$(BENCH_PYTHON) loadtest/one_key.py
 	@$(BENCH_PYTHON) loadtest/simulate.py
+	@node loadtest/namespace-reads.mjs
 
 clean:
 	rm -rf build target .wrangler

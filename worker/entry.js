@@ -132,6 +132,10 @@ export class Shard extends WasmObject {
     return guarded(() => this[current]().exportPage(after, ns, most, budget));
   }
 
+  namespacePart(ns, from, to, top) {
+    return guarded(() => this[current]().namespacePart(ns, from, to, top));
+  }
+
   import(parcels, respectOwners, cacheBytes) {
     return guardedAsync(() =>
       this[current]().import(parcels, respectOwners, cacheBytes),

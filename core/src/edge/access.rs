@@ -256,6 +256,28 @@ impl AccessPolicy {
         if need <= Right::Count && ns.is_some_and(|ns| self.is_public(ns)) {
             return Ok(());
         }
+        self.check_grant(token, need, ns)
+    }
+
+    /// Whether `token` may read the whole of `ns` (its counts by day and the names of its top
+    /// keys), which names keys nobody asked for by name: everyone may in an open service and in
+    /// a public namespace; elsewhere it takes a read token, even where reads of a named key are
+    /// public.
+    ///
+    /// # Errors
+    /// The [`Denial`].
+    pub fn check_listing(&self, token: Option<&str>, ns: &Namespace) -> Result<(), Denial> {
+        if self.is_open() || self.is_public(ns) {
+            return Ok(());
+        }
+        if self.nothing_configured() {
+            return Err(Denial::NotOpen);
+        }
+        self.check_grant(token, Right::Read, Some(ns))
+    }
+
+    /// Whether `token` is configured with `need` on `ns`.
+    fn check_grant(&self, token: Option<&str>, need: Right, ns: Option<&Namespace>) -> Result<(), Denial> {
         let presented = token_digest(token.ok_or(Denial::Unauthenticated)?.as_bytes());
         // Compare against every grant, so timing does not tell which one (if any) matched.
         let mut found: Option<&Grant> = None;
@@ -331,6 +353,29 @@ mod tests {
         assert_eq!(p.check(Some("pages-writer"), Right::Write, Some(&ns("likes"))), Ok(()));
         assert_eq!(p.check(Some("pages-writer"), Right::Write, Some(&ns("votes"))), Err(Denial::Forbidden));
         assert_eq!(p.check(Some("pages-writer"), Right::Admin, None), Err(Denial::Forbidden));
+    }
+
+    #[test]
+    fn listing_a_namespace_takes_a_read_token_unless_it_is_public_or_the_service_open() {
+        let tokens = policy(false).with_public_namespaces(Some("pages")).unwrap();
+        assert_eq!(tokens.check_listing(None, &ns("pages")), Ok(()), "a public namespace");
+        assert_eq!(tokens.check_listing(None, &ns("shop")), Err(Denial::Unauthenticated));
+        assert_eq!(
+            tokens.check(None, Right::Read, Some(&ns("shop"))),
+            Ok(()),
+            "a named key's read stays public"
+        );
+        assert_eq!(tokens.check_listing(Some("read-token-1"), &ns("shop")), Ok(()));
+        assert_eq!(
+            tokens.check_listing(Some("pages-writer"), &ns("shop")),
+            Err(Denial::Forbidden),
+            "another namespace's"
+        );
+        assert_eq!(tokens.check_listing(Some("wrong"), &ns("shop")), Err(Denial::Unauthenticated));
+        let open = AccessPolicy::parse(None, None, None, false).unwrap().with_open_asked(true);
+        assert_eq!(open.check_listing(None, &ns("shop")), Ok(()));
+        let bare = AccessPolicy::parse(None, None, None, false).unwrap();
+        assert_eq!(bare.check_listing(None, &ns("shop")), Err(Denial::NotOpen));
     }
 
     #[test]

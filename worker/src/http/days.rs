@@ -108,23 +108,7 @@ pub async fn tally(
     period: Period,
     unique: bool,
 ) -> Result<Tally, ApiError> {
-    let today = cx.config.zones.of(&target.ns).day_at(now_ms());
-    let oldest_kept = today.before(cx.config.days_kept - 1);
-    let (from, to) = period.days(today).unwrap_or((oldest_kept, today));
-    if from < oldest_kept {
-        // A day past the days kept is gone once its counter is written again, and stays while it
-        // is not: refused, so that what a read answers does not hang on when the key was last
-        // written.
-        return Err(CoreError::InvalidParameter {
-            name: "period".to_owned(),
-            expected: format!(
-                "within the days kept: the oldest is {} (EDGECOUNT_DAYS is {})",
-                oldest_kept.date(),
-                cx.config.days_kept
-            ),
-        }
-        .into());
-    }
+    let (from, to) = period_days(cx.config, &target.ns, period)?;
     let op = ShardOp::Days { ns: target.ns.clone(), key: target.key.clone(), from, to, unique };
     // Straight to the shard, in a call of its own: days are never kept in this isolate, so a
     // read of them cannot keep an older answer over a write's, which is what queueing a
@@ -142,6 +126,31 @@ pub async fn tally(
     };
     let uniques = answer.uniques.unwrap_or(0);
     Ok(Tally { answer, from, to, count, uniques })
+}
+
+/// The days `period` spans in `ns`'s zone today (the days kept, for the total).
+///
+/// # Errors
+/// `invalid_parameter` for a period that starts before the oldest day kept.
+pub fn period_days(config: &Config, ns: &Namespace, period: Period) -> Result<(Day, Day), ApiError> {
+    let today = config.zones.of(ns).day_at(now_ms());
+    let oldest_kept = today.before(config.days_kept - 1);
+    let (from, to) = period.days(today).unwrap_or((oldest_kept, today));
+    if from < oldest_kept {
+        // A day past the days kept is gone once its counter is written again, and stays while it
+        // is not: refused, so that what a read answers does not hang on when the key was last
+        // written.
+        return Err(CoreError::InvalidParameter {
+            name: "period".to_owned(),
+            expected: format!(
+                "within the days kept: the oldest is {} (EDGECOUNT_DAYS is {})",
+                oldest_kept.date(),
+                config.days_kept
+            ),
+        }
+        .into());
+    }
+    Ok((from, to))
 }
 
 /// Answers `target`'s counts in `period`, each day of it listed, zeros included (none for the
@@ -196,7 +205,7 @@ fn series(answer: &DaysAnswer, from: Day, to: Day, unique: bool) -> Vec<DayBody>
         .collect()
 }
 
-fn period_name(period: Period) -> String {
+pub fn period_name(period: Period) -> String {
     match period {
         Period::Total => "total".to_owned(),
         Period::Today => "today".to_owned(),

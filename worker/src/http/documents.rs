@@ -1,4 +1,5 @@
-//! The fixed documents the worker serves: the demo page at `/` (and its script), the browser client at
+//! The fixed documents the worker serves: the demo page at `/` (and its script), the dashboard
+//! at `/dashboard` (and its script), the browser client at
 //! `/v1/client.js`, the one-tag counting script at `/v1/count.js` and the OpenAPI description at
 //! `/v1/openapi.json`. They are compiled into
 //! the Wasm module, so a deployment always serves the ones built with it.
@@ -12,6 +13,8 @@ use crate::http::message::{Body, Header, Request, Response};
 pub enum Document {
     DemoPage,
     DemoScript,
+    Dashboard,
+    DashboardScript,
     Client,
     /// The client's TypeScript declarations, beside it.
     ClientTypes,
@@ -24,6 +27,8 @@ impl Document {
         match self {
             Self::DemoPage => include_str!("../../static/index.html"),
             Self::DemoScript => include_str!("../../static/demo.js"),
+            Self::Dashboard => include_str!("../../static/dashboard.html"),
+            Self::DashboardScript => include_str!("../../static/dashboard.js"),
             Self::Client => include_str!("../../../client/dist/edgecount.js"),
             Self::ClientTypes => include_str!("../../../client/dist/edgecount.d.ts"),
             Self::CountScript => include_str!("../../static/count.js"),
@@ -33,8 +38,10 @@ impl Document {
 
     fn content_type(self) -> &'static str {
         match self {
-            Self::DemoPage => "text/html; charset=utf-8",
-            Self::Client | Self::CountScript | Self::DemoScript => "text/javascript; charset=utf-8",
+            Self::DemoPage | Self::Dashboard => "text/html; charset=utf-8",
+            Self::Client | Self::CountScript | Self::DemoScript | Self::DashboardScript => {
+                "text/javascript; charset=utf-8"
+            }
             Self::OpenApi => "application/json; charset=utf-8",
             Self::ClientTypes => "application/typescript; charset=utf-8",
         }
@@ -48,7 +55,9 @@ impl Document {
             Self::Client | Self::ClientTypes => "public, max-age=604800, stale-while-revalidate=86400",
             // Loaded by every view of the pages that use it: kept a day, revalidated by `ETag`.
             Self::CountScript => "public, max-age=86400, stale-while-revalidate=86400",
-            Self::DemoPage | Self::DemoScript | Self::OpenApi => "public, max-age=300",
+            Self::DemoPage | Self::DemoScript | Self::Dashboard | Self::DashboardScript | Self::OpenApi => {
+                "public, max-age=300"
+            }
         }
     }
 }
@@ -69,7 +78,7 @@ pub fn serve(req: &Request, document: Document) -> Response {
         response.set_header("x-typescript-types", "/v1/client.d.ts");
     }
     response.set_header("cache-control", document.cache_control());
-    if document == Document::DemoPage {
+    if matches!(document, Document::DemoPage | Document::Dashboard) {
         // The page runs only its own scripts and talks only to this origin.
         response.set_header(
             "content-security-policy",

@@ -12,6 +12,7 @@ pub mod counters;
 pub mod days;
 pub mod documents;
 pub mod message;
+pub mod namespaces;
 pub mod operations;
 pub mod request_context;
 pub mod respond;

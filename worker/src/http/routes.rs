@@ -14,6 +14,7 @@ use edgecount_core::{Namespace, OpKind, ShardId};
 use crate::http::counters;
 use crate::http::documents::{self, Document};
 use crate::http::message::{Header, Request, Response};
+use crate::http::namespaces::{self, Asked};
 use crate::http::request_context::RequestContext;
 use crate::http::target::{unmatched_path_error, Target};
 use crate::http::{badge, batch, cache, compat, days, operations, respond, transfer};
@@ -36,6 +37,8 @@ enum Route {
     Badge,
     Export,
     Import,
+    NamespaceDays,
+    NamespaceTop,
     Document(Document),
 }
 
@@ -49,6 +52,8 @@ impl Route {
             | Self::Badge
             | Self::Export
             | Self::CounterDays
+            | Self::NamespaceDays
+            | Self::NamespaceTop
             | Self::Document(_) => "GET, OPTIONS",
             Self::Import => "POST, OPTIONS",
             Self::Counter => "GET, PUT, DELETE, OPTIONS",
@@ -78,6 +83,10 @@ fn build_router() -> matchit::Router<Route> {
         ("/v1/badge/:ns/:key", Route::Badge),
         ("/v1/export", Route::Export),
         ("/v1/import", Route::Import),
+        ("/v1/namespaces/:ns/days", Route::NamespaceDays),
+        ("/v1/namespaces/:ns/top", Route::NamespaceTop),
+        ("/dashboard", Route::Document(Document::Dashboard)),
+        ("/dashboard.js", Route::Document(Document::DashboardScript)),
         ("/", Route::Document(Document::DemoPage)),
         ("/demo.js", Route::Document(Document::DemoScript)),
         ("/v1/client.js", Route::Document(Document::Client)),
@@ -190,6 +199,8 @@ async fn dispatch_matched(
         (Route::Badge, Method::Get) => Action::Badge,
         (Route::Export, Method::Get) => Action::Export,
         (Route::Import, Method::Post) => Action::Import,
+        (Route::NamespaceDays, Method::Get) => Action::Namespace(Asked::Days),
+        (Route::NamespaceTop, Method::Get) => Action::Namespace(Asked::Top),
         (Route::Document(Document::DemoPage | Document::DemoScript), Method::Get) if !config.demo => {
             return Err(ApiError::RouteNotFound)
         }
@@ -215,6 +226,7 @@ async fn dispatch_matched(
         | Action::Badge
         | Action::Export
         | Action::Import
+        | Action::Namespace(_)
         | Action::Op(_) => None,
     };
     let parsed = counter_query.as_ref().and_then(|query| query.as_ref().ok());
@@ -223,6 +235,11 @@ async fn dispatch_matched(
         Meter::for_request(req.header(Header::ClientAddress).as_deref(), config, token.as_deref());
     let target = resolve_target(config, matched).transpose();
     let shard = target.as_ref().ok().and_then(|t| t.as_ref().map(|t| t.shard));
+    let whole_namespace = match action {
+        Action::Namespace(_) => Some(Namespace::new(&matched.ns)),
+        _ => None,
+    }
+    .transpose();
     // Checked in this order whatever the route: the charge (before the token is checked, so a
     // refused authentication costs the address like any request, and guessing tokens runs into
     // 429), the names, then the token's right.
@@ -247,14 +264,17 @@ async fn dispatch_matched(
         None => Ok(()),
     });
     let admitted = charged.and(target).and_then(|target| {
-        authorize(config, action, target.as_ref().map(|t| &t.ns), token.as_deref(), parsed)?;
-        Ok(target)
+        let whole_namespace = whole_namespace.map_err(ApiError::from)?;
+        let ns = target.as_ref().map(|t| &t.ns).or(whole_namespace.as_ref());
+        authorize(config, action, ns, token.as_deref(), parsed)?;
+        Ok((target, whole_namespace))
     });
     let outcome = match admitted {
-        Ok(target) => match placement::ensure(cx.env, config).await {
+        Ok((target, whole_namespace)) => match placement::ensure(cx.env, config).await {
             Ok(()) => {
                 let charged = Charged { meter: &mut meter, visitors_allowed };
-                serve(action, req, cx, target.as_ref(), token.as_deref(), charged, counter_query).await
+                let named = Named { target: target.as_ref(), whole_namespace: whole_namespace.as_ref() };
+                serve(action, req, cx, named, token.as_deref(), charged, counter_query).await
             }
             Err(error) => Err(error),
         },
@@ -273,6 +293,12 @@ async fn dispatch_matched(
     Ok(response)
 }
 
+/// What a request's path names: a key (with its shard), or a whole namespace.
+struct Named<'n> {
+    target: Option<&'n Target>,
+    whole_namespace: Option<&'n Namespace>,
+}
+
 /// What a request paid on arrival: its meter, charged again by a batch, and whether a read of
 /// many days' visitors fitted its bucket.
 struct Charged<'m> {
@@ -284,12 +310,13 @@ async fn serve(
     action: Action,
     req: Request,
     cx: &RequestContext<'_>,
-    target: Option<&Target>,
+    named: Named<'_>,
     token: Option<&str>,
     charged: Charged<'_>,
     counter_query: Option<Result<CounterQuery, edgecount_core::CoreError>>,
 ) -> Result<Response, ApiError> {
     let Charged { meter, visitors_allowed } = charged;
+    let Named { target, whole_namespace } = named;
     let (env, config) = (cx.env, cx.config);
     // The key routes always resolve a target; the others never use one.
     let keyed = || target.ok_or_else(|| ApiError::Internal("a key route without its key".into()));
@@ -300,6 +327,11 @@ async fn serve(
         Action::Badge => badge::serve(&req, cx, token, keyed()?, visitors_allowed).await,
         Action::Export => transfer::export(&req, env, config).await,
         Action::Import => transfer::import(&req, env, config).await,
+        Action::Namespace(asked) => {
+            let ns = whole_namespace
+                .ok_or_else(|| ApiError::Internal("a namespace route without its name".into()))?;
+            namespaces::serve(&req, cx, ns, asked, meter).await
+        }
         Action::Op(kind) => match kind.spec().subject {
             Subject::CacheEntry => cache::serve(kind, &req, env, config, keyed()?).await,
             Subject::Counter => {
@@ -319,6 +351,8 @@ enum Action {
     Badge,
     Export,
     Import,
+    /// A read of the whole namespace the path names.
+    Namespace(Asked),
     /// One op on the key the path names.
     Op(OpKind),
 }
@@ -334,6 +368,11 @@ fn authorize(
     let need = match action {
         // Batches check each op's right, badges the right their query needs.
         Action::Batch | Action::Badge => return Ok(()),
+        // A namespace read names keys nobody asked for by name.
+        Action::Namespace(_) => {
+            let ns = ns.ok_or_else(|| ApiError::Internal("a namespace route without its name".into()))?;
+            return Ok(config.access.check_listing(token, ns)?);
+        }
         Action::Stats | Action::Metrics | Action::Export | Action::Import => Right::Admin,
         // A bad query is the handler's 400 to answer, once the count right is checked.
         Action::Op(OpKind::Incr) => {

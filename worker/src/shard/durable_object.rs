@@ -12,6 +12,7 @@ use edgecount_core::shard::migration::{Migration, Parcel};
 use edgecount_core::shard::placement::{self, Kept, Placement};
 use edgecount_core::shard::protocol::{ShardOp, ShardRequest, ShardStats};
 use edgecount_core::shard::refusal::Refusal;
+use edgecount_core::visits::day::Day;
 use edgecount_core::{CoreError, Key, Namespace};
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
@@ -268,6 +269,32 @@ impl Shard {
             .export_page(after.as_ref(), ns, bounds, now_ms())
             .map_err(|d| JsValue::from_str(&d.to_string()))?;
         serde_json::to_string(&page).map_err(|e| JsValue::from_str(&e.to_string()))
+    }
+
+    /// This shard's part of namespace `ns` over the days `from..=to`, with its `top` keys: the
+    /// JSON [`ShardPart`](edgecount_core::visits::namespace::ShardPart). Refused while the
+    /// shard count changes, as an export is: a key would count in two places.
+    ///
+    /// # Errors
+    /// `change_under_way`, a malformed namespace, or a storage failure.
+    #[wasm_bindgen(js_name = namespacePart)]
+    pub fn namespace_part_rpc(
+        &self,
+        ns: &str,
+        from: i32,
+        to: i32,
+        top: u32,
+    ) -> std::result::Result<String, JsValue> {
+        if self.object.hand_overs.migration.is_some() {
+            return Err(refusal(Refusal::ChangeUnderWay));
+        }
+        let ns = Namespace::new(ns).map_err(|e| refusal(Refusal::from(e)))?;
+        let part = self
+            .object
+            .store
+            .namespace_part(&ns, (Day(from), Day(to)), top, now_ms())
+            .map_err(|d| JsValue::from_str(&d.to_string()))?;
+        serde_json::to_string(&part).map_err(|e| JsValue::from_str(&e.to_string()))
     }
 
     /// Stores the JSON array of parcels an import sent this shard (each validated by the

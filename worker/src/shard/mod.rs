@@ -3,6 +3,7 @@
 
 pub mod durable_object;
 pub mod group;
+pub mod namespace_store;
 pub mod object;
 pub mod resharding;
 pub mod sql_store;

@@ -11,6 +11,8 @@ use edgecount_core::shard::placement::Kept;
 use edgecount_core::shard::protocol::{Placed, ShardRequest, ShardResponse, ShardStats};
 use edgecount_core::shard::refusal::Refusal;
 use edgecount_core::shard::transfer::ExportPage;
+use edgecount_core::visits::day::Day;
+use edgecount_core::visits::namespace::ShardPart;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
 use serde::Serialize;
 use std::future::Future;
@@ -238,6 +240,11 @@ extern "C" {
     /// Resolves to the JSON of a page of the shard's export (see `Shard::export_page_rpc`).
     #[wasm_bindgen(method, js_name = exportPage)]
     fn export_page(this: &ShardRpc, after: &str, ns: &str, most: u32, budget: u32) -> js_sys::Promise;
+
+    /// Resolves to the JSON of the shard's part of a namespace's period (see
+    /// `Shard::namespace_part_rpc`).
+    #[wasm_bindgen(method, js_name = namespacePart)]
+    fn namespace_part(this: &ShardRpc, ns: &str, from: i32, to: i32, top: u32) -> js_sys::Promise;
 
     /// Resolves once the JSON parcels are stored (see `Shard::import_rpc`).
     #[wasm_bindgen(method, js_name = import)]
@@ -482,6 +489,25 @@ pub async fn export_page(
     let rpc = stub(env, shard)?;
     let after = serde_json::to_string(&after).map_err(|e| ApiError::Internal(e.to_string()))?;
     let asked = rpc.export_page(&after, ns.unwrap_or(""), most, budget);
+    let answer = answer_of(JsFuture::from(asked)).await.map_err(|e| transfer_failure(&e))?;
+    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
+    serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
+}
+
+/// `shard`'s part of `ns` over `from..=to`, with its `top` keys (see
+/// `Shard::namespace_part_rpc`).
+///
+/// # Errors
+/// As [`export_page`].
+pub async fn namespace_part(
+    env: &Env,
+    shard: ShardId,
+    ns: &Namespace,
+    (from, to): (Day, Day),
+    top: u32,
+) -> Result<ShardPart, ApiError> {
+    let rpc = stub(env, shard)?;
+    let asked = rpc.namespace_part(ns.as_str(), from.0, to.0, top);
     let answer = answer_of(JsFuture::from(asked)).await.map_err(|e| transfer_failure(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)

@@ -30,6 +30,7 @@ use edgecount_core::edge::rate_limit::{ClientId, ClientLimiter};
 use edgecount_core::edge::single_flight::SingleFlight;
 use edgecount_core::hashing::{KeyHashing, KeyMap};
 use edgecount_core::shard::protocol::ShardStats;
+use edgecount_core::visits::namespace::NamespaceReads;
 use edgecount_core::{EdgeCache, HotKeys, ShardId};
 use worker::worker_sys::{DurableObjectId, DurableObjectNamespace};
 
@@ -101,6 +102,9 @@ pub struct IsolateState {
     pub waiting_requests: RefCell<HashMap<u64, Box<dyn FnOnce()>>>,
     /// The number the next waiting request is given.
     pub next_request_number: Cell<u64>,
+    /// Namespace reads merged from every shard (`http::namespaces`), kept a few seconds so that
+    /// a dashboard open in many tabs asks the shards once in that time.
+    pub namespace_reads: RefCell<Option<NamespaceReads>>,
 }
 
 /// The kept reads of hot keys (`isolate::hot_reads`), made from the configuration's
