@@ -72,7 +72,8 @@ impl Relay {
     pub fn new(limits: OneWayLimits) -> Self {
         Self {
             shard: None,
-            buffer: OneWayBuffer::new(limits),
+            // A relay's flushers run as long as it lives: they wait for its whole window.
+            buffer: OneWayBuffer::new(limits).with_flusher_allowance(u64::MAX),
             last_taken: LruCache::new(NonZeroUsize::new(MAX_SENDERS).unwrap_or(NonZeroUsize::MIN)),
         }
     }
@@ -205,7 +206,7 @@ mod tests {
                 let visitors = op.visit.as_ref().map(|v| v.visitors.clone()).unwrap_or_default();
                 out.push((op.key.as_str().to_owned(), op.by, visitors));
             }
-            relay.buffer().finish(shard, flush.number, flush.total_ops(), 0, now);
+            relay.buffer().finish(&flush, flush.total_ops(), 0, now);
         }
         out.sort();
         out

@@ -67,7 +67,7 @@ impl Relay {
 }
 
 impl RelaySite {
-    /// Takes `request` whole, and starts a flusher if none is running.
+    /// Takes `request` whole, and wakes a flusher when the buffer asks for one.
     fn take(self: &Rc<Self>, request: &ShardRequest) -> std::result::Result<Vec<OpResult>, Refusal> {
         let refused = |reason: &str| Refusal::from(CoreError::InvalidBody { reason: reason.into() });
         let placed = request.placed.ok_or_else(|| refused("says not where its keys were placed"))?;
@@ -93,11 +93,6 @@ impl FlushSite for RelaySite {
 
     fn sender(&self) -> String {
         self.name.clone()
-    }
-
-    fn longest_wait_ms(&self) -> u64 {
-        // Its flushers run as long as it lives: they wait for its whole window.
-        u64::MAX
     }
 
     async fn send(

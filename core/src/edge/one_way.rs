@@ -4,8 +4,8 @@
 //! key's sum in one op: many page views of one page cost one shard call and one row write
 //! instead of one each. This module is the isolate's buffer of those sums, grouped by shard,
 //! and its bookkeeping; it is clock-free (times come in as arguments). The worker supplies the
-//! flushes: a task that waits until a shard's sums are due ([`OneWayBuffer::due_at`]), takes
-//! them ([`OneWayBuffer::take`]), sends them and reports back ([`OneWayBuffer::finish`]).
+//! flushers: tasks that ask the buffer what is due ([`OneWayBuffer::next`]), send it and report
+//! back ([`OneWayBuffer::finish`]).
 //!
 //! What it guarantees:
 //! - **Bounded.** Every pending sum (a key's in one day) is charged its names and a fixed
@@ -27,13 +27,18 @@
 //! - **Applied once.** A flush keeps its number until it finishes, and its receipt (one
 //!   idempotency key for the whole request, [`Flush::request`]) is made from it: a flush sent
 //!   again after an unknown outcome is applied once, at the cost of one record row per flush.
-//! - **Never stranded, never claimed.** Nothing in the buffer belongs to a task. An arrival
-//!   that opens a shard's window, or finds something of the shard overdue, is told to wake a
-//!   flusher ([`Accept::Accepted`]); a flusher asks [`OneWayBuffer::next`] what to do, sends
-//!   what it is handed and reports it ([`OneWayBuffer::finish`]). A shard has one flush in
-//!   flight at most (a relay remembers a sender's last number, so numbers must arrive in
+//! - **Never stranded, never claimed.** Nothing in the buffer belongs to a task, and nothing
+//!   waits on another. A flusher runs for at most its allowance ([`FLUSHER_ALLOWANCE_MS`] in
+//!   an isolate, where the runtime ends a request's background work 30 s after its answer; a
+//!   relay's run as long as it lives) and asks [`OneWayBuffer::next`] what to do: send what is
+//!   due, or sleep until something falls due. The buffer notes until when the flushers woken
+//!   so far run (`covered_until_ms`), and an arrival is told to wake another
+//!   ([`Accept::Accepted`]) when it opens a shard's window (nothing pending or in flight),
+//!   finds something overdue, or brings something due after that time. A shard has one flush
+//!   in flight at most (a relay remembers a sender's last number, so numbers must arrive in
 //!   order); one sent and not reported on within [`IN_FLIGHT_GRACE_MS`] (its sender was cut
-//!   off) is overdue, and the next flusher sends it again under its number.
+//!   off) is overdue, and a flusher sends it again under its number; a late report of an
+//!   earlier send of it is ignored.
 
 use std::collections::BTreeSet;
 
@@ -302,12 +307,20 @@ struct ShardBuffer {
     /// When the oldest pending sum was started.
     oldest_ms: Option<u64>,
     in_flight: Option<InFlight>,
+    /// Until when the flushers woken for the shard so far run: something due later needs
+    /// another.
+    covered_until_ms: u64,
+    /// When a flusher was last woken, until it first asks [`OneWayBuffer::next`]: the arrivals
+    /// of one batch, made before it runs, wake it once.
+    woken_ms: Option<u64>,
 }
 
 /// An isolate's one-way buffer.
 #[derive(Debug)]
 pub struct OneWayBuffer {
     limits: OneWayLimits,
+    /// How long a flusher runs after it is woken.
+    flusher_allowance_ms: u64,
     shards: KeyMap<ShardId, ShardBuffer>,
     keys: usize,
     bytes: u64,
@@ -320,10 +333,10 @@ pub struct OneWayBuffer {
 pub enum Next {
     /// Send this flush now, and report how it went ([`OneWayBuffer::finish`]).
     Send(Flush),
-    /// Nothing is due before this time.
+    /// Nothing is due before this time (a flush in flight waits for its sender's report until
+    /// then).
     At(u64),
-    /// Nothing for this flusher: nothing is pending, or the flush in flight waits for its
-    /// sender's report.
+    /// Nothing is pending or in flight.
     Idle,
 }
 
@@ -332,9 +345,17 @@ pub enum Next {
 /// before.
 pub const MAX_INTERVAL_MS: u64 = 20_000;
 
-/// How long a flush sent and not reported on is left to its sender (longer than a shard
-/// call's deadline) before it is overdue and the next flusher sends it again.
-pub const IN_FLIGHT_GRACE_MS: u64 = 15_000;
+/// How long a flush sent and not reported on is left to its sender (the shard call's 15 s
+/// deadline and a margin) before it is overdue and a flusher sends it again.
+pub const IN_FLIGHT_GRACE_MS: u64 = 20_000;
+
+/// How long an isolate's flusher runs after it is woken: the runtime ends a request's
+/// background work 30 s after its answer.
+pub const FLUSHER_ALLOWANCE_MS: u64 = 30_000;
+
+/// How long a wake is taken to be on its way: a woken flusher asks the buffer within the
+/// request's next turns.
+const WAKE_ON_ITS_WAY_MS: u64 = 1_000;
 
 /// The wait before a flush reported unsettled is sent again; each later resend waits four
 /// times as long, up to 64 s.
@@ -343,7 +364,28 @@ pub const FIRST_RESEND_MS: u64 = 250;
 impl OneWayBuffer {
     #[must_use]
     pub fn new(limits: OneWayLimits) -> Self {
-        Self { limits, shards: key_map(), keys: 0, bytes: 0, next_number: 0, stats: OneWayStats::default() }
+        Self {
+            limits,
+            flusher_allowance_ms: FLUSHER_ALLOWANCE_MS,
+            shards: key_map(),
+            keys: 0,
+            bytes: 0,
+            next_number: 0,
+            stats: OneWayStats::default(),
+        }
+    }
+
+    /// The buffer with flushers that run `ms` after they are woken ([`FLUSHER_ALLOWANCE_MS`]
+    /// unless set): a relay's run as long as it lives.
+    #[must_use]
+    pub fn with_flusher_allowance(self, ms: u64) -> Self {
+        Self { flusher_allowance_ms: ms, ..self }
+    }
+
+    /// How long a flusher runs after it is woken.
+    #[must_use]
+    pub fn flusher_allowance_ms(&self) -> u64 {
+        self.flusher_allowance_ms
     }
 
     #[must_use]
@@ -448,8 +490,25 @@ impl OneWayBuffer {
         buffer.oldest_ms.get_or_insert(now_ms);
         self.stats.accepted += ops;
         self.stats.pending += ops;
-        let wake = opened || self.due_at(shard).is_some_and(|due| due <= now_ms);
-        Accept::Accepted { wake }
+        Accept::Accepted { wake: self.wakes(shard, opened, now_ms) }
+    }
+
+    /// Whether an arrival for `shard` at `now_ms` (that `opened` its window or not) must wake a
+    /// flusher, noting the wake if so.
+    fn wakes(&mut self, shard: ShardId, opened: bool, now_ms: u64) -> bool {
+        let due = self.due_at(shard);
+        let allowance = self.flusher_allowance_ms;
+        let Some(buffer) = self.shards.get_mut(&shard) else { return false };
+        if buffer.woken_ms.is_some_and(|woken| now_ms < woken.saturating_add(WAKE_ON_ITS_WAY_MS)) {
+            return false;
+        }
+        let uncovered = due.is_some_and(|due| due <= now_ms || due > buffer.covered_until_ms);
+        if !opened && !uncovered {
+            return false;
+        }
+        buffer.woken_ms = Some(now_ms);
+        buffer.covered_until_ms = buffer.covered_until_ms.max(now_ms.saturating_add(allowance));
+        true
     }
 
     /// When `shard` has something to flush: a flush in flight reported unsettled once its
@@ -476,21 +535,15 @@ impl OneWayBuffer {
         Some(oldest + self.limits.interval_ms)
     }
 
-    /// What a flusher of `shard` is to do at `now_ms`: send what is due ([`Self::take`]), wait
-    /// for what falls due next, or nothing (when the flush in flight waits for its sender's
-    /// report, which is no other flusher's business until it is overdue).
+    /// What a flusher of `shard` is to do at `now_ms`: send what is due ([`Self::take`]), or
+    /// wait for what falls due next (a flush in flight is due again once its sender has had
+    /// [`IN_FLIGHT_GRACE_MS`], so a flusher outlives a sender cut off), or nothing.
     pub fn next(&mut self, shard: ShardId, now_ms: u64) -> Next {
+        if let Some(buffer) = self.shards.get_mut(&shard) {
+            buffer.woken_ms = None;
+        }
         match self.due_at(shard) {
             Some(due) if due <= now_ms => self.take(shard, now_ms).map_or(Next::Idle, Next::Send),
-            Some(_)
-                if self
-                    .shards
-                    .get(&shard)
-                    .and_then(|b| b.in_flight.as_ref())
-                    .is_some_and(|f| f.awaiting_report) =>
-            {
-                Next::Idle
-            }
             Some(due) => Next::At(due),
             None => {
                 self.shards.remove(&shard);
@@ -590,9 +643,14 @@ impl OneWayBuffer {
     /// accepted count is applied unless the isolate dies, or its record's window would pass
     /// ([`MAX_RESEND_AGE_MS`]). Meanwhile the buffer stays charged, so new one-way counts are
     /// refused at its bounds rather than accepted and dropped. A report about a flush no longer
-    /// in flight changes nothing.
-    pub fn finish(&mut self, shard: ShardId, number: u64, applied: u64, dropped: u64, now_ms: u64) {
-        self.settle(shard, number, applied, dropped, (now_ms, false));
+    /// in flight, or about an earlier send of it than the last (its sender was taken to be cut
+    /// off and it was sent again), changes nothing.
+    pub fn finish(&mut self, flush: &Flush, applied: u64, dropped: u64, now_ms: u64) {
+        let current =
+            self.shards.get(&flush.shard).and_then(|b| b.in_flight.as_ref()).map(|f| f.flush.attempts);
+        if current == Some(flush.attempts) {
+            self.settle(flush.shard, flush.number, applied, dropped, (now_ms, false));
+        }
     }
 
     /// [`Self::finish`], and with `give_up` the unsettled ops are dropped too.
@@ -732,8 +790,12 @@ mod tests {
         let Next::Send(flush) = buffer.next(ShardId(0), 1_100) else { panic!("due") };
         assert_eq!(sums(&flush), HashMap::from([("a".into(), 3), ("b".into(), -5)]));
         assert_eq!(buffer.stats().pending, 3);
-        assert_eq!(buffer.next(ShardId(0), 1_101), Next::Idle, "in flight: its sender's business");
-        buffer.finish(ShardId(0), flush.number, 3, 0, 1_150);
+        assert_eq!(
+            buffer.next(ShardId(0), 1_101),
+            Next::At(1_100 + IN_FLIGHT_GRACE_MS),
+            "in flight: its sender's, unless it is cut off"
+        );
+        buffer.finish(&flush, 3, 0, 1_150);
         let stats = buffer.stats();
         assert_eq!((stats.accepted, stats.pending, stats.flushed, stats.flush_calls), (3, 0, 3, 1));
         assert_eq!(buffer.held(), (0, 0));
@@ -807,7 +869,7 @@ mod tests {
         );
         let calls = flush.request("isolate").unwrap().ops;
         assert_eq!(calls[1].visit, flush.ops[1].visit, "the shard gets each day and its visitors");
-        buffer.finish(ShardId(0), flush.number, 6, 0, 0);
+        buffer.finish(&flush, 6, 0, 0);
         assert_eq!(buffer.held(), (0, 0));
     }
 
@@ -845,7 +907,7 @@ mod tests {
         while let Some(flush) = take(&mut buffer, now) {
             let results = on_shard(&mut shard, &store, &flush.request("i").unwrap(), now);
             let (applied, dropped) = flush.settled(results);
-            buffer.finish(ShardId(0), flush.number, applied, dropped, 0);
+            buffer.finish(&flush, applied, dropped, 0);
             flushes += 1;
         }
         assert_eq!((flushes, buffer.stats().flushed), (2, 4 * keys as u64));
@@ -871,7 +933,7 @@ mod tests {
         }
         let flush = take(&mut buffer, 1_000).unwrap();
         assert_eq!(accept(&mut buffer, "d", 1, 1_000), Accept::Full);
-        buffer.finish(ShardId(0), flush.number, 3, 0, 0);
+        buffer.finish(&flush, 3, 0, 0);
         assert!(matches!(accept(&mut buffer, "d", 1, 1_000), Accept::Accepted { .. }));
     }
 
@@ -884,31 +946,31 @@ mod tests {
         assert_eq!(buffer.due_at(ShardId(0)), Some(1_000 + IN_FLIGHT_GRACE_MS), "left to its sender");
         // Arrivals meanwhile wait for the next flush.
         accept(&mut buffer, "a", 1, 1_010);
-        buffer.finish(ShardId(0), first.number, 0, 0, 1_010);
+        buffer.finish(&first, 0, 0, 1_010);
         assert_eq!(
             buffer.due_at(ShardId(0)),
             Some(1_010 + FIRST_RESEND_MS),
             "reported unsettled: sent again"
         );
         let again = take(&mut buffer, 1_020).unwrap();
-        assert_eq!((again.number, again.ops.clone(), again.attempts), (first.number, first.ops, 2));
+        assert_eq!((again.number, again.ops.clone(), again.attempts), (first.number, first.ops.clone(), 2));
         // Partly applied: the rest is sent again, as many times as it takes.
-        buffer.finish(ShardId(0), again.number, 1, 0, 0);
+        buffer.finish(&again, 1, 0, 0);
         for attempt in 3..10 {
             let resent = take(&mut buffer, 1_000 * u64::from(attempt)).unwrap();
             assert_eq!((resent.number, resent.attempts), (first.number, attempt));
-            buffer.finish(ShardId(0), resent.number, 0, 0, 0);
+            buffer.finish(&resent, 0, 0, 0);
         }
         assert_eq!(buffer.stats().dropped, 0, "nothing accepted is given up while it can be sent");
         let last = take(&mut buffer, 10_000).unwrap();
-        buffer.finish(ShardId(0), last.number, 2, 0, 0);
+        buffer.finish(&last, 2, 0, 0);
         let stats = buffer.stats();
         assert_eq!((stats.flushed, stats.dropped, stats.pending), (2, 0, 1));
         let next = take(&mut buffer, 10_010).unwrap();
         assert_ne!(next.number, first.number);
         assert_eq!(sums(&next), HashMap::from([("a".into(), 1)]));
         // A late report about a settled flush changes nothing.
-        buffer.finish(ShardId(0), first.number, 5, 5, 0);
+        buffer.finish(&first, 5, 5, 0);
         assert_eq!(buffer.stats().flushed, 2);
     }
 
@@ -922,7 +984,7 @@ mod tests {
         let flush = take(&mut buffer, 1_000).unwrap();
         // Sums arriving while a flush is in flight wait for its sender, who looks again after it.
         assert_eq!(accept(&mut buffer, "a", 1, 1_001), Accept::Accepted { wake: false });
-        buffer.finish(ShardId(0), flush.number, 0, 0, 1_010);
+        buffer.finish(&flush, 0, 0, 1_010);
         assert_eq!(buffer.next(ShardId(0), 1_011), Next::At(1_010 + FIRST_RESEND_MS), "a resend is due");
         assert_eq!(accept(&mut buffer, "a", 1, 1_010 + FIRST_RESEND_MS), Accept::Accepted { wake: true });
     }
@@ -937,12 +999,63 @@ mod tests {
             accept(&mut buffer, "b", 1, 1_000 + IN_FLIGHT_GRACE_MS - 1),
             Accept::Accepted { wake: false }
         );
-        assert_eq!(buffer.next(ShardId(0), 1_000 + IN_FLIGHT_GRACE_MS - 1), Next::Idle);
+        assert_eq!(
+            buffer.next(ShardId(0), 1_000 + IN_FLIGHT_GRACE_MS - 1),
+            Next::At(1_000 + IN_FLIGHT_GRACE_MS)
+        );
         assert_eq!(accept(&mut buffer, "b", 1, 1_000 + IN_FLIGHT_GRACE_MS), Accept::Accepted { wake: true });
         let Next::Send(again) = buffer.next(ShardId(0), 1_000 + IN_FLIGHT_GRACE_MS) else {
             panic!("overdue")
         };
         assert_eq!((again.number, again.attempts), (lost.number, 2));
+    }
+
+    #[test]
+    fn an_arrival_due_after_the_woken_flushers_have_ended_wakes_another() {
+        let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 10, ..limits() });
+        assert_eq!(accept(&mut buffer, "a", 1, 0), Accept::Accepted { wake: true });
+        // That flusher runs until FLUSHER_ALLOWANCE_MS; it sends just before.
+        let Next::Send(flush) = buffer.next(ShardId(0), 29_500) else { panic!("due") };
+        // A count arrives while the flush is in flight: the flush is due again (if its sender
+        // was cut off) after the first flusher has ended, so another is woken.
+        const { assert!(29_500 + IN_FLIGHT_GRACE_MS > FLUSHER_ALLOWANCE_MS) };
+        assert_eq!(accept(&mut buffer, "b", 1, 29_600), Accept::Accepted { wake: true });
+        // Its sender reports; the second flusher, which runs until 59,600, sends the count.
+        buffer.finish(&flush, 1, 0, 29_700);
+        assert_eq!(buffer.next(ShardId(0), 29_700), Next::At(30_600));
+        assert!(matches!(buffer.next(ShardId(0), 30_600), Next::Send(_)));
+        assert_eq!(accept(&mut buffer, "c", 1, 30_601), Accept::Accepted { wake: false }, "covered");
+    }
+
+    #[test]
+    fn the_arrivals_of_one_batch_wake_one_flusher() {
+        let mut buffer = OneWayBuffer::new(OneWayLimits { flush_ops: 2, max_keys: 10, ..limits() });
+        // Due at once from the second: a batch's accepts all come before its flusher runs.
+        let wakes = (0..6)
+            .filter(|i| accept(&mut buffer, &format!("k{i}"), 1, 5) == Accept::Accepted { wake: true })
+            .count();
+        assert_eq!(wakes, 1);
+        let Next::Send(flush) = buffer.next(ShardId(0), 5) else { panic!("due") };
+        buffer.finish(&flush, 0, 0, 6);
+        // Once the flusher has looked, an arrival that finds something overdue wakes one again.
+        assert_eq!(accept(&mut buffer, "k0", 1, 6 + FIRST_RESEND_MS), Accept::Accepted { wake: true });
+    }
+
+    #[test]
+    fn a_late_report_of_an_earlier_send_is_ignored() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let first = take(&mut buffer, 1_000).unwrap();
+        // Its sender is taken to be cut off: the flush is sent again.
+        let resent_at = 1_000 + IN_FLIGHT_GRACE_MS;
+        let Next::Send(again) = buffer.next(ShardId(0), resent_at) else { panic!("overdue") };
+        assert_eq!((again.number, again.attempts), (first.number, 2));
+        // The first send's unknown outcome arrives late: the second is still awaited.
+        buffer.finish(&first, 0, 0, resent_at + 1);
+        assert_eq!(buffer.next(ShardId(0), resent_at + 2), Next::At(resent_at + IN_FLIGHT_GRACE_MS));
+        buffer.finish(&again, 1, 0, resent_at + 3);
+        assert_eq!((buffer.stats().flushed, buffer.stats().retried), (1, 1));
+        assert_eq!(buffer.next(ShardId(0), resent_at + 4), Next::Idle);
     }
 
     #[test]
@@ -953,7 +1066,7 @@ mod tests {
         let mut waits = Vec::new();
         let mut flush = take(&mut buffer, now).unwrap();
         for _ in 0..6 {
-            buffer.finish(ShardId(0), flush.number, 0, 0, now);
+            buffer.finish(&flush, 0, 0, now);
             let Next::At(at) = buffer.next(ShardId(0), now) else { panic!("a resend waits") };
             waits.push(at - now);
             now = at;
@@ -1128,9 +1241,9 @@ mod tests {
         let mut buffer = OneWayBuffer::new(limits());
         accept(&mut buffer, "a", 1, 0);
         let flush = take(&mut buffer, 1_000).unwrap();
-        buffer.finish(ShardId(0), flush.number, 0, 0, 0);
-        assert!(take(&mut buffer, 1_000 + MAX_RESEND_AGE_MS).is_some(), "still within the window");
-        buffer.finish(ShardId(0), flush.number, 0, 0, 0);
+        buffer.finish(&flush, 0, 0, 0);
+        let resent = take(&mut buffer, 1_000 + MAX_RESEND_AGE_MS).expect("still within the window");
+        buffer.finish(&resent, 0, 0, 0);
         // Its receipt's record could lapse before a resend arrived: the shard would apply it again.
         assert_eq!(take(&mut buffer, 1_001 + MAX_RESEND_AGE_MS), None);
         assert_eq!((buffer.stats().dropped, buffer.stats().pending, buffer.held()), (1, 0, (0, 0)));
@@ -1148,13 +1261,13 @@ mod tests {
         let first = take(&mut buffer, 1_000).unwrap();
         // Applied, but the answer is lost: nothing is settled.
         on_shard(&mut shard, &store, &first.request("isolate1").unwrap(), 1_000);
-        buffer.finish(ShardId(0), first.number, 0, 0, 0);
+        buffer.finish(&first, 0, 0, 0);
         let again = take(&mut buffer, 1_250).unwrap();
         let results = on_shard(&mut shard, &store, &again.request("isolate1").unwrap(), 1_000);
         assert!(results.iter().all(|r| matches!(r, OpResult::Replayed { .. })), "{results:?}");
         let (applied, dropped) = again.settled(results);
         assert_eq!((applied, dropped), (4, 0));
-        buffer.finish(ShardId(0), again.number, applied, dropped, 0);
+        buffer.finish(&again, applied, dropped, 0);
         assert!(matches!(read(&mut shard, &store, "a", 2_000), OpResult::Value { value: 10, .. }));
         assert!(matches!(read(&mut shard, &store, "b", 2_000), OpResult::Value { value: 1, .. }));
         assert_eq!((buffer.stats().flushed, buffer.stats().pending), (4, 0));
@@ -1179,7 +1292,7 @@ mod tests {
             .collect();
         let (applied, dropped) = flush.settled(results);
         assert_eq!((applied, dropped), (1, 1));
-        buffer.finish(ShardId(0), flush.number, applied, dropped, 0);
+        buffer.finish(&flush, applied, dropped, 0);
         let stats = buffer.stats();
         assert_eq!((stats.flushed, stats.dropped, stats.pending), (1, 1, 0));
     }
@@ -1208,7 +1321,7 @@ mod tests {
                     for (key, sum) in sums(&flush) {
                         *applied.entry(key).or_default() += sum;
                     }
-                    buffer.finish(ShardId(0), flush.number, flush.total_ops(), 0, 0);
+                    buffer.finish(&flush, flush.total_ops(), 0, 0);
                 }
             };
             let mut now = 0;

@@ -4,11 +4,10 @@
 //! shard's relays this isolate's name picks (`relay`).
 //!
 //! A flusher is a task of a request whose arrival the buffer said needs one (it opened the
-//! shard's window, or found something of it overdue), kept running with `waitUntil` after that
-//! request has answered its 202. The runtime ends a request's `waitUntil` work 30 s after the
-//! answer at the latest, so a flusher waits no longer than that for what falls due (a window is
-//! at most `MAX_INTERVAL_MS`, 20 s; resends wait 0.25, 1, 4 and 16 s); whatever a flusher cut
-//! off leaves is overdue for the next arrival, which wakes another.
+//! shard's window, found something of it overdue, or brought something due after the flushers
+//! woken so far end), kept running with `waitUntil` after that request has answered its 202.
+//! The runtime ends a request's `waitUntil` work 30 s after the answer at the latest, so a
+//! flusher runs no longer (`FLUSHER_ALLOWANCE_MS`); what falls due after it is another's.
 
 use edgecount_core::edge::one_way::{Accept, Counted, OneWayBuffer, OneWayStats};
 use edgecount_core::relay::relay_for;
@@ -22,9 +21,6 @@ use crate::shared::config::Config;
 use crate::shared::one_way_flusher::{self, random_name, FlushSite};
 use crate::shared::state::{self, OneWayWrites};
 use crate::shared::{shard_client, tasks};
-
-/// How long the runtime lets a request's `waitUntil` work run after its answer.
-const BACKGROUND_ALLOWANCE_MS: u64 = 30_000;
 
 fn with_buffer<T>(config: &Config, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T {
     state::with(|s| {
@@ -81,10 +77,6 @@ impl FlushSite for IsolateSite {
     fn sender(&self) -> String {
         // The buffer that made the flush made the name too.
         state::with(|s| s.one_way.borrow().as_ref().map(|writes| writes.name.clone())).unwrap_or_default()
-    }
-
-    fn longest_wait_ms(&self) -> u64 {
-        BACKGROUND_ALLOWANCE_MS
     }
 
     async fn send(&self, shard: ShardId, request: &ShardRequest) -> Result<Vec<OpResult>, ApiError> {

@@ -5,9 +5,10 @@
 //! A flusher is woken by an arrival that the buffer says needs one. It asks the buffer what to
 //! do (`OneWayBuffer::next`): send a flush (in one call under one receipt made of its buffer's
 //! name and the flush's number, so a flush sent again is applied once), wait until something
-//! falls due, or stop. It holds no claim on anything: two flushers of a shard are harmless, as
-//! the buffer hands its one flush in flight to one of them at a time, and a flusher cut off by
-//! the runtime leaves nothing that the next one cannot pick up.
+//! falls due, or stop. It holds no claim on anything: two flushers of a shard may both wait,
+//! and whichever looks first when something falls due sends it; a flusher cut off by the
+//! runtime leaves a flush in flight that is due again after its grace, and the buffer has had
+//! an arrival wake a flusher that runs past then.
 
 use edgecount_core::edge::one_way::{Flush, Next, OneWayBuffer};
 use edgecount_core::shard::protocol::ShardRequest;
@@ -26,17 +27,15 @@ pub trait FlushSite {
     fn with_buffer<T>(&self, f: impl FnOnce(&mut OneWayBuffer) -> T) -> T;
     /// The name the buffer's receipts carry: unique to this buffer, for as long as it lives.
     fn sender(&self) -> String;
-    /// How long after it wakes a flusher may still wait for something to fall due: what the
-    /// runtime lets it run for.
-    fn longest_wait_ms(&self) -> u64;
     /// Sends `request` (the flush of `shard`) once.
     async fn send(&self, shard: ShardId, request: &ShardRequest) -> Result<Vec<OpResult>, ApiError>;
 }
 
-/// Flushes `shard`'s sums as they fall due, until nothing is left for it to do or to wait for
-/// within [`FlushSite::longest_wait_ms`].
+/// Flushes `shard`'s sums as they fall due, until nothing is left, or what falls due next is
+/// past the flusher's allowance (`OneWayBuffer::flusher_allowance_ms`), by when the buffer has
+/// had an arrival wake another.
 pub async fn run(site: &impl FlushSite, shard: ShardId) {
-    let wait_until = now_ms().saturating_add(site.longest_wait_ms());
+    let wait_until = now_ms().saturating_add(site.with_buffer(|buffer| buffer.flusher_allowance_ms()));
     loop {
         let now = now_ms();
         let (next, given_up) = site.with_buffer(|buffer| {
@@ -88,7 +87,7 @@ async fn send(site: &impl FlushSite, flush: &Flush) {
             total - applied - dropped
         );
     }
-    site.with_buffer(|buffer| buffer.finish(flush.shard, flush.number, applied, dropped, now_ms()));
+    site.with_buffer(|buffer| buffer.finish(flush, applied, dropped, now_ms()));
 }
 
 /// 96 random bits as hex (`Math.random` gives about 52 per call: enough to tell buffers apart,
