@@ -191,6 +191,16 @@ include-operation-id = "getCounterDays"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "5xx"]
 
 [[operations]]
+# A namespace read takes the same days (`period`, or `from` and `to`), none of them before the
+# oldest day kept, and refuses the same way.
+include-operation-id = "getNamespaceDays"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "5xx"]
+
+[[operations]]
+include-operation-id = "getNamespaceTop"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "5xx"]
+
+[[operations]]
 # A badge takes the same days (`period`, or `from` and `to`) and is refused the same way; the
 # pattern of `period` allows the 3,660 days the largest EDGECOUNT_DAYS keeps.
 include-operation-id = "getBadge"
