@@ -27,14 +27,16 @@
 //! - **Applied once.** A flush keeps its number until it finishes, and its receipt (one
 //!   idempotency key for the whole request, [`Flush::request`]) is made from it: a flush sent
 //!   again after an unknown outcome is applied once, at the cost of one record row per flush.
-//! - **Never stranded, never claimed.** Nothing in the buffer belongs to a task, and nothing
-//!   waits on another. A flusher runs for at most its allowance ([`FLUSHER_ALLOWANCE_MS`] in
+//! - **Not stranded while arrivals come, never claimed.** Nothing in the buffer belongs to a
+//!   task, and nothing waits on another. A flusher runs for at most its allowance ([`FLUSHER_ALLOWANCE_MS`] in
 //!   an isolate, where the runtime ends a request's background work 30 s after its answer; a
 //!   relay's run as long as it lives) and asks [`OneWayBuffer::next`] what to do: send what is
 //!   due, or sleep until something falls due. The buffer notes until when the flushers woken
 //!   so far run (`covered_until_ms`), and an arrival is told to wake another
 //!   ([`Accept::Accepted`]) when it opens a shard's window (nothing pending or in flight),
-//!   finds something overdue, or brings something due after that time. A shard has one flush
+//!   finds something overdue, or brings something due after that time; a flusher stops once
+//!   one woken later has enlisted ([`OneWayBuffer::enlist`]). With no arrival at all, what
+//!   falls due after the last flusher ends waits for the next. A shard has one flush
 //!   in flight at most (a relay remembers a sender's last number, so numbers must arrive in
 //!   order); one sent and not reported on within [`IN_FLIGHT_GRACE_MS`] (its sender was cut
 //!   off) is overdue, and a flusher sends it again under its number; a late report of an
@@ -91,9 +93,11 @@ pub struct OneWayLimits {
 /// What became of an accepted delta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accept {
-    /// Added to its key's sum. `wake`: this arrival opened the shard's window (nothing was
-    /// pending or in flight) or found something of it overdue, and the caller must run a flusher for the shard (see
-    /// [`OneWayBuffer::next`]).
+    /// Added to its key's sum. `wake`: the caller must run a flusher for the shard (see
+    /// [`OneWayBuffer::enlist`]): this arrival opened the shard's window (nothing was pending or
+    /// in flight), found something of it overdue, or brought something due after the flushers
+    /// woken so far end (and before a new one would). Not twice within a second, before the
+    /// flusher woken first has enlisted.
     Accepted { wake: bool },
     /// The buffer is at a bound: nothing was added.
     Full,
@@ -299,6 +303,17 @@ struct InFlight {
     resend_at_ms: u64,
 }
 
+impl InFlight {
+    /// When it is to be sent (again): once its sender has had its grace, or its resend is due.
+    fn due_ms(&self) -> u64 {
+        if self.awaiting_report {
+            self.sent_at_ms + IN_FLIGHT_GRACE_MS
+        } else {
+            self.resend_at_ms
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct ShardBuffer {
     pending: KeyMap<Slot, Pending>,
@@ -310,9 +325,11 @@ struct ShardBuffer {
     /// Until when the flushers woken for the shard so far run: something due later needs
     /// another.
     covered_until_ms: u64,
-    /// When a flusher was last woken, until it first asks [`OneWayBuffer::next`]: the arrivals
-    /// of one batch, made before it runs, wake it once.
+    /// When a flusher was last woken, until it enlists: the arrivals of one batch, made before
+    /// it runs, wake it once.
     woken_ms: Option<u64>,
+    /// The last flusher enlisted (see [`OneWayBuffer::enlist`]).
+    newest_flusher: u64,
 }
 
 /// An isolate's one-way buffer.
@@ -325,6 +342,7 @@ pub struct OneWayBuffer {
     keys: usize,
     bytes: u64,
     next_number: u64,
+    next_flusher: u64,
     stats: OneWayStats,
 }
 
@@ -371,6 +389,7 @@ impl OneWayBuffer {
             keys: 0,
             bytes: 0,
             next_number: 0,
+            next_flusher: 0,
             stats: OneWayStats::default(),
         }
     }
@@ -496,18 +515,27 @@ impl OneWayBuffer {
     /// Whether an arrival for `shard` at `now_ms` (that `opened` its window or not) must wake a
     /// flusher, noting the wake if so.
     fn wakes(&mut self, shard: ShardId, opened: bool, now_ms: u64) -> bool {
-        let due = self.due_at(shard);
         let allowance = self.flusher_allowance_ms;
+        let Some(buffer) = self.shards.get(&shard) else { return false };
+        let pending = self.pending_due(buffer);
+        let in_flight = buffer.in_flight.as_ref().map(InFlight::due_ms);
         let Some(buffer) = self.shards.get_mut(&shard) else { return false };
         if buffer.woken_ms.is_some_and(|woken| now_ms < woken.saturating_add(WAKE_ON_ITS_WAY_MS)) {
             return false;
         }
-        let uncovered = due.is_some_and(|due| due <= now_ms || due > buffer.covered_until_ms);
+        // Due after the flushers woken so far end, and before one woken now would.
+        let covered = buffer.covered_until_ms;
+        let past_cover = |due: u64| due > covered && due <= now_ms.saturating_add(allowance);
+        let uncovered = match in_flight {
+            // Sums behind a flush in flight wait for it: only the cover counts for them.
+            Some(flight) => flight <= now_ms || past_cover(flight) || pending.is_some_and(past_cover),
+            None => pending.is_some_and(|due| due <= now_ms || past_cover(due)),
+        };
         if !opened && !uncovered {
             return false;
         }
         buffer.woken_ms = Some(now_ms);
-        buffer.covered_until_ms = buffer.covered_until_ms.max(now_ms.saturating_add(allowance));
+        buffer.covered_until_ms = covered.max(now_ms.saturating_add(allowance));
         true
     }
 
@@ -518,13 +546,11 @@ impl OneWayBuffer {
     #[must_use]
     pub fn due_at(&self, shard: ShardId) -> Option<u64> {
         let buffer = self.shards.get(&shard)?;
-        if let Some(in_flight) = &buffer.in_flight {
-            return Some(if in_flight.awaiting_report {
-                in_flight.sent_at_ms + IN_FLIGHT_GRACE_MS
-            } else {
-                in_flight.resend_at_ms
-            });
-        }
+        buffer.in_flight.as_ref().map(InFlight::due_ms).or_else(|| self.pending_due(buffer))
+    }
+
+    /// When `buffer`'s pending sums are due, a flush in flight or not (they wait for it).
+    fn pending_due(&self, buffer: &ShardBuffer) -> Option<u64> {
         let oldest = buffer.oldest_ms?;
         // Half the buffer's bytes taken: flushed early, so that it keeps room for what arrives.
         let half_full = self.bytes.saturating_mul(2) >= self.limits.max_bytes;
@@ -535,16 +561,38 @@ impl OneWayBuffer {
         Some(oldest + self.limits.interval_ms)
     }
 
-    /// What a flusher of `shard` is to do at `now_ms`: send what is due ([`Self::take`]), or
-    /// wait for what falls due next (a flush in flight is due again once its sender has had
-    /// [`IN_FLIGHT_GRACE_MS`], so a flusher outlives a sender cut off), or nothing.
-    pub fn next(&mut self, shard: ShardId, now_ms: u64) -> Next {
-        if let Some(buffer) = self.shards.get_mut(&shard) {
-            buffer.woken_ms = None;
+    /// Enlists a flusher woken for `shard`: the number it asks [`Self::next`] with. A flusher
+    /// enlisted later runs at least as long, so an earlier one stops once a later one has
+    /// enlisted.
+    pub fn enlist(&mut self, shard: ShardId) -> u64 {
+        self.next_flusher += 1;
+        let number = self.next_flusher;
+        let buffer = self.shards.entry(shard).or_default();
+        buffer.newest_flusher = number;
+        buffer.woken_ms = None;
+        number
+    }
+
+    /// What flusher `flusher` (see [`Self::enlist`]) of `shard` is to do at `now_ms`: send what
+    /// is due ([`Self::take`]), wait for what falls due next, or stop (nothing is pending or in
+    /// flight, or a flusher enlisted later looks after the shard). A flush in flight is due again
+    /// once its sender has had [`IN_FLIGHT_GRACE_MS`], so a flusher outlives a sender cut off;
+    /// meanwhile it looks again when the sums behind it fall due, as the sender will most often
+    /// have reported by then.
+    pub fn next(&mut self, shard: ShardId, flusher: u64, now_ms: u64) -> Next {
+        let Some(buffer) = self.shards.get(&shard) else { return Next::Idle };
+        if buffer.newest_flusher > flusher {
+            return Next::Idle;
         }
+        let behind = buffer
+            .in_flight
+            .as_ref()
+            .filter(|in_flight| in_flight.awaiting_report)
+            .and_then(|_| self.pending_due(buffer))
+            .filter(|due| *due > now_ms);
         match self.due_at(shard) {
             Some(due) if due <= now_ms => self.take(shard, now_ms).map_or(Next::Idle, Next::Send),
-            Some(due) => Next::At(due),
+            Some(due) => Next::At(behind.map_or(due, |behind| behind.min(due))),
             None => {
                 self.shards.remove(&shard);
                 Next::Idle
@@ -733,6 +781,14 @@ mod tests {
         buffer.accept(ShardId(0), &ns, &key, Counted::plain(None, delta), now)
     }
 
+    impl OneWayBuffer {
+        /// What a flusher woken now is to do at `now`.
+        fn look(&mut self, now: u64) -> Next {
+            let me = self.enlist(ShardId(0));
+            self.next(ShardId(0), me, now)
+        }
+    }
+
     /// What a flusher takes at `now`, due or not.
     fn take(buffer: &mut OneWayBuffer, now: u64) -> Option<Flush> {
         buffer.take(ShardId(0), now)
@@ -786,12 +842,12 @@ mod tests {
         assert_eq!(accept(&mut buffer, "a", 1, 100), Accept::Accepted { wake: true }, "opens the window");
         assert_eq!(accept(&mut buffer, "a", 2, 200), Accept::Accepted { wake: false });
         assert_eq!(accept(&mut buffer, "b", -5, 300), Accept::Accepted { wake: false });
-        assert_eq!(buffer.next(ShardId(0), 1_099), Next::At(1_100));
-        let Next::Send(flush) = buffer.next(ShardId(0), 1_100) else { panic!("due") };
+        assert_eq!(buffer.look(1_099), Next::At(1_100));
+        let Next::Send(flush) = buffer.look(1_100) else { panic!("due") };
         assert_eq!(sums(&flush), HashMap::from([("a".into(), 3), ("b".into(), -5)]));
         assert_eq!(buffer.stats().pending, 3);
         assert_eq!(
-            buffer.next(ShardId(0), 1_101),
+            buffer.look(1_101),
             Next::At(1_100 + IN_FLIGHT_GRACE_MS),
             "in flight: its sender's, unless it is cut off"
         );
@@ -799,7 +855,7 @@ mod tests {
         let stats = buffer.stats();
         assert_eq!((stats.accepted, stats.pending, stats.flushed, stats.flush_calls), (3, 0, 3, 1));
         assert_eq!(buffer.held(), (0, 0));
-        assert_eq!(buffer.next(ShardId(0), 1_200), Next::Idle, "nothing left");
+        assert_eq!(buffer.look(1_200), Next::Idle, "nothing left");
         assert_eq!(accept(&mut buffer, "a", 1, 1_300), Accept::Accepted { wake: true });
     }
 
@@ -985,7 +1041,7 @@ mod tests {
         // Sums arriving while a flush is in flight wait for its sender, who looks again after it.
         assert_eq!(accept(&mut buffer, "a", 1, 1_001), Accept::Accepted { wake: false });
         buffer.finish(&flush, 0, 0, 1_010);
-        assert_eq!(buffer.next(ShardId(0), 1_011), Next::At(1_010 + FIRST_RESEND_MS), "a resend is due");
+        assert_eq!(buffer.look(1_011), Next::At(1_010 + FIRST_RESEND_MS), "a resend is due");
         assert_eq!(accept(&mut buffer, "a", 1, 1_010 + FIRST_RESEND_MS), Accept::Accepted { wake: true });
     }
 
@@ -999,14 +1055,9 @@ mod tests {
             accept(&mut buffer, "b", 1, 1_000 + IN_FLIGHT_GRACE_MS - 1),
             Accept::Accepted { wake: false }
         );
-        assert_eq!(
-            buffer.next(ShardId(0), 1_000 + IN_FLIGHT_GRACE_MS - 1),
-            Next::At(1_000 + IN_FLIGHT_GRACE_MS)
-        );
+        assert_eq!(buffer.look(1_000 + IN_FLIGHT_GRACE_MS - 1), Next::At(1_000 + IN_FLIGHT_GRACE_MS));
         assert_eq!(accept(&mut buffer, "b", 1, 1_000 + IN_FLIGHT_GRACE_MS), Accept::Accepted { wake: true });
-        let Next::Send(again) = buffer.next(ShardId(0), 1_000 + IN_FLIGHT_GRACE_MS) else {
-            panic!("overdue")
-        };
+        let Next::Send(again) = buffer.look(1_000 + IN_FLIGHT_GRACE_MS) else { panic!("overdue") };
         assert_eq!((again.number, again.attempts), (lost.number, 2));
     }
 
@@ -1015,16 +1066,42 @@ mod tests {
         let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 10, ..limits() });
         assert_eq!(accept(&mut buffer, "a", 1, 0), Accept::Accepted { wake: true });
         // That flusher runs until FLUSHER_ALLOWANCE_MS; it sends just before.
-        let Next::Send(flush) = buffer.next(ShardId(0), 29_500) else { panic!("due") };
+        let Next::Send(flush) = buffer.look(29_500) else { panic!("due") };
         // A count arrives while the flush is in flight: the flush is due again (if its sender
         // was cut off) after the first flusher has ended, so another is woken.
         const { assert!(29_500 + IN_FLIGHT_GRACE_MS > FLUSHER_ALLOWANCE_MS) };
         assert_eq!(accept(&mut buffer, "b", 1, 29_600), Accept::Accepted { wake: true });
         // Its sender reports; the second flusher, which runs until 59,600, sends the count.
         buffer.finish(&flush, 1, 0, 29_700);
-        assert_eq!(buffer.next(ShardId(0), 29_700), Next::At(30_600));
-        assert!(matches!(buffer.next(ShardId(0), 30_600), Next::Send(_)));
+        assert_eq!(buffer.look(29_700), Next::At(30_600));
+        assert!(matches!(buffer.look(30_600), Next::Send(_)));
         assert_eq!(accept(&mut buffer, "c", 1, 30_601), Accept::Accepted { wake: false }, "covered");
+    }
+
+    #[test]
+    fn a_flusher_stops_once_a_later_one_has_enlisted() {
+        let mut buffer = OneWayBuffer::new(limits());
+        accept(&mut buffer, "a", 1, 0);
+        let first = buffer.enlist(ShardId(0));
+        assert_eq!(buffer.next(ShardId(0), first, 10), Next::At(1_000));
+        let second = buffer.enlist(ShardId(0));
+        assert_eq!(buffer.next(ShardId(0), first, 20), Next::Idle, "the later one runs as long");
+        assert!(matches!(buffer.next(ShardId(0), second, 1_000), Next::Send(_)));
+    }
+
+    #[test]
+    fn sums_behind_a_flush_in_flight_due_after_the_cover_wake_a_flusher() {
+        let mut buffer = OneWayBuffer::new(OneWayLimits { max_keys: 10, ..limits() });
+        assert_eq!(accept(&mut buffer, "a", 1, 0), Accept::Accepted { wake: true });
+        let flusher = buffer.enlist(ShardId(0));
+        let Next::Send(flush) = buffer.next(ShardId(0), flusher, 28_000) else { panic!("due") };
+        buffer.finish(&flush, 0, 0, 29_000);
+        // A resend is due at 29,250, within the cover (30,000); a count arriving at 29,200 is
+        // due at 30,200, after it: a flusher is woken for it.
+        assert_eq!(accept(&mut buffer, "b", 1, 29_200), Accept::Accepted { wake: true });
+        // The new one looks when the sums behind a flush it waits on fall due.
+        let later = buffer.enlist(ShardId(0));
+        assert!(matches!(buffer.next(ShardId(0), later, 29_250), Next::Send(_)), "the resend");
     }
 
     #[test]
@@ -1035,7 +1112,7 @@ mod tests {
             .filter(|i| accept(&mut buffer, &format!("k{i}"), 1, 5) == Accept::Accepted { wake: true })
             .count();
         assert_eq!(wakes, 1);
-        let Next::Send(flush) = buffer.next(ShardId(0), 5) else { panic!("due") };
+        let Next::Send(flush) = buffer.look(5) else { panic!("due") };
         buffer.finish(&flush, 0, 0, 6);
         // Once the flusher has looked, an arrival that finds something overdue wakes one again.
         assert_eq!(accept(&mut buffer, "k0", 1, 6 + FIRST_RESEND_MS), Accept::Accepted { wake: true });
@@ -1048,14 +1125,14 @@ mod tests {
         let first = take(&mut buffer, 1_000).unwrap();
         // Its sender is taken to be cut off: the flush is sent again.
         let resent_at = 1_000 + IN_FLIGHT_GRACE_MS;
-        let Next::Send(again) = buffer.next(ShardId(0), resent_at) else { panic!("overdue") };
+        let Next::Send(again) = buffer.look(resent_at) else { panic!("overdue") };
         assert_eq!((again.number, again.attempts), (first.number, 2));
         // The first send's unknown outcome arrives late: the second is still awaited.
         buffer.finish(&first, 0, 0, resent_at + 1);
-        assert_eq!(buffer.next(ShardId(0), resent_at + 2), Next::At(resent_at + IN_FLIGHT_GRACE_MS));
+        assert_eq!(buffer.look(resent_at + 2), Next::At(resent_at + IN_FLIGHT_GRACE_MS));
         buffer.finish(&again, 1, 0, resent_at + 3);
         assert_eq!((buffer.stats().flushed, buffer.stats().retried), (1, 1));
-        assert_eq!(buffer.next(ShardId(0), resent_at + 4), Next::Idle);
+        assert_eq!(buffer.look(resent_at + 4), Next::Idle);
     }
 
     #[test]
@@ -1067,10 +1144,10 @@ mod tests {
         let mut flush = take(&mut buffer, now).unwrap();
         for _ in 0..6 {
             buffer.finish(&flush, 0, 0, now);
-            let Next::At(at) = buffer.next(ShardId(0), now) else { panic!("a resend waits") };
+            let Next::At(at) = buffer.look(now) else { panic!("a resend waits") };
             waits.push(at - now);
             now = at;
-            let Next::Send(again) = buffer.next(ShardId(0), now) else { panic!("due") };
+            let Next::Send(again) = buffer.look(now) else { panic!("due") };
             flush = again;
         }
         assert_eq!(waits, [250, 1_000, 4_000, 16_000, 64_000, 64_000]);

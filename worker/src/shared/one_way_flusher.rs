@@ -6,9 +6,10 @@
 //! do (`OneWayBuffer::next`): send a flush (in one call under one receipt made of its buffer's
 //! name and the flush's number, so a flush sent again is applied once), wait until something
 //! falls due, or stop. It holds no claim on anything: two flushers of a shard may both wait,
-//! and whichever looks first when something falls due sends it; a flusher cut off by the
-//! runtime leaves a flush in flight that is due again after its grace, and the buffer has had
-//! an arrival wake a flusher that runs past then.
+//! and whichever looks first when something falls due sends it, until the earlier one sees
+//! the later one has enlisted and stops. A flusher cut off by the runtime leaves a flush in
+//! flight that is due again after its grace, for a flusher still running or the next one an
+//! arrival wakes.
 
 use edgecount_core::edge::one_way::{Flush, Next, OneWayBuffer};
 use edgecount_core::shard::protocol::ShardRequest;
@@ -31,16 +32,17 @@ pub trait FlushSite {
     async fn send(&self, shard: ShardId, request: &ShardRequest) -> Result<Vec<OpResult>, ApiError>;
 }
 
-/// Flushes `shard`'s sums as they fall due, until nothing is left, or what falls due next is
-/// past the flusher's allowance (`OneWayBuffer::flusher_allowance_ms`), by when the buffer has
-/// had an arrival wake another.
+/// Flushes `shard`'s sums as they fall due, until nothing is left, a flusher woken later has
+/// enlisted, or what falls due next is past this one's allowance
+/// (`OneWayBuffer::flusher_allowance_ms`): the buffer has arrivals wake another for that.
 pub async fn run(site: &impl FlushSite, shard: ShardId) {
-    let wait_until = now_ms().saturating_add(site.with_buffer(|buffer| buffer.flusher_allowance_ms()));
+    let (me, allowance) = site.with_buffer(|buffer| (buffer.enlist(shard), buffer.flusher_allowance_ms()));
+    let wait_until = now_ms().saturating_add(allowance);
     loop {
         let now = now_ms();
         let (next, given_up) = site.with_buffer(|buffer| {
             let dropped = buffer.stats().dropped;
-            let next = buffer.next(shard, now);
+            let next = buffer.next(shard, me, now);
             (next, buffer.stats().dropped - dropped)
         });
         if given_up > 0 {
