@@ -60,13 +60,13 @@ pub fn visitor_days(query: &str, unique: bool, config: &Config) -> Option<u32> {
     u32::try_from(to.0.saturating_sub(from.0).saturating_add(1)).ok()
 }
 
-/// One day of a read's series.
+/// One day of a read's series (a key's, or a namespace's: `http::namespaces`).
 #[derive(Serialize)]
-struct DayBody {
-    date: String,
-    count: i64,
+pub struct DayBody {
+    pub date: String,
+    pub count: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    uniques: Option<u64>,
+    pub uniques: Option<u64>,
 }
 
 /// A read of days: the total, the period's count and unique visitors, and each of its days.

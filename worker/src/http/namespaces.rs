@@ -14,7 +14,7 @@ use edgecount_core::{Namespace, ShardId};
 use futures_util::future::join_all;
 use serde::Serialize;
 
-use crate::http::days::{period_days, period_name};
+use crate::http::days::{period_days, period_name, DayBody};
 use crate::http::message::{Header, Request, Response};
 use crate::http::request_context::RequestContext;
 use crate::http::respond;
@@ -35,12 +35,6 @@ pub enum Asked {
     Days,
     /// The period's top keys.
     Top,
-}
-
-#[derive(Serialize)]
-struct DayBody {
-    date: String,
-    count: i64,
 }
 
 #[derive(Serialize)]
@@ -102,8 +96,9 @@ fn body<'a>(
     asked: Asked,
     top: usize,
 ) -> NamespaceBody<'a> {
-    let days = (asked == Asked::Days)
-        .then(|| read.days.iter().map(|d| DayBody { date: d.day.date(), count: d.count }).collect());
+    let days = (asked == Asked::Days).then(|| {
+        read.days.iter().map(|d| DayBody { date: d.day.date(), count: d.count, uniques: None }).collect()
+    });
     let keys = (asked == Asked::Top).then(|| {
         read.top.iter().take(top).map(|k| KeyBody { key: k.key.as_str(), count: k.count }).collect()
     });
@@ -127,9 +122,7 @@ async fn read(
     days: (Day, Day),
     meter: &mut Meter,
 ) -> Result<(NamespacePeriod, bool), ApiError> {
-    let kept = state::with(|s| {
-        s.namespace_reads.borrow_mut().get_or_insert_with(NamespaceReads::default).get(ns, days, now_ms())
-    });
+    let kept = with_kept_reads(|reads| reads.get(ns, days, now_ms()));
     if let Some(read) = kept {
         return Ok((read, true));
     }
@@ -138,13 +131,11 @@ async fn read(
     let asks = (0..shards).map(|i| shard_client::namespace_part(cx.env, ShardId(i), ns, days, MAX_TOP));
     let parts: Vec<ShardPart> = join_all(asks).await.into_iter().collect::<Result<_, _>>()?;
     let read = merge(parts, days, MAX_TOP as usize);
-    state::with(|s| {
-        s.namespace_reads.borrow_mut().get_or_insert_with(NamespaceReads::default).put(
-            ns,
-            days,
-            read.clone(),
-            now_ms(),
-        );
-    });
+    with_kept_reads(|reads| reads.put(ns, days, read.clone(), now_ms()));
     Ok((read, false))
+}
+
+/// Runs `f` on this isolate's kept namespace reads, made at their first use.
+fn with_kept_reads<T>(f: impl FnOnce(&mut NamespaceReads) -> T) -> T {
+    state::with(|s| f(s.namespace_reads.borrow_mut().get_or_insert_with(NamespaceReads::default)))
 }

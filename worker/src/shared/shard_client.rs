@@ -14,6 +14,7 @@ use edgecount_core::shard::transfer::ExportPage;
 use edgecount_core::visits::day::Day;
 use edgecount_core::visits::namespace::ShardPart;
 use edgecount_core::{CoreError, Key, Namespace, OpResult, ShardCall, ShardId};
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::future::Future;
 use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
@@ -489,9 +490,7 @@ pub async fn export_page(
     let rpc = stub(env, shard)?;
     let after = serde_json::to_string(&after).map_err(|e| ApiError::Internal(e.to_string()))?;
     let asked = rpc.export_page(&after, ns.unwrap_or(""), most, budget);
-    let answer = answer_of(JsFuture::from(asked)).await.map_err(|e| transfer_failure(&e))?;
-    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
-    serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
+    json_answer(asked).await
 }
 
 /// `shard`'s part of `ns` over `from..=to`, with its `top` keys (see
@@ -508,9 +507,7 @@ pub async fn namespace_part(
 ) -> Result<ShardPart, ApiError> {
     let rpc = stub(env, shard)?;
     let asked = rpc.namespace_part(ns.as_str(), from.0, to.0, top);
-    let answer = answer_of(JsFuture::from(asked)).await.map_err(|e| transfer_failure(&e))?;
-    let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
-    serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
+    json_answer(asked).await
 }
 
 /// Has `shard` store imported parcels (see `Shard::import_rpc`); answers those it refused.
@@ -527,6 +524,12 @@ pub async fn import(
     let rpc = stub(env, shard)?;
     let parcels = serde_json::to_string(parcels).map_err(|e| ApiError::Internal(e.to_string()))?;
     let asked = rpc.import(&parcels, respect_owners, cache_bytes as f64);
+    json_answer(asked).await
+}
+
+/// The JSON a shard's `asked` call answers (an export page, an import's refusals, a namespace
+/// part), waited for as every call is; a refusal as [`transfer_failure`] reads it.
+async fn json_answer<T: DeserializeOwned>(asked: js_sys::Promise) -> Result<T, ApiError> {
     let answer = answer_of(JsFuture::from(asked)).await.map_err(|e| transfer_failure(&e))?;
     let text = answer.as_string().ok_or(ApiError::ShardUnavailable)?;
     serde_json::from_str(&text).map_err(|_| ApiError::ShardUnavailable)
